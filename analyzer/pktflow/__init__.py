@@ -1,0 +1,3 @@
+"""pktflow: PostgreSQL wire protocol and TCP transfer dynamics from packet captures."""
+
+__version__ = "0.1.0"
