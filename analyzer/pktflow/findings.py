@@ -1,0 +1,27 @@
+"""Findings: what went wrong on the wire or in the capture, with the evidence for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "error"]
+
+# Cap on evidence frames kept per finding: evidence, not a packet list.
+MAX_EVIDENCE_FRAMES = 20
+
+
+@dataclass
+class Finding:
+    severity: Severity
+    code: str  # stable, kebab-case: "capture-gap", "retransmission", "tls", ...
+    message: str  # one sentence, with numbers
+    connection: str | None = None  # "c1", ... or None for the capture as a whole
+    frames: list[int] = field(default_factory=list)  # Wireshark frame numbers, from 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"severity": self.severity, "code": self.code, "message": self.message,
+                "connection": self.connection, "frames": self.frames[:MAX_EVIDENCE_FRAMES]}
+
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

@@ -1,0 +1,7 @@
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Tests run against the source tree even when the package is not installed.
+sys.path.insert(0, str(ROOT / "analyzer"))
+sys.path.insert(0, str(ROOT / "tests"))
