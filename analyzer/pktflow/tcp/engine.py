@@ -1,0 +1,328 @@
+"""The TCP engine: fed packet tuples in capture order, it tracks connections and hands the
+reassembled streams and per-packet facts to consumers. No file or terminal access here.
+
+Rules, in the order `feed` applies them:
+- A connection is keyed by its 4-tuple; both orientations map to it with the direction number.
+- A SYN without ACK on a known 4-tuple starts a new connection when the old one is closed or its
+  client ISN differs (a retransmitted SYN carries the same ISN and stays in the old one).
+- Client/server: from SYN / SYN-ACK when seen, else the lower port is the server (the report may
+  swap them later if the application protocol says otherwise).
+- Stream offsets are relative to the first byte after the SYN, or to the first byte seen.
+- Data below the highest byte seen is a retransmission unless it fills a hole the capture saw
+  open for less than OOO_THRESHOLD_S (then it is reordering, as tshark counts it).
+- A hole becomes a capture gap once the receiver has acknowledged past it (the bytes went by but
+  the capture missed them), when buffering it would exceed the bounds, or at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pktflow.capture.packet import ACK, FIN, RST, SYN
+from pktflow.findings import Finding
+from pktflow.tcp.connection import Connection, StreamSink
+from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
+                                   OOO_THRESHOLD_S, Direction, note)
+from pktflow.tcp.observe import (FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS,
+                                 RETRANS, PacketObserver)
+from pktflow.tcp.options import parse_syn_options
+
+SinkFactory = Callable[[Connection], StreamSink | None]
+ObserverFactory = Callable[[Connection], Iterable[PacketObserver]]
+
+Key = tuple[bytes, int, bytes, int]
+
+
+class TcpEngine:
+    def __init__(self, sink_factory: SinkFactory | None = None,
+                 observer_factory: ObserverFactory | None = None) -> None:
+        self._sink_factory = sink_factory
+        self._observer_factory = observer_factory
+        self._table: dict[Key, tuple[Connection, int]] = {}
+        self.connections: list[Connection] = []
+        self.findings: list[Finding] = []
+
+    # -- connection table --------------------------------------------------------------
+
+    def _open(self, client: tuple[bytes, int], server: tuple[bytes, int], ts: float,
+              frame: int, role_source: str) -> Connection:
+        conn = Connection(f"c{len(self.connections) + 1}", client, server, ts, frame, role_source)
+        self.connections.append(conn)
+        self._table[(client[0], client[1], server[0], server[1])] = (conn, 0)
+        self._table[(server[0], server[1], client[0], client[1])] = (conn, 1)
+        if self._sink_factory is not None:
+            conn.sink = self._sink_factory(conn)
+        if self._observer_factory is not None:
+            conn.observers = tuple(self._observer_factory(conn))
+        return conn
+
+    def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
+                ts: float, frame: int) -> tuple[Connection, int]:
+        hit = self._table.get((src, sport, dst, dport))
+        syn_only = flags & (SYN | ACK) == SYN
+        if hit is not None:
+            if not syn_only:
+                return hit
+            conn, d = hit
+            c2s = conn.dirs[0]
+            # A retransmitted SYN carries the same ISN; anything else reuses the 4-tuple.
+            if d == 0 and c2s.isn_seen and c2s.base == (seq + 1) & 0xFFFFFFFF and not conn.closed:
+                return hit
+            self._retire(conn)
+        if syn_only:
+            return self._open((src, sport), (dst, dport), ts, frame, "handshake"), 0
+        if flags & (SYN | ACK) == SYN | ACK:
+            return self._open((dst, dport), (src, sport), ts, frame, "syn-ack"), 1
+        if sport < dport:
+            return self._open((dst, dport), (src, sport), ts, frame, "port"), 1
+        return self._open((src, sport), (dst, dport), ts, frame, "port"), 0
+
+    def _retire(self, conn: Connection) -> None:
+        """Finish a connection whose 4-tuple is being reused."""
+        a, b = conn.client, conn.server
+        self._table.pop((a[0], a[1], b[0], b[1]), None)
+        self._table.pop((b[0], b[1], a[0], a[1]), None)
+        self._finish_connection(conn)
+
+    # -- per packet --------------------------------------------------------------------
+
+    def feed(self, pkt: tuple) -> None:  # type: ignore[type-arg]
+        (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
+         options) = pkt
+        conn, d = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        conn.packets += 1
+        conn.end_ts = ts
+        conn.last_frame = frame
+        mine, peer = conn.dirs[d], conn.dirs[1 - d]
+
+        if flags & SYN:
+            mine.syn = parse_syn_options(options)
+            mine.base = (seq + 1) & 0xFFFFFFFF
+            mine.isn_seen = True
+            conn.syn_frames.append(frame)
+            if flags & ACK:
+                conn.handshake_seen = peer.isn_seen
+            mine.update_scale(peer)
+            peer.update_scale(mine)
+            seq_rel = end = 0
+        else:
+            if mine.base is None:
+                mine.base = seq
+            seq_rel = mine.unwrap(seq)
+            end = seq_rel + plen
+
+        # The peer's stream: this packet acknowledges up to ack_rel.
+        ack_rel = -1
+        if flags & ACK:
+            if peer.base is None:
+                peer.base = ack
+            ack_rel = peer.unwrap(ack)
+            if ack_rel > peer.max_acked:
+                peer.max_acked = ack_rel
+                if peer.buffer:
+                    self._gap_acked(conn, 1 - d, peer, ack_rel, frame, ts)
+
+        # Window: scaled when the handshake proves the factor; SYN windows are never scaled.
+        scaled_win = win
+        if not flags & SYN:
+            if mine.wscale:
+                scaled_win = win << mine.wscale
+            if win == 0 and not flags & (RST | FIN):
+                mine.zero_window_events += 1
+                note(mine.ev_zero, frame)
+            elif (plen == 0 and not flags & (FIN | RST) and win != mine.last_win
+                  and mine.last_win >= 0 and ack_rel == mine.last_ack
+                  and seq_rel == mine.last_seq):
+                mine.window_updates += 1
+            # Data sent beyond the receiver's raw window proves a minimum scale factor.
+            if plen and not peer.wscale_known and peer.last_win > 0 and peer.last_ack >= 0:
+                inflight = end - peer.last_ack
+                lim = peer.last_win
+                while peer.wscale_lb < 14 and inflight > lim << peer.wscale_lb:
+                    peer.wscale_lb += 1
+        mine.last_win = win
+        mine.last_ack = ack_rel
+        mine.last_seq = seq_rel
+
+        kind = 0
+        if plen:
+            kind = self._data(conn, d, mine, seq_rel, end, plen, payload, frame, ts)
+        if flags & FIN:
+            mine.fin_at = end
+            if conn.closed_by is None and peer.fin_at is not None:
+                conn.closed_by = "fin"
+        if flags & RST:
+            mine.rst = True
+            conn.closed_by = "rst"
+        for obs in conn.observers:
+            obs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
+
+    def _data(self, conn: Connection, d: int, mine: Direction, seq: int, end: int, plen: int,
+              payload: bytes, frame: int, ts: float) -> int:
+        high = mine.high
+        if plen > mine.max_segment:
+            mine.max_segment = plen
+        if seq >= high:
+            kind = NEW
+            if seq > high:
+                kind |= OUT_OF_ORDER
+                if len(mine.holes) < MAX_HOLES:
+                    mine.holes.append([high, seq, ts])
+            mine.payload_bytes += plen
+            mine.data_segments += 1
+            mine.high = end
+            mine.high_ts = ts
+        elif end <= high:
+            if plen <= 1 and seq == high - 1:
+                mine.keepalives += 1
+                return KEEPALIVE
+            fresh = self._fill_holes(mine, seq, end)
+            if fresh:
+                mine.payload_bytes += fresh
+                mine.data_segments += 1
+                kind = FILLS_HOLE
+                if ts - mine.high_ts < OOO_THRESHOLD_S:
+                    mine.ooo_segments += 1
+                    note(mine.ev_ooo, frame)
+                else:
+                    kind |= RETRANS
+                    mine.retrans_segments += 1
+                    mine.retrans_bytes += plen
+                    note(mine.ev_retrans, frame)
+            else:
+                kind = RETRANS
+                mine.retrans_segments += 1
+                mine.retrans_bytes += plen
+                note(mine.ev_retrans, frame)
+        else:
+            kind = NEW | PARTIAL_RETRANS
+            fresh = end - high + self._fill_holes(mine, seq, high)
+            mine.payload_bytes += fresh
+            mine.data_segments += 1
+            mine.retrans_segments += 1
+            mine.retrans_bytes += plen - fresh
+            note(mine.ev_retrans, frame)
+            mine.high = end
+            mine.high_ts = ts
+
+        captured = len(payload)
+        if captured < plen:
+            mine.truncated_bytes += plen - captured
+            mine.truncated_segments += 1
+            note(mine.ev_trunc, frame)
+        self._deliver(conn, d, mine, seq, end, payload, frame, ts)
+        return kind
+
+    @staticmethod
+    def _fill_holes(mine: Direction, seq: int, end: int) -> int:
+        """Remove [seq, end) from the open holes; return how many never-seen bytes it held."""
+        fresh = 0
+        holes = mine.holes
+        for i in range(len(holes) - 1, -1, -1):
+            h0, h1, opened = holes[i]
+            lo, hi = max(seq, int(h0)), min(end, int(h1))
+            if lo >= hi:
+                continue
+            fresh += hi - lo
+            del holes[i]
+            if h0 < lo:
+                holes.append([h0, lo, opened])
+            if hi < h1:
+                holes.append([hi, h1, opened])
+        return fresh
+
+    # -- reassembly --------------------------------------------------------------------
+
+    def _deliver(self, conn: Connection, d: int, mine: Direction, seq: int, end: int,
+                 payload: bytes, frame: int, ts: float) -> None:
+        sink = conn.sink
+        nxt = mine.next
+        if end <= nxt:
+            return
+        if seq > nxt:
+            if seq not in mine.buffer or mine.buffer[seq][0] < end:
+                old = mine.buffer.get(seq)
+                if old is not None:
+                    mine.buffered_bytes -= len(old[1])
+                mine.buffer[seq] = (end, payload, frame, ts)
+                mine.buffered_bytes += len(payload)
+            if (mine.buffered_bytes > MAX_BUFFERED_BYTES
+                    or len(mine.buffer) > MAX_BUFFERED_SEGMENTS):
+                self._declare_gap(conn, d, mine, min(mine.buffer), frame, ts)
+            return
+        self._push(sink, d, mine, seq, end, payload, frame, ts)
+        if mine.buffer:
+            self._drain(conn, d, mine)
+
+    @staticmethod
+    def _push(sink: StreamSink | None, d: int, mine: Direction, seq: int, end: int,
+              payload: bytes, frame: int, ts: float) -> None:
+        """Hand [mine.next, end) to the sink; seq <= mine.next < end."""
+        skip = mine.next - seq
+        data = payload[skip:] if skip else payload
+        if sink is not None and data:
+            sink.feed(d, data, mine.next, frame, ts)
+        got = mine.next + len(data)
+        if got < end and sink is not None:  # snaplen cut the payload: say so, never invent it
+            sink.gap(d, got, end - got, frame, ts)
+        mine.next = end
+
+    def _drain(self, conn: Connection, d: int, mine: Direction) -> None:
+        buf = mine.buffer
+        while buf:
+            start = min(buf)
+            if start > mine.next:
+                return
+            end, payload, frame, ts = buf.pop(start)
+            mine.buffered_bytes -= len(payload)
+            if end > mine.next:
+                self._push(conn.sink, d, mine, start, end, payload, frame, ts)
+
+    def _declare_gap(self, conn: Connection, d: int, mine: Direction, upto: int, frame: int,
+                     ts: float) -> None:
+        """The capture will not see [next, upto): tell the sink and count it."""
+        if upto <= mine.next:
+            return
+        size = upto - mine.next
+        mine.gaps += 1
+        mine.missing_bytes += size
+        note(mine.ev_gap, frame)
+        if conn.sink is not None:
+            conn.sink.gap(d, mine.next, size, frame, ts)
+        mine.next = upto
+        # The hole will not be filled now: forget it, so a late copy counts as a retransmission.
+        mine.holes = [h for h in mine.holes if h[1] > upto]
+        self._drain(conn, d, mine)
+
+    def _gap_acked(self, conn: Connection, d: int, mine: Direction, ack_rel: int, frame: int,
+                   ts: float) -> None:
+        """The receiver acknowledged bytes of direction d past a hole in the capture."""
+        if mine.buffer:
+            first = min(mine.buffer)
+            if ack_rel >= first:
+                self._declare_gap(conn, d, mine, first, frame, ts)
+
+    # -- end ---------------------------------------------------------------------------
+
+    def _finish_connection(self, conn: Connection) -> None:
+        if conn.finished:
+            return
+        conn.finished = True
+        for d in (0, 1):
+            mine = conn.dirs[d]
+            while mine.buffer:
+                self._declare_gap(conn, d, mine, min(mine.buffer), conn.last_frame, conn.end_ts)
+            # Acknowledged but never captured at the tail (a FIN takes one sequence number).
+            acked = mine.max_acked - (1 if mine.fin_at is not None else 0)
+            if acked > mine.high and mine.high >= mine.next:
+                mine.high = acked
+                self._declare_gap(conn, d, mine, acked, conn.last_frame, conn.end_ts)
+        if conn.sink is not None:
+            conn.sink.finish()
+        info = conn.direction_info()
+        for obs in conn.observers:
+            obs.finish(info)
+
+    def finish(self) -> None:
+        for conn in self.connections:
+            self._finish_connection(conn)
