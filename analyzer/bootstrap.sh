@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Set up pktflow in ./.venv from this checkout.
+#   bash analyzer/bootstrap.sh          the analyzer only
+#   bash analyzer/bootstrap.sh --test   plus the test dependencies and, when run as root (or with
+#                                       sudo), the Debian packages the tests drive: PostgreSQL 15,
+#                                       PgBouncer, Pgpool-II, tcpdump, tshark, tcptrace
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_tests=0
+[ "${1:-}" = "--test" ] && want_tests=1
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"
+    elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+    else return 1
+    fi
+}
+
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || return 1
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq >/dev/null && as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    echo "bootstrap: pktflow needs Python 3.11 or newer ($python is older)" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+    if ! "$python" -m venv .venv >/dev/null 2>&1; then
+        # Debian and Ubuntu ship venv separately.
+        rm -rf .venv
+        apt_install python3-venv || {
+            echo "bootstrap: '$python -m venv' failed; install python3-venv" >&2; exit 1; }
+        "$python" -m venv .venv
+    fi
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+
+if [ "$want_tests" = 1 ]; then
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl"
+    missing=""
+    for p in $pkgs; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+        echo "bootstrap: installing Debian packages:$missing" >&2
+        apt_install $missing || echo "bootstrap: could not install$missing; tests that need them will be skipped" >&2
+    fi
+    .venv/bin/python -m pip install -q -e '.[test]'
+else
+    .venv/bin/python -m pip install -q -e .
+fi

@@ -1,0 +1,5 @@
+import sys
+
+from pktflow.cli import main
+
+sys.exit(main())
