@@ -1,0 +1,198 @@
+"""Record framing for pcap and pcapng: yields (linktype, ts, frame bytes, original length).
+
+Both read the file in large blocks and cut records out of a buffer, so memory does not grow
+with the file. Damage sets stats.damage = (frame, byte offset, reason) and ends the records.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pktflow.capture.packet import CaptureStats
+
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+BLOCK = 1 << 20
+# Largest frame any capture tool writes is 262,144 bytes; a record claiming more is corrupt.
+MAX_FRAME = 1 << 18
+MAX_BLOCK = 16 << 20
+
+Record = tuple[int, float, bytes, int]
+
+
+class _Buffer:
+    """A read-ahead window over the file: `need(n)` makes n bytes available at `pos`."""
+
+    __slots__ = ("fh", "buf", "pos", "base", "error")
+
+    def __init__(self, fh: BinaryIO, base: int) -> None:
+        self.fh = fh
+        self.buf = b""
+        self.pos = 0
+        self.base = base  # file offset of buf[0]
+        self.error: str | None = None
+
+    def need(self, n: int) -> bool:
+        have = len(self.buf) - self.pos
+        if have >= n:
+            return True
+        chunks = [self.buf[self.pos:]]
+        self.base += self.pos
+        self.pos = 0
+        while have < n:
+            try:
+                more = self.fh.read(max(BLOCK, n - have))
+            except (EOFError, OSError, zlib.error) as exc:  # a cut or corrupt gzip stream
+                self.error = f"the compressed stream is damaged ({exc})"
+                more = b""
+            if not more:
+                break
+            chunks.append(more)
+            have += len(more)
+        self.buf = b"".join(chunks)
+        return have >= n
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    @property
+    def at_end(self) -> bool:
+        return len(self.buf) == self.pos and not self.need(1)
+
+
+def _cut(st: CaptureStats, frame: int, buf: _Buffer, what: str) -> None:
+    st.damage = (frame, buf.offset, buf.error or what)
+
+
+def pcap_header(head: bytes, rest: bytes) -> tuple[str, bool, int, int]:
+    """Byte order ("<" or ">"), nanosecond flag, snaplen and link type of a pcap file."""
+    if head in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        order = "<"
+    else:
+        order = ">"
+    nano = head in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+    _major, _minor, _zone, _sigfigs, snaplen, network = struct.unpack(order + "HHiIII", rest)
+    return order, nano, snaplen, network & 0x0FFFFFFF
+
+
+def pcap_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record]:
+    b = _Buffer(fh, 4)
+    if not b.need(20):
+        _cut(st, 1, b, "the file ends inside the pcap file header")
+        return
+    order, nano, snaplen, linktype = pcap_header(head, b.buf[b.pos:b.pos + 20])
+    b.pos += 20
+    st.nanosecond = nano
+    scale = 1e-9 if nano else 1e-6
+    limit = max(snaplen, MAX_FRAME)
+    rec = struct.Struct(order + "IIII").unpack_from
+    frame = 0
+    while True:
+        if not b.need(16):
+            if len(b.buf) > b.pos or b.error:
+                _cut(st, frame + 1, b, f"the file ends inside the header of frame {frame + 1}")
+            return
+        sec, frac, caplen, orig = rec(b.buf, b.pos)
+        if caplen > limit:
+            _cut(st, frame + 1, b, f"frame {frame + 1} claims {caplen:,} captured bytes, more "
+                                   f"than any capture holds (snaplen {snaplen:,})")
+            return
+        if not b.need(16 + caplen):
+            _cut(st, frame + 1, b, f"the file ends inside frame {frame + 1} ({caplen:,} bytes "
+                                   f"announced, {len(b.buf) - b.pos - 16:,} present)")
+            return
+        p = b.pos + 16
+        b.pos = p + caplen
+        frame += 1
+        yield linktype, sec + frac * scale, b.buf[p:p + caplen], orig
+
+
+def _tsresol(v: int) -> float:
+    return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+
+
+def _options(body: bytes, start: int, order: str) -> Iterator[tuple[int, bytes]]:
+    i, n = start, len(body)
+    u16 = struct.Struct(order + "HH").unpack_from
+    while i + 4 <= n:
+        code, length = u16(body, i)
+        if code == 0:
+            return
+        yield code, body[i + 4:i + 4 + length]
+        i += 4 + ((length + 3) & ~3)
+
+
+def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record]:
+    b = _Buffer(fh, 0)
+    b.buf = head
+    order = "<"
+    ifaces: list[tuple[int, float, float, int]] = []  # linktype, resolution, offset, snaplen
+    drops: dict[int, int] = {}
+    frame = 0
+    while True:
+        if not b.need(12):
+            if len(b.buf) > b.pos or b.error:
+                _cut(st, frame + 1, b, "the file ends inside a pcapng block header")
+            break
+        raw_type = b.buf[b.pos:b.pos + 4]
+        if raw_type == PCAPNG_MAGIC:  # Section Header Block: its byte-order magic decides
+            bom = b.buf[b.pos + 8:b.pos + 12]
+            if bom == b"\x4d\x3c\x2b\x1a":
+                order = "<"
+            elif bom == b"\x1a\x2b\x3c\x4d":
+                order = ">"
+            else:
+                _cut(st, frame + 1, b, "a pcapng section header has a bad byte-order magic")
+                break
+            ifaces = []
+        btype, blen = struct.unpack_from(order + "II", b.buf, b.pos)
+        if blen < 12 or blen % 4 or blen > MAX_BLOCK:
+            _cut(st, frame + 1, b, f"a pcapng block (type {btype:#x}) has an invalid length "
+                                   f"of {blen:,} bytes")
+            break
+        if not b.need(blen):
+            _cut(st, frame + 1, b, f"the file ends inside a pcapng block (type {btype:#x}, "
+                                   f"{blen:,} bytes announced)")
+            break
+        body = b.buf[b.pos + 8:b.pos + blen - 4]
+        b.pos += blen
+        if btype == 6 or btype == 2:  # Enhanced Packet Block / obsolete Packet Block
+            if btype == 6:
+                iface, hi, lo, caplen, orig = struct.unpack_from(order + "IIIII", body)
+            else:
+                iface, _drops, hi, lo, caplen, orig = struct.unpack_from(order + "HHIIII", body)
+            if iface >= len(ifaces) or 20 + caplen > len(body):
+                b.pos -= blen
+                _cut(st, frame + 1, b, f"frame {frame + 1} names interface {iface}, which was "
+                                       f"not described, or overruns its block")
+                break
+            link, res, off, _snap = ifaces[iface]
+            frame += 1
+            yield link, ((hi << 32) | lo) * res + off, body[20:20 + caplen], orig
+        elif btype == 3:  # Simple Packet Block: interface 0, no timestamp
+            if not ifaces:
+                continue
+            (orig,) = struct.unpack_from(order + "I", body)
+            link, _res, _off, snap = ifaces[0]
+            caplen = min(orig, len(body) - 4, snap or orig)
+            frame += 1
+            yield link, st.last_ts or 0.0, body[4:4 + caplen], orig
+        elif btype == 1:  # Interface Description Block
+            link, _res16, snap = struct.unpack_from(order + "HHI", body)
+            res, off = 1e-6, 0.0
+            for code, val in _options(body, 8, order):
+                if code == 9 and val:
+                    res = _tsresol(val[0])
+                elif code == 14 and len(val) == 8:
+                    off = float(struct.unpack(order + "q", val)[0])
+            ifaces.append((link, res, off, snap))
+        elif btype == 5:  # Interface Statistics Block: the capturing tool's drop counter
+            (iface,) = struct.unpack_from(order + "I", body)
+            for code, val in _options(body, 12, order):
+                if code == 5 and len(val) == 8:
+                    drops[iface] = struct.unpack(order + "Q", val)[0]
+    if drops:
+        st.if_drops = sum(drops.values())

@@ -1,0 +1,123 @@
+"""Open a capture (pcap, pcapng, either gzipped) and stream its TCP packets as tuples.
+
+Damage part-way (a cut record, a corrupt block) ends iteration normally with `stats.damage`
+set, so everything before it is still analysed; the caller reports it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from types import TracebackType
+from typing import BinaryIO
+
+from pktflow.capture.formats import PCAPNG_MAGIC, pcap_records, pcapng_records
+from pktflow.capture.ip import FRAGMENT, NOT_TCP, decode
+from pktflow.capture.link import DECODERS, link_name
+from pktflow.capture.packet import CaptureStats
+from pktflow.errors import NoFileError, NotACaptureError, UnsupportedCaptureError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
+
+
+class Capture:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.stats = CaptureStats(file=path)
+        self._fh: BinaryIO = _open(path)
+        head = self._fh.read(4)
+        if head[:2] == _GZIP_MAGIC:
+            self._fh.close()
+            self._fh = gzip.open(path, "rb")  # type: ignore[assignment]
+            self.stats.compressed = True
+            try:
+                head = self._fh.read(4)
+            except (OSError, EOFError) as exc:
+                raise NotACaptureError(f"not a valid gzip file ({exc})", file=path,
+                                       offset=0) from None
+        if not head:
+            raise NotACaptureError("the file is empty", file=path, offset=0)
+        if head == PCAPNG_MAGIC:
+            self.stats.format = "pcapng"
+        elif head in _PCAP_MAGICS:
+            self.stats.format = "pcap"
+        else:
+            raise NotACaptureError(
+                f"not a pcap or pcapng capture (starts with {head.hex()})", file=path, offset=0,
+                hint="record with tcpdump -w, or convert with editcap")
+        self._head = head
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._fh.close()
+
+    def __iter__(self) -> Iterator[tuple]:  # type: ignore[type-arg]
+        st = self.stats
+        if st.format == "pcap":
+            records = pcap_records(self._fh, self._head, st)
+        else:
+            records = pcapng_records(self._fh, self._head, st)
+        decoders = DECODERS
+        seen_links: set[int] = set()
+        frame = 0
+        tcp = 0
+        for linktype, ts, data, orig_len in records:
+            frame += 1
+            if linktype not in seen_links:
+                seen_links.add(linktype)
+                name = link_name(linktype)
+                if name not in st.link_types:
+                    st.link_types.append(name)
+            if st.first_ts is None:
+                st.first_ts = ts
+            st.last_ts = ts
+            if len(data) < orig_len:
+                st.truncated_packets += 1
+            link = decoders.get(linktype)
+            where = link(data) if link is not None else None
+            if where is None:
+                st.non_tcp_packets += 1
+                continue
+            pkt = decode(data, where[0], where[1], frame, ts)
+            if type(pkt) is tuple:
+                tcp += 1
+                yield pkt
+            elif pkt == NOT_TCP:
+                st.non_tcp_packets += 1
+            elif pkt == FRAGMENT:
+                st.ip_fragments += 1
+            else:
+                st.undecodable_packets += 1
+        st.packets = frame
+        st.tcp_packets = tcp
+        if frame and not tcp and not any(t in DECODERS for t in seen_links):
+            raise UnsupportedCaptureError(
+                f"no supported link type ({', '.join(st.link_types)})", file=self.path,
+                hint="pktflow reads Ethernet, Linux cooked (SLL/SLL2), BSD loopback and raw IP")
+
+
+def _open(path: str) -> BinaryIO:
+    if os.path.isdir(path):
+        raise NoFileError("is a directory, not a capture file", file=path)
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise NoFileError("no such file", file=path) from None
+    except PermissionError:
+        raise NoFileError("permission denied", file=path,
+                          hint="check the file's permissions (tcpdump -w files are often "
+                               "root-only)") from None
+    except OSError as exc:
+        raise NoFileError(f"cannot open: {exc.strerror}", file=path) from None
+
+
+def open_capture(path: str) -> Capture:
+    return Capture(path)
+
+
+__all__ = ["Capture", "open_capture"]
