@@ -1,0 +1,139 @@
+"""`pktflow` command line. The only place besides the capture reader that does I/O.
+
+`main(argv, env)` runs in-process for tests; `env` carries the output streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rich.console import Console
+
+from pktflow import __version__
+from pktflow.errors import ExitCode, PktflowError
+from pktflow.pipeline import Options, analyze
+from pktflow.report.text import render
+
+
+@dataclass
+class Env:
+    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
+    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
+    width: int | None = None  # terminal width override (tests)
+
+    @property
+    def stderr_isatty(self) -> bool:
+        return bool(getattr(self.stderr, "isatty", lambda: False)())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pktflow",
+        description="Rebuild PostgreSQL conversations and TCP transfer dynamics from captures.")
+    parser.add_argument("--version", action="version", version=f"pktflow {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show a traceback for internal errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    an = sub.add_parser("analyze", help="analyse capture files (pcap, pcapng, .gz)")
+    an.add_argument("captures", nargs="+", metavar="CAPTURE")
+    an.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
+    an.add_argument("--strict", action="store_true",
+                    help="exit non-zero when a finding of severity error is reported")
+    an.add_argument("--no-postgres", action="store_true",
+                    help="TCP analysis only: do not decode the PostgreSQL protocol")
+    _add_lab(sub)
+    return parser
+
+
+def _add_lab(sub: Any) -> None:
+    try:
+        from pktflow.lab.cli import add_subparser
+    except ImportError:  # the lab is optional at import time: analysis never needs it
+        return
+    add_subparser(sub)
+
+
+def _progress_bar(env: Env, label: str) -> Any:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+    if not env.stderr_isatty:
+        return None
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                    TextColumn("{task.completed:,} packets"), TimeElapsedColumn(),
+                    console=Console(file=env.stderr), transient=True)
+
+
+def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> dict[str, Any]:
+    opts = Options(decode_postgres=not args.no_postgres)
+    bar = _progress_bar(env, path)
+    if bar is None:
+        return analyze(path, opts)
+    with bar:
+        task = bar.add_task(path, total=None)
+        return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
+
+
+def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
+    worst = ExitCode.OK
+    for path in args.captures:
+        try:
+            report = _analyze_one(path, args, env)
+        except PktflowError as exc:
+            print(f"pktflow: {exc.one_line()}", file=env.stderr)
+            worst = max(worst, exc.exit_code)
+            continue
+        if args.format == "json":
+            json.dump(report, env.stdout, indent=2)
+            env.stdout.write("\n")
+        elif args.format == "jsonl":
+            json.dump(report, env.stdout, separators=(",", ":"))
+            env.stdout.write("\n")
+        else:
+            console = Console(file=env.stdout, width=env.width)
+            render(report, console)
+        damage = report["capture"]["damage"]
+        if damage is not None:
+            print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
+                  f"{damage['reason']}; the report covers what precedes it", file=env.stderr)
+            worst = max(worst, ExitCode.DAMAGED)
+        if args.strict and any(f["severity"] == "error" for f in report["findings"]):
+            worst = max(worst, ExitCode.FINDINGS)
+    return int(worst)
+
+
+def main(argv: list[str] | None = None, env: Env | None = None) -> int:
+    env = env or Env()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "analyze":
+            return cmd_analyze(args, env)
+        from pktflow.lab.cli import run as run_lab
+
+        return int(run_lab(args))
+    except PktflowError as exc:
+        print(f"pktflow: {exc.one_line()}", file=env.stderr)
+        return int(exc.exit_code)
+    except BrokenPipeError:  # `pktflow ... | head`: the reader left, nothing is wrong
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
+    except KeyboardInterrupt:
+        print("pktflow: interrupted", file=env.stderr)
+        return 130
+    except Exception as exc:  # a bug: one line, not a traceback, unless asked
+        if args.debug:
+            raise
+        print(f"pktflow: internal error: {type(exc).__name__}: {exc}; rerun with --debug and "
+              f"report it", file=env.stderr)
+        return int(ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""One pass over a capture: reader -> TCP engine -> per-connection analyses -> report dict.
+
+The reader is the only I/O; everything after it is fed packets. The report is a plain dict in
+the "pktflow.report/1" schema, and every renderer (text, JSON) works from that dict alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pktflow import __version__
+from pktflow.capture.packet import CaptureStats
+from pktflow.capture.reader import open_capture
+from pktflow.findings import SEVERITY_ORDER, Finding
+from pktflow.tcp.connection import Connection
+from pktflow.tcp.engine import TcpEngine
+from pktflow.tcp.findings import connection_findings
+from pktflow.tcp.observe import PacketObserver
+
+SCHEMA = "pktflow.report/1"
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class Options:
+    decode_postgres: bool = True
+    transfer: bool = True
+
+
+def analyze(path: str, options: Options | None = None,
+            progress: Progress | None = None) -> dict[str, Any]:
+    """Analyse the capture at `path`; raises PktflowError subclasses for unreadable input."""
+    options = options or Options()
+    run = Run(options)
+    engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
+                       observer_factory=run.observers if options.transfer else None)
+    with open_capture(path) as cap:
+        feed = engine.feed
+        n = 0
+        for pkt in cap:
+            feed(pkt)
+            n += 1
+            if progress is not None and not n & 0xFFFF:
+                progress(n)
+        stats = cap.stats
+    engine.finish()
+    return build_report(stats, engine, run)
+
+
+class Run:
+    """The per-connection analyses of one pass, created as the engine meets connections."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def sink(self, conn: Connection) -> None:
+        return None
+
+    def observers(self, conn: Connection) -> list[PacketObserver]:
+        return []
+
+    def settle_roles(self, conn: Connection) -> None:
+        pass
+
+    def connection_json(self, conn: Connection, out: dict[str, Any], start: float) -> None:
+        pass
+
+    def findings(self, conn: Connection) -> list[Finding]:
+        return []
+
+
+def capture_json(stats: CaptureStats) -> dict[str, Any]:
+    duration = 0.0
+    if stats.first_ts is not None and stats.last_ts is not None:
+        duration = stats.last_ts - stats.first_ts
+    return {
+        "file": stats.file,
+        "format": stats.format,
+        "compressed": stats.compressed,
+        "link_types": stats.link_types,
+        "packets": stats.packets,
+        "tcp_packets": stats.tcp_packets,
+        "non_tcp_packets": stats.non_tcp_packets,
+        "truncated_packets": stats.truncated_packets,
+        "undecodable_packets": stats.undecodable_packets,
+        "ip_fragments": stats.ip_fragments,
+        "if_drops": stats.if_drops,
+        "first_ts": stats.first_ts,
+        "duration_s": round(duration, 6),
+        "damage": None if stats.damage is None else {
+            "frame": stats.damage[0], "offset": stats.damage[1], "reason": stats.damage[2]},
+    }
+
+
+def capture_findings(stats: CaptureStats) -> list[Finding]:
+    out = []
+    if stats.damage is not None:
+        frame, offset, reason = stats.damage
+        out.append(Finding("error", "capture-damaged",
+                           f"the capture is damaged at byte offset {offset} (frame {frame}): "
+                           f"{reason}; only what precedes it was analysed", None, [frame]))
+    if stats.if_drops:
+        out.append(Finding("warning", "capture-drops",
+                           f"the capturing interface dropped {stats.if_drops:,} packets: expect "
+                           f"capture gaps", None, []))
+    if stats.truncated_packets:
+        out.append(Finding("info", "snaplen",
+                           f"{stats.truncated_packets:,} packets were cut by the snapshot length; "
+                           f"sequence accounting uses the lengths on the wire", None, []))
+    if stats.undecodable_packets:
+        out.append(Finding("warning", "undecodable-packets",
+                           f"{stats.undecodable_packets:,} packets had IP/TCP headers cut or "
+                           f"malformed and were skipped", None, []))
+    if stats.packets and not stats.tcp_packets:
+        out.append(Finding("warning", "no-tcp", "the capture holds no TCP packets", None, []))
+    return out
+
+
+def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, Any]:
+    start = stats.first_ts or 0.0
+    findings = capture_findings(stats)
+    conns = []
+    for conn in engine.connections:
+        run.settle_roles(conn)
+        out = conn.to_json(start)
+        run.connection_json(conn, out, start)
+        conns.append(out)
+        findings.extend(connection_findings(conn))
+        findings.extend(run.findings(conn))
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "pktflow", "version": __version__},
+        "capture": capture_json(stats),
+        "connections": conns,
+        "findings": [f.to_json() for f in findings],
+    }

@@ -1,0 +1,89 @@
+"""The PostgreSQL side of a connection in the terminal: who connected, what ran, how it was
+carried. Renders from the connection's JSON (pktflow.report/1) only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+SQL_WIDTH = 48
+
+
+def _ms(a: float | None, b: float | None) -> str:
+    if a is None or b is None:
+        return "-"
+    return f"{(b - a) * 1000:,.1f}"
+
+
+def _rate(nbytes: int, a: float | None, b: float | None) -> str:
+    if a is None or b is None or b <= a:
+        return "-"
+    bps = nbytes / (b - a)
+    for unit, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if bps >= div:
+            return f"{bps / div:,.1f} {unit}"
+    return f"{bps:,.0f} B/s"
+
+
+def _sql(q: dict[str, Any]) -> str:
+    sql = " ".join((q.get("sql") or "").split())
+    return sql if len(sql) <= SQL_WIDTH else sql[:SQL_WIDTH - 1] + "…"
+
+
+def protocol_line(conn: dict[str, Any]) -> Text | None:
+    proto = conn.get("protocol")
+    if proto is None:
+        return None
+    if proto == "unknown":
+        return Text("not PostgreSQL (no valid wire-protocol framing)", "dim")
+    if proto in ("postgresql-tls", "postgresql-gss"):
+        kind = "TLS" if proto.endswith("tls") else "GSSAPI"
+        return Text(f"PostgreSQL, {kind}-encrypted after the startup request: only the TCP "
+                    f"transfer can be analysed", "yellow")
+    st = conn.get("startup")
+    who = (f"user {st.get('user')!r} database {st.get('database')!r}"
+           + (f" application {st['application_name']!r}" if st.get("application_name") else "")
+           if st else "startup not in the capture")
+    began = conn.get("decode_started_at")
+    return Text(f"PostgreSQL: {who}" + ("; decoded from mid-stream" if began == "mid-stream"
+                                         else ""), "bold")
+
+
+def query_table(conn: dict[str, Any]) -> RenderableType | None:
+    queries = conn.get("queries") or []
+    if not queries:
+        return None
+    table = Table(title=f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}",
+                  title_justify="left", box=None, pad_edge=False)
+    for col, just in (("at s", "right"), ("sql", "left"), ("tag", "left"), ("rows", "right"),
+                      ("bytes", "right"), ("server ms", "right"), ("transfer ms", "right"),
+                      ("rate", "right"), ("frames", "right")):
+        table.add_column(col, justify=just, no_wrap=col != "sql")  # type: ignore[arg-type]
+    for q in queries:
+        sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
+        tag = q.get("command_tag") or ""
+        if q.get("error"):
+            tag = Text(f"ERROR {q['error'].get('code', '')}", "red")  # type: ignore[assignment]
+        table.add_row(
+            "-" if sent is None else f"{sent:.3f}", _sql(q), tag,
+            "-" if q.get("rows") is None else f"{q['rows']:,}",
+            f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
+            _rate(q.get("response_bytes", 0), first, last),
+            f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}")
+    return table
+
+
+def message_counts(conn: dict[str, Any]) -> Text | None:
+    msgs = conn.get("messages")
+    if not msgs:
+        return None
+    parts = []
+    for side in ("frontend", "backend"):
+        counts = msgs.get(side) or {}
+        if counts:
+            body = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+            parts.append(f"{side}: {body}")
+    return Text("messages  " + " | ".join(parts), "dim") if parts else None

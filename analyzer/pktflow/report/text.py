@@ -1,0 +1,115 @@
+"""The report as a person reads it in a terminal: findings first, then each connection.
+
+Renders from the report dict only, so text and JSON can never disagree about a number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pktflow.report.queries import message_counts, protocol_line, query_table
+from pktflow.report.transfer import transfer_views
+
+_SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def render_findings(findings: list[dict[str, Any]]) -> RenderableType:
+    if not findings:
+        return Text("No findings: nothing went wrong on the wire or in the capture.", "green")
+    table = Table(title="Findings", title_justify="left", show_lines=False, expand=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("conn", no_wrap=True)
+    table.add_column("finding", ratio=1)
+    table.add_column("frames", no_wrap=True)
+    for f in findings:
+        frames = f["frames"]
+        ev = ", ".join(str(x) for x in frames[:4]) + (", ..." if len(frames) > 4 else "")
+        table.add_row(Text(f["severity"], _SEVERITY_STYLE[f["severity"]]),
+                      f["connection"] or "-", f["message"], ev)
+    return table
+
+
+def render_capture(cap: dict[str, Any]) -> RenderableType:
+    parts = [f"{cap['file']}", f"{cap['format']}{' (gzip)' if cap['compressed'] else ''}",
+             ", ".join(cap["link_types"]) or "no interfaces",
+             f"{_n(cap['packets'])} packets ({_n(cap['tcp_packets'])} TCP)",
+             f"{cap['duration_s']:.3f} s"]
+    if cap["truncated_packets"]:
+        parts.append(f"{_n(cap['truncated_packets'])} truncated")
+    return Text(" | ".join(parts), "bold")
+
+
+def _endpoint(ep: dict[str, Any]) -> str:
+    ip = ep["ip"]
+    return f"[{ip}]:{ep['port']}" if ":" in ip else f"{ip}:{ep['port']}"
+
+
+def _handshake(conn: dict[str, Any]) -> str:
+    c2s, s2c = conn["directions"]["client_to_server"], conn["directions"]["server_to_client"]
+    if not conn["handshake_seen"]:
+        return "no handshake in the capture (began earlier)"
+    bits = []
+    if c2s["mss"] or s2c["mss"]:
+        bits.append(f"MSS {_n(c2s['mss'])}/{_n(s2c['mss'])}")
+    if c2s["window_scale_known"]:
+        bits.append(f"wscale {c2s['window_scale']}/{s2c['window_scale']}")
+    return "handshake: " + ", ".join(bits) if bits else "handshake seen"
+
+
+_ROWS = [
+    ("payload bytes", "payload_bytes"),
+    ("data segments", "data_segments"),
+    ("largest segment", "max_segment"),
+    ("retransmitted segments", "retransmitted_segments"),
+    ("out-of-order segments", "out_of_order_segments"),
+    ("capture gaps (bytes)", None),
+    ("snaplen-cut bytes", "truncated_bytes"),
+    ("zero windows", "zero_window_events"),
+    ("window updates", "window_updates"),
+]
+
+
+def render_connection(conn: dict[str, Any]) -> RenderableType:
+    c2s, s2c = conn["directions"]["client_to_server"], conn["directions"]["server_to_client"]
+    table = Table(show_header=True, box=None, pad_edge=False)
+    table.add_column("")
+    table.add_column("client -> server", justify="right")
+    table.add_column("server -> client", justify="right")
+    for label, key in _ROWS:
+        if key is None:
+            cells = [f"{d['gaps']} ({_n(d['missing_bytes'])})" for d in (c2s, s2c)]
+        else:
+            cells = [_n(d[key]) for d in (c2s, s2c)]
+        table.add_row(label, *cells)
+    end = conn["closed_by"] or "open at capture end"
+    title = f"{conn['id']}  {_endpoint(conn['client'])} -> {_endpoint(conn['server'])}"
+    span = (f"{conn['start_s']:.3f}-{conn['end_s']:.3f} s, frames {conn['first_frame']}-"
+            f"{conn['last_frame']} ({conn['packets']:,} packets), closed: {end}")
+    body: list[RenderableType] = [Text(span, "dim")]
+    proto = protocol_line(conn)
+    if proto is not None:
+        body.append(proto)
+    body += [Text(_handshake(conn), "dim"), table]
+    for extra in (message_counts(conn), query_table(conn)):
+        if extra is not None:
+            body.append(extra)
+    body += transfer_views(conn)
+    return Panel(Group(*body), title=title, title_align="left")
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    console.print(render_findings(report["findings"]))
+    console.print(render_capture(report["capture"]))
+    if not report["connections"]:
+        console.print("No TCP connections.")
+    for conn in report["connections"]:
+        console.print(render_connection(conn))

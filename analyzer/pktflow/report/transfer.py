@@ -1,0 +1,83 @@
+"""Transfer dynamics of one direction in the terminal: the verdict first, then the numbers
+behind it. Renders from the direction's JSON (pktflow.report/1) only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+_LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "relay": "magenta",
+                "loss": "red", "latency": "yellow", "none": "dim"}
+
+
+def _n(v: float | int | None, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:,.1f}{unit}"
+    return f"{int(v):,}{unit}"
+
+
+def _bps(v: float | None) -> str:
+    if not v:
+        return "-"
+    for unit, div in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if v * 8 >= div:
+            return f"{v * 8 / div:,.1f} {unit}"
+    return f"{v * 8:,.0f} bit/s"
+
+
+def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
+    """None when the direction carried too little to say anything about."""
+    verdict = d.get("verdict")
+    if verdict is None or not d.get("payload_bytes"):
+        return None
+    head = Text(f"{name}: ", "bold")
+    head.append(f"{verdict['limit']}", _LIMIT_STYLE.get(verdict["limit"], ""))
+    head.append(f"  {verdict['summary']}")
+    if verdict.get("evidence_frames"):
+        head.append(f"  (frames {', '.join(map(str, verdict['evidence_frames'][:6]))})", "dim")
+    acks, win = d.get("acks") or {}, d.get("window") or {}
+    flight, rtt = d.get("flights") or {}, d.get("rtt_ms")
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="dim")
+    table.add_column()
+    pattern = d.get("pattern") or ""
+    table.add_row("ACK cadence", f"{pattern}  (median {_n(acks.get('bytes_acked_median'))} B, "
+                                 f"{_n(acks.get('segments_per_ack_median'))} segments per ACK, "
+                                 f"{_n(acks.get('count'))} ACKs)")
+    causes = acks.get("causes") or {}
+    if causes:
+        table.add_row("ACK causes", ", ".join(f"{k.replace('_', ' ')} {v:,}"
+                                              for k, v in causes.items() if v) or "-")
+    scaled = "" if win.get("scaled", True) else " (raw: window scale unknown)"
+    zw = win.get("zero_window_periods") or 0
+    table.add_row("receive window", f"{_n(win.get('min'))} - {_n(win.get('max'))} B{scaled}"
+                  + (f", zero {zw} time(s) for {_n(win.get('zero_window_total_s'), ' s')}"
+                     if zw else ""))
+    inf = d.get("in_flight") or {}
+    table.add_row("in flight", f"max {_n(inf.get('max'))} B, median {_n(inf.get('median'))} B")
+    if flight:
+        ends = ", ".join(f"{k.replace('_', ' ')} {v:,}"
+                         for k, v in (flight.get("end_reasons") or {}).items() if v)
+        table.add_row("flights", f"{_n(flight.get('count'))}: median "
+                                 f"{_n(flight.get('bytes_median'))} B in "
+                                 f"{_n(flight.get('segments_median'))} segments; ended: {ends}")
+    if rtt:
+        table.add_row("RTT", f"min {_n(rtt.get('min'))} ms, median {_n(rtt.get('median'))} ms, "
+                             f"p95 {_n(rtt.get('p95'))} ms ({rtt.get('samples', 0):,} samples)")
+    table.add_row("goodput", _bps(d.get("goodput_bps")))
+    return Group(head, table)
+
+
+def transfer_views(conn: dict[str, Any]) -> list[RenderableType]:
+    out = []
+    for key, name in (("server_to_client", "server -> client"),
+                      ("client_to_server", "client -> server")):
+        view = direction_view(name, conn["directions"][key])
+        if view is not None:
+            out.append(view)
+    return out
