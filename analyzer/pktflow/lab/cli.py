@@ -1,0 +1,40 @@
+"""`pktflow lab record`: record a scenario with real PostgreSQL, PgBouncer and tcpdump."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS, SCENARIOS
+
+
+def add_subparser(sub: Any) -> None:
+    lab = sub.add_parser("lab", help="record reference captures (root)")
+    labsub = lab.add_subparsers(dest="lab_command", required=True)
+    rec = labsub.add_parser("record", help="run one scenario and capture it")
+    rec.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    rec.add_argument("--via", default="direct", choices=("direct", "pgbouncer"))
+    rec.add_argument("--network", default="loopback", choices=("loopback",))
+    rec.add_argument("--rows", type=int, help="table size (default: the scenario's)")
+    rec.add_argument("--pool-mode", default=PGBOUNCER_DEFAULTS["pool_mode"],
+                     choices=("session", "transaction", "statement"))
+    rec.add_argument("--pkt-buf", type=int, default=PGBOUNCER_DEFAULTS["pkt_buf"])
+    rec.add_argument("--sbuf-loopcnt", type=int, default=PGBOUNCER_DEFAULTS["sbuf_loopcnt"])
+    rec.add_argument("--cold-pool", action="store_true",
+                     help="do not open the pooled server connection before capturing")
+    rec.add_argument("-o", "--output", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pktflow.lab.record import Recording, record
+
+    rec = Recording(scenario=args.scenario, via=args.via, network=args.network, rows=args.rows,
+                    pgbouncer={"pool_mode": args.pool_mode, "pkt_buf": args.pkt_buf,
+                               "sbuf_loopcnt": args.sbuf_loopcnt},
+                    warm_pool=not args.cold_pool)
+    meta = record(rec, args.output)
+    print(f"recorded {args.output} ({meta['client_seconds']} s client time, "
+          f"tcpdump dropped {meta['tcpdump_dropped']}); metadata in "
+          f"{args.output.with_suffix('.json')}")
+    return 0

@@ -1,0 +1,60 @@
+"""What the lab runs: tables, scenario commands and pooler settings, in one place.
+
+compose.yaml repeats these facts for Docker users; tests/test_lab_compose.py checks that it
+names the same ones, so the two ways of recording cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POSTGRES_MAJOR = 15
+PGBOUNCER_VERSION = "1.18"
+DATABASE = "lab"
+USER = "postgres"
+POSTGRES_PORT = 5432
+PGBOUNCER_PORT = 6432
+PGPOOL_PORT = 9999
+
+# The study's table: 10,000 rows read by a seq scan. ~100-byte rows: an int and 96 characters.
+SEQSCAN_TABLE = "t10k"
+SEQSCAN_ROWS = 10_000
+DUMP_TABLE = "tdump"
+
+PGBOUNCER_DEFAULTS = {"pool_mode": "session", "pkt_buf": 4096, "sbuf_loopcnt": 5}
+
+
+def create_table_sql(table: str, rows: int) -> str:
+    return (f"CREATE TABLE {table} AS SELECT i AS id, repeat(md5(i::text), 3) AS payload "
+            f"FROM generate_series(1, {rows}) AS i")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    table: str
+    default_rows: int
+    # argv template; {host} {port} {user} {db} {table} are filled in by the lab
+    command: tuple[str, ...]
+
+
+SCENARIOS = {
+    s.name: s for s in (
+        Scenario("seqscan-10k", "psql reads a 10,000-row table by seq scan (PGECons CASE6)",
+                 SEQSCAN_TABLE, SEQSCAN_ROWS,
+                 ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                  "{db}", "-c", "SELECT * FROM {table}")),
+        Scenario("pgdump", "pg_dump --data-only of one table: COPY TO STDOUT",
+                 DUMP_TABLE, 100_000,
+                 ("pg_dump", "-h", "{host}", "-p", "{port}", "-U", "{user}", "--data-only",
+                  "-t", "{table}", "{db}")),
+    )
+}
+
+
+def render_command(s: Scenario, *, host: str, port: int, table: str | None = None
+                   ) -> list[str]:
+    values = {"host": host, "port": str(port), "user": USER, "db": DATABASE,
+              "table": table or s.table}
+    return [part.format(**values) for part in s.command]

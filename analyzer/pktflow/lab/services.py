@@ -1,0 +1,166 @@
+"""Throwaway PostgreSQL, PgBouncer and tcpdump processes for one recording.
+
+Every process started here is tracked and stopped by `Services.close()`, also on failure or
+Ctrl-C; nothing is ever stopped by name.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from pktflow.errors import LabError
+from pktflow.lab.scenarios import DATABASE, POSTGRES_MAJOR, USER
+
+PG_BIN = Path(f"/usr/lib/postgresql/{POSTGRES_MAJOR}/bin")
+# The unprivileged account the servers run as: PostgreSQL and PgBouncer refuse root.
+RUN_AS = "postgres"
+
+
+def need(program: str, package: str) -> str:
+    path = shutil.which(program) or (str(PG_BIN / program) if (PG_BIN / program).exists()
+                                     else None)
+    if path is None:
+        raise LabError(f"{program} is not installed", hint=f"apt-get install {package}")
+    return path
+
+
+def free_port(preferred: int = 0) -> int:
+    """`preferred` if nothing listens there (captures then show the usual ports), else any."""
+    for port in (preferred, 0) if preferred else (0,):
+        with socket.socket() as s:
+            # as the servers do: connections of an earlier run in TIME_WAIT must not count
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise LabError("no free TCP port on 127.0.0.1")
+
+
+def version(argv: list[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    except OSError:
+        return "unknown"
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) \
+        else "unknown"
+
+
+class Services:
+    def __init__(self, workdir: Path) -> None:
+        if os.geteuid() != 0:
+            raise LabError("the lab must run as root (it starts tcpdump and servers as "
+                           f"the {RUN_AS} user)", hint="run it with sudo")
+        try:
+            self.account = pwd.getpwnam(RUN_AS)
+        except KeyError:
+            raise LabError(f"no '{RUN_AS}' user", hint="apt-get install postgresql-15") from None
+        self.workdir = workdir
+        os.chown(workdir, self.account.pw_uid, self.account.pw_gid)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.log = workdir / "lab.log"
+
+    def _spawn(self, argv: list[str], *, as_user: bool, **kw: object) -> subprocess.Popen[bytes]:
+        logf = open(self.log, "ab")
+        user = {"user": self.account.pw_uid, "group": self.account.pw_gid,
+                "extra_groups": []} if as_user else {}
+        proc = subprocess.Popen(argv, stdout=logf, stderr=kw.pop("stderr", logf),  # type: ignore[call-overload]
+                                cwd=self.workdir, start_new_session=True, **user, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, argv: list[str], *, as_user: bool = True, stdout: int | None = None
+            ) -> subprocess.CompletedProcess[bytes]:
+        user = {"user": self.account.pw_uid, "group": self.account.pw_gid,
+                "extra_groups": []} if as_user else {}
+        out = subprocess.run(argv, cwd=self.workdir, stdout=stdout or subprocess.PIPE,  # type: ignore[call-overload]
+                             stderr=subprocess.PIPE, timeout=600, **user)
+        if out.returncode != 0:
+            raise LabError(f"{' '.join(argv[:3])} ... failed: "
+                           f"{out.stderr.decode(errors='replace').strip()[-300:]}")
+        return out  # type: ignore[no-any-return]
+
+    # -- servers -----------------------------------------------------------------------
+
+    def postgres(self, host: str, port: int) -> None:
+        data = self.workdir / "pgdata"
+        self.run([need("initdb", "postgresql-15"), "-D", str(data), "-A", "trust", "-U", USER,
+                  "--no-sync", "-E", "UTF8"])
+        self._spawn([need("postgres", "postgresql-15"), "-D", str(data), "-p", str(port),
+                     "-k", str(self.workdir), "-c", f"listen_addresses={host}",
+                     "-c", "fsync=off", "-c", "synchronous_commit=off"], as_user=True)
+        self.wait_ready(host, port)
+        self.run([need("psql", "postgresql-client-15"), "-X", "-q", "-h", host, "-p", str(port),
+                  "-U", USER, "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"])
+
+    def wait_ready(self, host: str, port: int, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise LabError(f"{p.args[0]} exited early; see {self.log}")  # type: ignore[index]
+            try:
+                with socket.create_connection((host, port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise LabError(f"nothing listens on {host}:{port} after {timeout:.0f} s; see {self.log}")
+
+    def pgbouncer(self, host: str, port: int, pg_port: int, settings: dict[str, object]) -> None:
+        ini = self.workdir / "pgbouncer.ini"
+        users = self.workdir / "userlist.txt"
+        users.write_text(f'"{USER}" ""\n')
+        lines = ["[databases]", f"{DATABASE} = host={host} port={pg_port} dbname={DATABASE}", "",
+                 "[pgbouncer]", f"listen_addr = {host}", f"listen_port = {port}",
+                 "unix_socket_dir =", "auth_type = trust", f"auth_file = {users}",
+                 f"logfile = {self.workdir / 'pgbouncer.log'}", "server_reset_query = DISCARD ALL"]
+        lines += [f"{k} = {v}" for k, v in settings.items()]
+        ini.write_text("\n".join(lines) + "\n")
+        os.chown(ini, self.account.pw_uid, self.account.pw_gid)
+        self._spawn([need("pgbouncer", "pgbouncer"), str(ini)], as_user=True)
+        self.wait_ready(host, port)
+
+    # -- capture -----------------------------------------------------------------------
+
+    def tcpdump(self, iface: str, out: Path, bpf: str) -> subprocess.Popen[bytes]:
+        err = self.workdir / "tcpdump.err"
+        proc = self._spawn([need("tcpdump", "tcpdump"), "-i", iface, "-s", "0", "-B", "32768",
+                            "-Z", "root", "-U", "-n", "-w", str(out), bpf], as_user=False,
+                           stderr=open(err, "wb"))
+        end = time.monotonic() + 15
+        while "listening on" not in err.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > end:
+                raise LabError(f"tcpdump did not start: {err.read_text().strip()[-300:]}")
+            time.sleep(0.05)
+        return proc
+
+    def stop_tcpdump(self, proc: subprocess.Popen[bytes]) -> int | None:
+        """Stop tcpdump cleanly and return the kernel drop count it reports."""
+        # libpcap hands packets over in ring blocks retired after a 1 s timeout: stopping
+        # sooner loses the tail (the last rows, the FINs) of the capture.
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        text = (self.workdir / "tcpdump.err").read_text(errors="replace")
+        m = re.search(r"(\d+) packets? dropped by kernel", text)
+        return int(m.group(1)) if m else None
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT if "postgres" in str(proc.args) else signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
