@@ -1,0 +1,63 @@
+"""tshark as an independent witness: per-connection, per-direction TCP counts from its own
+sequence analysis, for comparison with pktflow's engine."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+TSHARK = shutil.which("tshark")
+
+_FIELDS = ["tcp.stream", "ip.src", "ipv6.src", "tcp.srcport", "ip.dst", "ipv6.dst",
+           "tcp.dstport", "tcp.len", "tcp.analysis.retransmission",
+           "tcp.analysis.fast_retransmission", "tcp.analysis.spurious_retransmission",
+           "tcp.analysis.out_of_order", "tcp.analysis.keep_alive"]
+
+Key = tuple[str, int, str, int]  # src ip, src port, dst ip, dst port
+
+
+def tshark_directions(path: Path) -> dict[Key, dict[str, int]]:
+    """Per direction (src -> dst): payload bytes and data segments not flagged as
+    retransmissions, and retransmitted segments, as tshark's TCP analysis counts them."""
+    cmd = [TSHARK or "tshark", "-n", "-r", str(path), "-Y", "tcp", "-T", "fields",
+           "-E", "separator=\t", "-o", "tcp.analyze_sequence_numbers:TRUE",
+           "-o", "tcp.desegment_tcp_streams:FALSE"]
+    for f in _FIELDS:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res: dict[Key, dict[str, int]] = defaultdict(lambda: {"payload_bytes": 0,
+                                                          "data_segments": 0,
+                                                          "retransmitted_segments": 0})
+    for line in out.splitlines():
+        (stream, s4, s6, sport, d4, d6, dport, tlen, retr, fretr, sretr, ooo,
+         ka) = (line.split("\t") + [""] * 13)[:13]
+        n = int(tlen or 0)
+        if not n or ka:
+            continue
+        key = (s4 or s6, int(sport), d4 or d6, int(dport))
+        row = res[key]
+        if retr or fretr or sretr:
+            row["retransmitted_segments"] += 1
+        else:
+            row["payload_bytes"] += n
+            row["data_segments"] += 1
+    return dict(res)
+
+
+def pktflow_directions(report: dict) -> dict[Key, dict[str, int]]:  # type: ignore[type-arg]
+    out: dict[Key, dict[str, int]] = {}
+    for conn in report["connections"]:
+        c, s = conn["client"], conn["server"]
+        for name, key in (("client_to_server", (c["ip"], c["port"], s["ip"], s["port"])),
+                          ("server_to_client", (s["ip"], s["port"], c["ip"], c["port"]))):
+            d = conn["directions"][name]
+            row = out.setdefault(key, {"payload_bytes": 0, "data_segments": 0,
+                                       "retransmitted_segments": 0})
+            # Segments that filled a hole are unique data to tshark too, unless it called them
+            # retransmissions: pktflow counts those in both, so compare like with like.
+            row["payload_bytes"] += d["payload_bytes"]
+            row["data_segments"] += d["data_segments"]
+            row["retransmitted_segments"] += d["retransmitted_segments"]
+    return {k: v for k, v in out.items() if v["data_segments"] or v["retransmitted_segments"]}
