@@ -14,6 +14,7 @@ from pktflow import __version__
 from pktflow.capture.packet import CaptureStats
 from pktflow.capture.reader import open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
+from pktflow.pgwire.conversation import Conversation
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings
@@ -55,21 +56,39 @@ class Run:
 
     def __init__(self, options: Options) -> None:
         self.options = options
+        self.conversations: dict[str, Conversation] = {}
 
-    def sink(self, conn: Connection) -> None:
-        return None
+    def sink(self, conn: Connection) -> Conversation:
+        dirs = conn.dirs
+        conv = Conversation(conn.id, start_seen=lambda d: dirs[d].isn_seen)
+        self.conversations[conn.id] = conv
+        return conv
 
     def observers(self, conn: Connection) -> list[PacketObserver]:
         return []
 
     def settle_roles(self, conn: Connection) -> None:
-        pass
+        """Let the wire protocol correct the engine's client/server guess (no handshake)."""
+        conv = self.conversations.get(conn.id)
+        if conv is not None and conv.frontend_direction == 1 and not conn.handshake_seen:
+            conn.swapped = True
 
     def connection_json(self, conn: Connection, out: dict[str, Any], start: float) -> None:
-        pass
+        conv = self.conversations.get(conn.id)
+        if conv is not None:
+            pg = conv.to_json()
+            for q in pg.get("queries", []):
+                for key in ("sent_s", "first_response_s", "last_response_s"):
+                    if q.get(key) is not None:
+                        q[key] = round(q[key] - start, 6)
+            out.update(pg)
 
     def findings(self, conn: Connection) -> list[Finding]:
-        return []
+        out: list[Finding] = []
+        conv = self.conversations.get(conn.id)
+        if conv is not None:
+            out += conv.findings
+        return out
 
 
 def capture_json(stats: CaptureStats) -> dict[str, Any]:

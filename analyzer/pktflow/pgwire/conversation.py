@@ -1,0 +1,438 @@
+"""The PostgreSQL conversation on one TCP connection, rebuilt from both byte streams (sans-IO).
+
+Fed in-order bytes per direction (and gap markers) by the TCP engine. Each side moves through:
+  start -> typed             the stream's beginning was seen: untyped startup, then typed
+  start/sync -> typed        mid-stream: decoding begins at the first provable boundary
+  typed -> sync              after a capture gap that cut a message: resynchronise
+  any -> stopped             TLS/GSS took over, malformed framing, or not PostgreSQL
+DataRow and CopyData are counted in the hot loop, never turned into objects.
+Queries are answered in order, so backend messages are charged to the oldest unfinished query.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pktflow.findings import Finding
+from pktflow.pgwire import messages as M
+from pktflow.pgwire.framing import MAX_MESSAGE, find_boundary
+from pktflow.pgwire.query import Query
+
+START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
+SYNC_WINDOW = 256 * 1024  # bytes searched for a provable boundary before settling for less
+KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest skipped
+_D, _d = ord("D"), ord("d")
+
+
+class _Side:
+    __slots__ = ("role", "state", "buf", "base", "skip", "counts", "lost", "decoded",
+                 "skip_query")
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self.state = START
+        self.buf = b""  # bytes not consumed yet; base is the stream offset of buf[0]
+        self.base = 0
+        self.skip = 0  # body bytes of a counted (bulk or oversized) message still to pass
+        self.counts: dict[str, int] = {}
+        self.lost = 0
+        self.decoded = False
+
+
+class Conversation:
+    def __init__(self, conn_id: str, start_seen: Callable[[int], bool] | None = None) -> None:
+        self.conn_id = conn_id
+        self._start_seen = start_seen or (lambda d: False)
+        self.sides = (_Side("frontend"), _Side("backend"))
+        self.roles_known = False
+        self.protocol = "unknown"
+        self.encryption = "none"
+        self.startup: dict[str, str] | None = None
+        self.decode_started_at: str | None = None
+        self.decode_stopped: dict[str, Any] | None = None
+        self.findings: list[Finding] = []
+        self.queries: list[Query] = []
+        self.pending: deque[Query] = deque()  # sent, not finished
+        self.last_done: Query | None = None
+        self.statements: dict[str, str] = {}
+        self.portals: dict[str, str] = {}
+        self.parameters: dict[str, str] = {}
+        self.backend_pid: int | None = None
+        self.auth = 0  # last authentication request, names the frontend's 'p' reply
+        self.encryption_asked: str | None = None
+
+    # -- public API ----------------------------------------------------------------------
+
+    @property
+    def frontend_direction(self) -> int | None:
+        if self.protocol == "unknown":
+            return None
+        return 0 if self.sides[0].role == "frontend" else 1
+
+    def feed(self, d: int, data: bytes, offset: int, frame: int, ts: float) -> None:
+        s = self.sides[d]
+        if s.state == STOPPED:
+            return
+        if s.skip:
+            k = min(s.skip, len(data))
+            s.skip -= k
+            if k == len(data):
+                return
+            data, offset = data[k:], offset + k
+        if s.buf:
+            data, offset = s.buf + data, s.base
+        pos = self._consume(d, s, data, offset, frame, ts)
+        s.buf = data[pos:] if pos < len(data) else b""
+        s.base = offset + pos
+        if s.state == SYNC and len(s.buf) > SYNC_WINDOW:
+            self._settle_sync(d, s, frame, ts)
+
+    def gap(self, d: int, offset: int, length: int, frame: int, ts: float) -> None:
+        s = self.sides[d]
+        if s.state == STOPPED:
+            return
+        if s.skip >= length and not s.buf:
+            s.skip -= length  # inside a counted body: no boundary was lost
+            return
+        s.lost += length + len(s.buf) + s.skip
+        s.buf, s.skip, s.base = b"", 0, offset + length
+        if s.state != START:
+            s.state = SYNC
+        for q in self.pending:
+            q.incomplete = True
+        self.findings.append(Finding(
+            "warning", "pgwire-resync",
+            f"{s.role} stream: a capture gap of {length:,} bytes at offset {offset:,} cut a "
+            f"message; decoding resumes at the next provable message boundary",
+            self.conn_id, [frame]))
+
+    def finish(self) -> None:
+        for d, s in enumerate(self.sides):
+            if s.state == SYNC and s.buf:
+                self._settle_sync(d, s, 0, 0.0)
+        for q in self.pending:
+            q.incomplete = True
+
+    # -- consuming bytes -------------------------------------------------------------------
+
+    def _consume(self, d: int, s: _Side, buf: bytes, off: int, frame: int, ts: float) -> int:
+        pos = 0
+        if s.state == START:
+            pos = self._start(d, s, buf, off, frame, ts)
+            if s.state in (START, STOPPED):
+                return pos
+        if s.state == SYNC:
+            hit = find_boundary(buf, (s.role,) if self.roles_known else ("frontend", "backend"),
+                                need_proof=not self.roles_known)
+            if hit is None:
+                return 0  # keep buffering (bounded by SYNC_WINDOW)
+            pos, side = hit
+            self._synced(d, s, side, off, pos, frame)
+        return self._typed(d, s, buf, pos, off, frame, ts)
+
+    def _start(self, d: int, s: _Side, buf: bytes, off: int, frame: int, ts: float) -> int:
+        """The first bytes of a direction: untyped startup messages, or an SSL answer."""
+        if s.role == "backend":
+            if self.encryption_asked:
+                if not buf:
+                    return 0
+                answer = buf[:1]
+                if answer in (b"S", b"G"):
+                    self._encrypted("tls" if answer == b"S" else "gss", frame)
+                    return len(buf)
+                if answer == b"N":  # refused: plaintext goes on, startup follows
+                    self.encryption_asked = None
+                    self._count(s, "EncryptionRefused")
+                    return 1
+            # The frontend speaks first; with its start seen, the backend's is typed framing.
+            s.state = TYPED if self.startup is not None or self._start_seen(d) else SYNC
+            return 0
+        if len(buf) < 8:
+            return 0
+        ln, code = M.INT32.unpack_from(buf, 0)[0], M.INT32.unpack_from(buf, 4)[0]
+        known = code in M.UNTYPED or code >> 16 == 3
+        if not known or not 8 <= ln <= 10_000:
+            if self._start_seen(d):
+                self._not_postgres(d, off, frame, "the first message is not a PostgreSQL "
+                                                 "startup, SSL or cancel request")
+            else:
+                s.state = SYNC
+            return 0
+        if len(buf) < ln:
+            return 0
+        body = buf[8:ln]
+        self.roles_known = True
+        s.decoded = True
+        self.decode_started_at = self.decode_started_at or "startup"
+        if self.protocol == "unknown":
+            self.protocol = "postgresql"
+        if code == M.SSL_REQUEST or code == M.GSSENC_REQUEST:
+            self._count(s, M.UNTYPED[code])
+            self.encryption_asked = M.UNTYPED[code]
+            return ln
+        if code == M.CANCEL_REQUEST:
+            self._count(s, "CancelRequest")
+            s.state = TYPED
+            return ln
+        self._count(s, "StartupMessage")
+        params = M.startup_params(body)
+        self.startup = {"user": params.get("user"), "database": params.get("database"),
+                        "application_name": params.get("application_name"),
+                        "encryption": self.encryption}
+        s.state = TYPED
+        other = self.sides[1 - d]
+        if other.state == START:
+            other.state = TYPED
+        return ln
+
+    def _typed(self, d: int, s: _Side, buf: bytes, pos: int, off: int, frame: int,
+               ts: float) -> int:
+        backend = s.role == "backend"
+        types = M.BACKEND if backend else M.FRONTEND
+        hdr = M.HEADER.unpack_from
+        n = len(buf)
+        rows = copies = nbytes = 0  # bulk messages since the last control message
+        while n - pos >= 5:
+            t, ln = hdr(buf, pos)
+            end = pos + 1 + ln
+            if (t == _D and backend) or t == _d:
+                if ln < 4:
+                    if rows or copies:
+                        self._bulk(s, rows, copies, nbytes, frame, ts)
+                    self._malformed(d, s, t, ln, off + pos, frame)
+                    return n
+                if t == _D:
+                    rows += 1
+                else:
+                    copies += 1
+                nbytes += ln + 1
+                if end > n:
+                    s.skip = end - n
+                    pos = n
+                    break
+                pos = end
+                continue
+            if rows or copies:
+                self._bulk(s, rows, copies, nbytes, frame, ts)
+                rows = copies = nbytes = 0
+            if t not in types or ln < 4 or ln > MAX_MESSAGE:
+                self._malformed(d, s, t, ln, off + pos, frame)
+                return n
+            if end > n:
+                if ln <= KEEP_CAP:
+                    break
+                self._message(d, s, t, buf[pos + 5:pos + 5 + KEEP_CAP], ln, frame, ts)
+                s.skip = end - n
+                pos = n
+                break
+            self._message(d, s, t, buf[pos + 5:end], ln, frame, ts)
+            pos = end
+            if s.state == STOPPED:
+                return n
+        if rows or copies:
+            self._bulk(s, rows, copies, nbytes, frame, ts)
+        return pos
+
+    # -- state changes ---------------------------------------------------------------------
+
+    def _synced(self, d: int, s: _Side, side: str, off: int, pos: int, frame: int) -> None:
+        if not self.roles_known:
+            if side != s.role:
+                a, b = self.sides
+                a.role, b.role = b.role, a.role
+            self.roles_known = True
+        s.lost += pos
+        s.state = TYPED
+        if self.protocol == "unknown":
+            self.protocol = "postgresql"
+        if self.decode_started_at is None:
+            self.decode_started_at = "mid-stream"
+            self.findings.append(Finding(
+                "info", "pgwire-mid-stream",
+                f"the connection began before the capture: {s.role} decoding starts at stream "
+                f"offset {off + pos:,} (frame {frame})", self.conn_id, [frame]))
+        other = self.sides[1 - d]
+        if other.state == START:
+            other.state = SYNC
+
+    def _settle_sync(self, d: int, s: _Side, frame: int, ts: float) -> None:
+        """No boundary with proof in a full window: accept one without, or give the side up."""
+        hit = find_boundary(s.buf, (s.role,), need_proof=False)
+        if hit is None:
+            s.lost += len(s.buf)
+            s.buf = b""
+            if not any(x.decoded for x in self.sides) and self.protocol == "unknown":
+                s.state = STOPPED
+            return
+        pos, side = hit
+        self._synced(d, s, side, s.base, pos, frame)
+        buf, base = s.buf, s.base
+        s.buf = b""
+        done = self._typed(d, s, buf, pos, base, frame, ts)
+        s.buf, s.base = buf[done:], base + done
+
+    def _encrypted(self, kind: str, frame: int) -> None:
+        self.protocol = "postgresql-tls" if kind == "tls" else "postgresql-gss"
+        self.encryption = kind
+        for s in self.sides:
+            s.state = STOPPED
+        self.findings.append(Finding(
+            "info", "encrypted", f"the server accepted {self.encryption_asked}: the rest of the "
+            f"connection is {kind.upper()}-encrypted, so only its TCP transfer is analysed",
+            self.conn_id, [frame]))
+
+    def _not_postgres(self, d: int, off: int, frame: int, reason: str) -> None:
+        self.protocol = "unknown"
+        self.decode_stopped = {"direction": self.sides[d].role, "offset": off, "frame": frame,
+                               "reason": reason}
+        for s in self.sides:
+            s.state = STOPPED
+
+    def _malformed(self, d: int, s: _Side, t: int, ln: int, at: int, frame: int) -> None:
+        reason = (f"length {ln} is under 4" if ln < 4 else
+                  f"length {ln:,} is absurd" if ln > MAX_MESSAGE else
+                  f"type byte {t:#04x} is not a {s.role} message")
+        s.state = STOPPED
+        self.decode_stopped = {"direction": s.role, "offset": at, "frame": frame,
+                               "reason": reason}
+        if not any(x.decoded for x in self.sides) and not self.queries:
+            self.protocol = "unknown"
+            return
+        self.findings.append(Finding(
+            "error", "pgwire-malformed",
+            f"{s.role} stream at offset {at:,}: {reason}; this direction is not decoded past "
+            f"that point", self.conn_id, [frame]))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _count(s: _Side, name: str) -> None:
+        s.counts[name] = s.counts.get(name, 0) + 1
+
+    def _head(self) -> Query | None:
+        for q in self.pending:
+            if not q.done:
+                return q
+        return None
+
+    def _bulk(self, s: _Side, rows: int, copies: int, nbytes: int, frame: int,
+              ts: float) -> None:
+        s.decoded = True
+        if rows:
+            s.counts["DataRow"] = s.counts.get("DataRow", 0) + rows
+        if copies:
+            s.counts["CopyData"] = s.counts.get("CopyData", 0) + copies
+        q = self._head()
+        if q is None:
+            return
+        if s.role == "backend":
+            q.data_rows += rows
+            q.copy_data += copies
+            q.respond(nbytes, rows + copies, ts, frame)
+        else:
+            q.copy_data += copies  # COPY FROM STDIN: the rows travel in the request
+
+    def _message(self, d: int, s: _Side, t: int, body: bytes, ln: int, frame: int,
+                 ts: float) -> None:
+        s.decoded = True
+        if s.role == "frontend":
+            self._frontend(s, t, body, frame, ts)
+        else:
+            self._backend(s, t, body, ln, frame, ts)
+
+    def _frontend(self, s: _Side, t: int, body: bytes, frame: int, ts: float) -> None:
+        name = M.FRONTEND[t]
+        if t == 0x70:  # 'p': what it is depends on the authentication request it answers
+            name = M.PASSWORD_REPLY.get(self.auth, "PasswordMessage")
+        self._count(s, name)
+        if t == 0x51:  # Query
+            q = Query(body.rstrip(b"\x00").decode("utf-8", "replace"), "simple", ts, frame)
+            self.queries.append(q)
+            self.pending.append(q)
+        elif t == 0x50:  # Parse: statement name, SQL
+            parts = M.cstrings(body, 2)
+            if len(parts) >= 2:
+                self.statements[parts[0]] = parts[1]
+        elif t == 0x42:  # Bind: portal, statement
+            parts = M.cstrings(body, 2)
+            if len(parts) >= 2:
+                self.portals[parts[0]] = self.statements.get(parts[1], "")
+        elif t == 0x45:  # Execute: portal
+            portal = M.cstrings(body, 1)[0]
+            q = Query(self.portals.get(portal, ""), "extended", ts, frame)
+            self.queries.append(q)
+            self.pending.append(q)
+
+    def _backend(self, s: _Side, t: int, body: bytes, ln: int, frame: int, ts: float) -> None:
+        name = M.BACKEND[t]
+        if t == 0x52 and len(body) >= 4:  # Authentication*
+            self.auth = M.INT32.unpack_from(body)[0]
+            name = M.AUTH_NAMES.get(self.auth, f"Authentication{self.auth}")
+        self._count(s, name)
+        q = self._head()
+        if t == 0x5A:  # ReadyForQuery ends everything before it
+            target = q or self.last_done
+            if target is not None:
+                target.respond(ln + 1, 1, ts, frame)
+            while self.pending:
+                p = self.pending.popleft()
+                p.done = True
+                self.last_done = p
+            return
+        if t == 0x53 and body:  # ParameterStatus
+            parts = M.cstrings(body, 2)
+            if len(parts) >= 2 and len(self.parameters) < 64:
+                self.parameters[parts[0]] = parts[1]
+            return
+        if t == 0x4B and len(body) >= 4:  # BackendKeyData
+            self.backend_pid = M.INT32.unpack_from(body)[0]
+            return
+        if q is None:
+            if t == 0x45:  # an error outside any query: authentication, startup
+                err = M.error_fields(body)
+                self.findings.append(Finding(
+                    "warning", "server-error", f"server error {err.get('code', '')}: "
+                    f"{err.get('message', '')}", self.conn_id, [frame]))
+            return
+        q.respond(ln + 1, 1, ts, frame)
+        if t == 0x43 or t == 0x49:  # CommandComplete, EmptyQueryResponse
+            q.command_complete(body.rstrip(b"\x00").decode("utf-8", "replace") if t == 0x43
+                               else "")
+            if q.kind != "simple":
+                q.done = True  # extended: each Execute ends with its own CommandComplete
+                self.last_done = q
+        elif t == 0x45:  # ErrorResponse
+            err = M.error_fields(body)
+            q.error = {"code": err.get("code"), "message": err.get("message"),
+                       "severity": err.get("severity"), "detail": err.get("detail"),
+                       "hint": err.get("hint"), "position": err.get("position")}
+            q.done = True
+            self.last_done = q
+        elif t == 0x73:  # PortalSuspended: row limit reached
+            q.tag = q.tag or "PortalSuspended"
+            q.done = True
+            self.last_done = q
+        elif t in (0x47, 0x48, 0x57):  # CopyIn/CopyOut/CopyBothResponse
+            q.kind = "copy"
+
+    # -- report -------------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        front, back = (self.sides[0], self.sides[1]) if self.sides[0].role == "frontend" \
+            else (self.sides[1], self.sides[0])
+        startup = dict(self.startup) if self.startup else None
+        if startup is not None:
+            startup["encryption"] = self.encryption
+        return {
+            "protocol": self.protocol,
+            "startup": startup,
+            "decode_started_at": self.decode_started_at if self.protocol != "unknown" else None,
+            "decode_stopped": self.decode_stopped,
+            "lost_bytes": {"frontend": front.lost, "backend": back.lost},
+            "backend_pid": self.backend_pid,
+            "server_parameters": self.parameters,
+            "messages": {"frontend": dict(front.counts), "backend": dict(back.counts)},
+            "queries": [q.to_json() for q in self.queries],
+        }
