@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tsharkcheck import TSHARK, pktflow_directions, tshark_directions
+from tsharkcheck import (TSHARK, pktflow_directions, pktflow_pgsql_counts, tshark_directions,
+                         tshark_pgsql_counts)
 
 from pktflow.pipeline import analyze
 
@@ -41,3 +42,26 @@ def test_report_is_json_and_complete(analysed: tuple[Path, dict]) -> None:  # ty
 def test_tcp_counts_agree_with_tshark(analysed: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
     path, report = analysed
     assert pktflow_directions(report) == tshark_directions(path)
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (Debian package tshark)")
+def test_message_counts_agree_with_tshark_pgsql(analysed: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    path, report = analysed
+    ports = sorted({c["server"]["port"] for c in report["connections"]})
+    assert pktflow_pgsql_counts(report) == tshark_pgsql_counts(path, ports)
+
+
+def test_rows_equal_command_tags_and_table_size(analysed: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    path, report = analysed
+    meta = json.loads(path.with_suffix(".json").read_text())
+    legs = [c for c in report["connections"] if c["protocol"] == "postgresql"]
+    assert legs and all(c["roles_from"] in ("handshake", "application") for c in legs)
+    for conn in legs:
+        for q in conn["queries"]:
+            if q["command_tag"] and q["command_tag"].split()[0] in ("SELECT", "COPY"):
+                counted = q["data_rows"] if q["kind"] == "simple" else q["copy_data"]
+                assert counted == q["rows"], (conn["id"], q["sql"][:40])
+        # every leg carries the whole table: 10,000 DataRows or one CopyData per row
+        big = max(conn["queries"], key=lambda q: q["response_bytes"])
+        assert big["rows"] == meta["rows"], conn["id"]
+    assert len(legs) == (2 if meta["via"] == "pgbouncer" else 1)

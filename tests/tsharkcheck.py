@@ -61,3 +61,50 @@ def pktflow_directions(report: dict) -> dict[Key, dict[str, int]]:  # type: igno
             row["data_segments"] += d["data_segments"]
             row["retransmitted_segments"] += d["retransmitted_segments"]
     return {k: v for k, v in out.items() if v["data_segments"] or v["retransmitted_segments"]}
+
+
+# tshark's pgsql.type strings and the PostgreSQL documentation's names pktflow uses.
+_PGSQL_NAMES = {
+    "Data row": "DataRow", "Copy data": "CopyData", "Command completion": "CommandComplete",
+    "Ready for query": "ReadyForQuery", "Row description": "RowDescription",
+    "Simple query": "Query", "Parameter status": "ParameterStatus",
+    "Backend key data": "BackendKeyData", "Termination": "Terminate",
+    "Startup message": "StartupMessage", "SSL request": "SSLRequest", "Copy completion": "CopyDone",
+    "CopyOut response": "CopyOutResponse", "CopyIn response": "CopyInResponse",
+    "Parse": "Parse", "Bind": "Bind", "Execute": "Execute", "Sync": "Sync",
+    "Parse completion": "ParseComplete", "Bind completion": "BindComplete",
+    "Error": "ErrorResponse", "Notice": "NoticeResponse",
+}
+
+
+def tshark_pgsql_counts(path: Path, ports: list[int]) -> dict[tuple[int, int], dict[str, int]]:
+    """Per (src port, dst port): message counts from tshark's pgsql dissector, with decode-as
+    for the non-standard ports and reassembly of out-of-order segments (without it tshark
+    loses the message boundaries after a reordered segment)."""
+    cmd = [TSHARK or "tshark", "-n", "-r", str(path), "-o", "tcp.reassemble_out_of_order:TRUE",
+           "-T", "fields", "-e", "tcp.srcport", "-e", "tcp.dstport", "-e", "pgsql.type"]
+    for p in ports:
+        cmd += ["-d", f"tcp.port=={p},pgsql"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res: dict[tuple[int, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for line in out.splitlines():
+        sport, dport, types = (line.split("\t") + ["", ""])[:3]
+        for t in filter(None, types.split(",")):
+            name = _PGSQL_NAMES.get(t)
+            if name is not None:
+                res[(int(sport), int(dport))][name] += 1
+    return {k: dict(v) for k, v in res.items()}
+
+
+def pktflow_pgsql_counts(report: dict) -> dict[tuple[int, int], dict[str, int]]:  # type: ignore[type-arg]
+    out = {}
+    wanted = set(_PGSQL_NAMES.values())
+    for conn in report["connections"]:
+        if conn.get("protocol") != "postgresql":
+            continue
+        c, s = conn["client"]["port"], conn["server"]["port"]
+        for side, key in (("frontend", (c, s)), ("backend", (s, c))):
+            counts = {k: v for k, v in conn["messages"][side].items() if k in wanted}
+            if counts:
+                out[key] = counts
+    return out

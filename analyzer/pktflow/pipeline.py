@@ -70,8 +70,10 @@ class Run:
     def settle_roles(self, conn: Connection) -> None:
         """Let the wire protocol correct the engine's client/server guess (no handshake)."""
         conv = self.conversations.get(conn.id)
-        if conv is not None and conv.frontend_direction == 1 and not conn.handshake_seen:
-            conn.swapped = True
+        if conv is None or conv.frontend_direction is None or conn.handshake_seen:
+            return
+        conn.swapped = conv.frontend_direction == 1
+        conn.role_source = "application"
 
     def connection_json(self, conn: Connection, out: dict[str, Any], start: float) -> None:
         conv = self.conversations.get(conn.id)

@@ -62,6 +62,7 @@ class Conversation:
         self.backend_pid: int | None = None
         self.auth = 0  # last authentication request, names the frontend's 'p' reply
         self.encryption_asked: str | None = None
+        self.batch_error = False  # an ErrorResponse since the last ReadyForQuery
 
     # -- public API ----------------------------------------------------------------------
 
@@ -119,16 +120,19 @@ class Conversation:
 
     def _consume(self, d: int, s: _Side, buf: bytes, off: int, frame: int, ts: float) -> int:
         pos = 0
-        if s.state == START:
-            pos = self._start(d, s, buf, off, frame, ts)
-            if s.state in (START, STOPPED):
+        while s.state == START:  # SSLRequest, its answer and StartupMessage may share a buffer
+            used = self._start(d, s, buf[pos:], off + pos, frame, ts)
+            pos += used
+            if s.state == STOPPED or s.state == START and not used:
                 return pos
+        if s.state == STOPPED:
+            return pos
         if s.state == SYNC:
-            hit = find_boundary(buf, (s.role,) if self.roles_known else ("frontend", "backend"),
-                                need_proof=not self.roles_known)
+            hit = find_boundary(buf[pos:], (s.role,) if self.roles_known
+                                else ("frontend", "backend"), need_proof=not self.roles_known)
             if hit is None:
-                return 0  # keep buffering (bounded by SYNC_WINDOW)
-            pos, side = hit
+                return pos  # keep buffering (bounded by SYNC_WINDOW)
+            pos, side = pos + hit[0], hit[1]
             self._synced(d, s, side, off, pos, frame)
         return self._typed(d, s, buf, pos, off, frame, ts)
 
@@ -183,7 +187,7 @@ class Conversation:
                         "encryption": self.encryption}
         s.state = TYPED
         other = self.sides[1 - d]
-        if other.state == START:
+        if other.state == START and not self.encryption_asked:
             other.state = TYPED
         return ln
 
@@ -324,15 +328,16 @@ class Conversation:
             s.counts["DataRow"] = s.counts.get("DataRow", 0) + rows
         if copies:
             s.counts["CopyData"] = s.counts.get("CopyData", 0) + copies
+        if s.role == "frontend":  # COPY FROM STDIN: rows follow the query that asked for them
+            if self.queries:
+                self.queries[-1].copy_data += copies
+            return
         q = self._head()
         if q is None:
             return
-        if s.role == "backend":
-            q.data_rows += rows
-            q.copy_data += copies
-            q.respond(nbytes, rows + copies, ts, frame)
-        else:
-            q.copy_data += copies  # COPY FROM STDIN: the rows travel in the request
+        q.data_rows += rows
+        q.copy_data += copies
+        q.respond(nbytes, rows + copies, ts, frame)
 
     def _message(self, d: int, s: _Side, t: int, body: bytes, ln: int, frame: int,
                  ts: float) -> None:
@@ -371,15 +376,24 @@ class Conversation:
             self.auth = M.INT32.unpack_from(body)[0]
             name = M.AUTH_NAMES.get(self.auth, f"Authentication{self.auth}")
         self._count(s, name)
+        if t == 0x52:  # authentication belongs to the session, not to a query
+            return
         q = self._head()
-        if t == 0x5A:  # ReadyForQuery ends everything before it
-            target = q or self.last_done
+        if t == 0x5A:  # ReadyForQuery: the end of a simple query or of a Sync'd batch
+            target = q if q is not None and q.first_ts is not None else self.last_done
             if target is not None:
                 target.respond(ln + 1, 1, ts, frame)
-            while self.pending:
-                p = self.pending.popleft()
-                p.done = True
-                self.last_done = p
+            # Close what was answered, and after an error the Executes the server skipped;
+            # a query not answered yet may be one whose bytes the capture showed early.
+            keep: deque[Query] = deque()
+            for p in self.pending:
+                if p.first_ts is not None or (self.batch_error and p.kind == "extended"):
+                    p.done = True
+                    self.last_done = p
+                else:
+                    keep.append(p)
+            self.pending = keep
+            self.batch_error = False
             return
         if t == 0x53 and body:  # ParameterStatus
             parts = M.cstrings(body, 2)
@@ -410,6 +424,7 @@ class Conversation:
                        "hint": err.get("hint"), "position": err.get("position")}
             q.done = True
             self.last_done = q
+            self.batch_error = True
         elif t == 0x73:  # PortalSuspended: row limit reached
             q.tag = q.tag or "PortalSuspended"
             q.done = True

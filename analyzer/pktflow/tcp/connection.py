@@ -46,7 +46,7 @@ class Connection:
         # True when the application protocol showed the engine's client/server guess was wrong;
         # the report swaps labels, the engine's own numbering never changes mid-connection.
         self.swapped = False
-        self.role_source = role_source  # "handshake" | "syn-ack" | "port"
+        self.role_source = role_source  # "handshake" | "syn-ack" | "port" | "application"
         self.syn_frames: list[int] = []
         self.finished = False
 
@@ -77,7 +77,7 @@ class Connection:
             "client": {"ip": format_ip(client[0]), "port": client[1]},
             "server": {"ip": format_ip(server[0]), "port": server[1]},
             "handshake_seen": self.handshake_seen,
-            "roles_from": "application" if self.swapped else self.role_source,
+            "roles_from": self.role_source,
             "start_s": round(self.start_ts - capture_start, 6),
             "end_s": round(self.end_ts - capture_start, 6),
             "first_frame": self.first_frame,

@@ -1,0 +1,273 @@
+"""The PostgreSQL decoder on crafted byte streams: split invariance, fuzzing, protocol cases."""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pktflow.pgwire.conversation import Conversation
+
+
+def msg(t: str, body: bytes = b"") -> bytes:
+    return t.encode() + struct.pack(">I", len(body) + 4) + body
+
+
+def cstr(s: str) -> bytes:
+    return s.encode() + b"\x00"
+
+
+def startup(user: str = "alice", db: str = "shop", app: str = "psql") -> bytes:
+    body = struct.pack(">I", 196608) + cstr("user") + cstr(user) + cstr("database") + cstr(db) \
+        + cstr("application_name") + cstr(app) + b"\x00"
+    return struct.pack(">I", len(body) + 4) + body
+
+
+SSL_REQUEST = struct.pack(">II", 8, 80877103)
+AUTH_OK = msg("R", struct.pack(">I", 0))
+READY = msg("Z", b"I")
+
+
+def datarow(i: int) -> bytes:
+    val = f"row-{i}".encode()
+    return msg("D", struct.pack(">HI", 1, len(val)) + val)
+
+
+def select_exchange(rows: int) -> tuple[bytes, bytes]:
+    front = startup() + msg("Q", cstr("SELECT * FROM t")) + msg("X")
+    back = AUTH_OK + msg("S", cstr("server_version") + cstr("15.20")) + \
+        msg("K", struct.pack(">II", 4242, 7)) + READY + \
+        msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + \
+        b"".join(datarow(i) for i in range(rows)) + msg("C", cstr(f"SELECT {rows}")) + READY
+    return front, back
+
+
+def run(front: bytes, back: bytes, *, splits: tuple[list[int], list[int]] | None = None,
+        start_seen: bool = True) -> dict:  # type: ignore[type-arg]
+    """Feed the frontend bytes first, then the backend's, each cut at the given sizes."""
+    conv = Conversation("c1", start_seen=lambda d: start_seen)
+    for d, data in ((0, front), (1, back)):
+        cuts = (splits or ([], []))[d]
+        pos, frame = 0, 1
+        for size in cuts + [len(data)]:
+            if pos >= len(data):
+                break
+            chunk = data[pos:pos + max(1, size)]
+            conv.feed(d, chunk, pos, frame, 1000.0 + frame)
+            pos += len(chunk)
+    conv.finish()
+    out = conv.to_json()
+    for q in out["queries"]:  # timing depends on where cuts fall; content must not
+        for k in ("sent_s", "first_response_s", "last_response_s", "sent_frame",
+                  "first_frame", "last_frame"):
+            q.pop(k)
+    return out
+
+
+def test_simple_query_whole() -> None:
+    front, back = select_exchange(100)
+    out = run(front, back)
+    assert out["protocol"] == "postgresql" and out["decode_started_at"] == "startup"
+    assert out["startup"] == {"user": "alice", "database": "shop", "application_name": "psql",
+                              "encryption": "none"}
+    assert out["messages"]["frontend"] == {"StartupMessage": 1, "Query": 1, "Terminate": 1}
+    assert out["messages"]["backend"]["DataRow"] == 100
+    assert out["backend_pid"] == 4242 and out["server_parameters"] == {"server_version": "15.20"}
+    (q,) = out["queries"]
+    assert (q["sql"], q["command_tag"], q["rows"], q["data_rows"]) == \
+        ("SELECT * FROM t", "SELECT 100", 100, 100)
+    assert q["response_messages"] == 100 + 3  # T, D x 100, C, Z
+    response = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + \
+        b"".join(datarow(i) for i in range(100)) + msg("C", cstr("SELECT 100")) + READY
+    assert back.endswith(response) and q["response_bytes"] == len(response)
+
+
+def test_byte_at_a_time_equals_whole() -> None:
+    front, back = select_exchange(20)
+    whole = run(front, back)
+    ones = run(front, back, splits=([1] * len(front), [1] * len(back)))
+    assert ones == whole
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_random_splits_give_identical_results(data: st.DataObject) -> None:
+    front, back = select_exchange(30)
+    whole = run(front, back)
+    sizes = st.lists(st.integers(1, 300), max_size=60)
+    assert run(front, back, splits=(data.draw(sizes), data.draw(sizes))) == whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=600), st.binary(max_size=600), st.booleans())
+def test_fuzz_arbitrary_bytes_never_raise(front: bytes, back: bytes, seen: bool) -> None:
+    out = run(front, back, start_seen=seen)
+    assert out["protocol"] in ("postgresql", "postgresql-tls", "postgresql-gss", "unknown")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2000), st.binary(min_size=1, max_size=8), st.booleans())
+def test_fuzz_mutated_streams_never_raise(at: int, junk: bytes, which: bool) -> None:
+    front, back = select_exchange(15)
+    if which:
+        back = back[:at] + junk + back[at + len(junk):]
+    else:
+        front = front[:at] + junk + front[at + len(junk):]
+    run(front, back)
+
+
+def test_ssl_refused_then_plaintext() -> None:
+    front, back = select_exchange(3)
+    out = run(SSL_REQUEST + front, b"N" + back)
+    assert out["protocol"] == "postgresql" and out["startup"]["encryption"] == "none"
+    assert out["messages"]["frontend"]["SSLRequest"] == 1
+    assert out["queries"][0]["rows"] == 3
+
+
+def test_ssl_accepted_stops_decoding() -> None:
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, SSL_REQUEST, 0, 1, 1.0)
+    conv.feed(1, b"S", 0, 2, 1.1)
+    conv.feed(0, b"\x16\x03\x01\x02\x00" + b"\x01" * 512, 8, 3, 1.2)  # ClientHello
+    conv.finish()
+    assert conv.protocol == "postgresql-tls" and conv.queries == []
+    assert any(f.code == "encrypted" for f in conv.findings)
+
+
+def test_http_on_5432_is_not_postgres() -> None:
+    out = run(b"GET / HTTP/1.1\r\nHost: db\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    assert out["protocol"] == "unknown" and out["queries"] == []
+    assert out["messages"] == {"frontend": {}, "backend": {}}
+
+
+def test_mid_stream_roles_proven_by_types_even_when_guess_is_wrong() -> None:
+    # A pooled server connection captured late: the engine guessed the server is direction 0.
+    back = b"".join(datarow(i) for i in range(5))[7:] + msg("C", cstr("SELECT 9")) + READY \
+        + msg("T", struct.pack(">H", 0)) + datarow(1) + msg("C", cstr("SELECT 1")) + READY
+    front = msg("Q", cstr("SELECT 1")) + msg("Q", cstr("SELECT 2"))
+    conv = Conversation("c1")
+    conv.feed(0, back, 0, 1, 1.0)
+    conv.feed(1, front, 0, 2, 1.0)
+    conv.finish()
+    assert conv.frontend_direction == 1 and conv.decode_started_at == "mid-stream"
+    out = conv.to_json()
+    assert out["messages"]["frontend"] == {"Query": 2}
+    assert out["messages"]["backend"]["ReadyForQuery"] == 2
+    assert out["lost_bytes"]["backend"] > 0
+
+
+def test_gap_inside_datarow_body_loses_nothing() -> None:
+    front, back = select_exchange(50)
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, front, 0, 1, 1.0)
+    i = back.index(datarow(10))
+    conv.feed(1, back[:i + 8], 0, 2, 1.0)  # header + 3 body bytes of row 10
+    conv.gap(1, i + 8, 2, 3, 1.0)  # 2 body bytes never captured
+    conv.feed(1, back[i + 10:], i + 10, 4, 1.0)
+    conv.finish()
+    q = conv.queries[0]
+    assert q.rows == 50 and not q.incomplete and conv.to_json()["lost_bytes"]["backend"] == 0
+
+
+def test_gap_across_messages_resynchronises_without_invention() -> None:
+    front, back = select_exchange(200)
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, front, 0, 1, 1.0)
+    i = back.index(datarow(50)) + 3
+    conv.feed(1, back[:i], 0, 2, 1.0)
+    conv.gap(1, i, 500, 3, 1.0)
+    conv.feed(1, back[i + 500:], i + 500, 4, 1.0)
+    conv.finish()
+    out = conv.to_json()
+    assert out["messages"]["backend"]["DataRow"] < 200
+    assert out["messages"]["backend"]["CommandComplete"] == 1  # found again after the gap
+    assert out["queries"][0]["command_tag"] == "SELECT 200" and out["queries"][0]["incomplete"]
+    assert any(f.code == "pgwire-resync" for f in conv.findings)
+
+
+def test_malformed_length_is_a_finding_with_offset() -> None:
+    front, back = select_exchange(5)
+    i = back.index(datarow(2))
+    bad = back[:i] + b"D\x00\x00\x00\x02" + back[i + 5:]
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, front, 0, 1, 1.0)
+    conv.feed(1, bad, 0, 7, 1.0)
+    conv.finish()
+    (f,) = [f for f in conv.findings if f.code == "pgwire-malformed"]
+    assert f.frames == [7] and f"offset {i:,}" in f.message
+    assert conv.to_json()["decode_stopped"]["offset"] == i
+
+
+def test_huge_length_claim_keeps_memory_bounded() -> None:
+    front, _ = select_exchange(0)
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, front, 0, 1, 1.0)
+    conv.feed(1, AUTH_OK + READY + b"D" + struct.pack(">I", 0x7FFFFFF0), 0, 2, 1.0)
+    tracemalloc.start()
+    chunk = b"\x00" * 65536
+    for k in range(64):  # 4 MiB of a message claiming ~2 GB
+        conv.feed(1, chunk, 16 + k * 65536, 3 + k, 1.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_extended_protocol_pipeline() -> None:
+    front = startup() + msg("P", cstr("s1") + cstr("SELECT $1::int") + b"\x00\x00") + \
+        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("D", b"P" + cstr("")) + \
+        msg("E", cstr("") + b"\x00\x00\x00\x00") + \
+        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("E", cstr("") + b"\x00" * 4) + \
+        msg("S")
+    back = AUTH_OK + READY + msg("1") + msg("2") + msg("T", b"\x00\x00") + datarow(1) + \
+        msg("C", cstr("SELECT 1")) + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY
+    out = run(front, back)
+    assert [(q["sql"], q["kind"], q["rows"]) for q in out["queries"]] == \
+        [("SELECT $1::int", "extended", 1), ("SELECT $1::int", "extended", 1)]
+    assert out["messages"]["backend"]["ParseComplete"] == 1
+    assert out["messages"]["frontend"]["Describe"] == 1
+
+
+def test_copy_out_and_copy_in() -> None:
+    front = startup() + msg("Q", cstr("COPY t TO STDOUT")) + msg("Q", cstr("COPY t FROM STDIN")) \
+        + msg("d", b"1\tx\n") * 4 + msg("c")
+    back = AUTH_OK + READY + msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\ta\n") * 7 + \
+        msg("c") + msg("C", cstr("COPY 7")) + READY + msg("G", b"\x00\x00\x01\x00\x00") + \
+        msg("C", cstr("COPY 4")) + READY
+    out = run(front, back)
+    q1, q2 = out["queries"]
+    assert (q1["kind"], q1["rows"], q1["copy_data"]) == ("copy", 7, 7)
+    assert (q2["kind"], q2["rows"], q2["copy_data"]) == ("copy", 4, 4)
+    assert out["messages"]["frontend"]["CopyData"] == 4
+
+
+def test_error_response_attached_to_query() -> None:
+    err = msg("E", b"SERROR\x00VERROR\x00C42P01\x00Mrelation \"nope\" does not exist\x00\x00")
+    front = startup() + msg("Q", cstr("SELECT * FROM nope"))
+    back = AUTH_OK + READY + err + READY
+    (q,) = run(front, back)["queries"]
+    assert q["error"]["code"] == "42P01" and "nope" in q["error"]["message"]
+    assert q["command_tag"] is None
+
+
+def test_scram_exchange_names_without_secrets() -> None:
+    init = msg("p", cstr("SCRAM-SHA-256") + struct.pack(">I", 5) + b"n,,n=")
+    final = msg("p", b"c=biws,r=secretnonce,p=PROOF")
+    sasl = msg("R", struct.pack(">I", 10) + cstr("SCRAM-SHA-256") + b"\x00")
+    cont = msg("R", struct.pack(">I", 11) + b"r=x,s=y,i=4096")
+    fin = msg("R", struct.pack(">I", 12) + b"v=sig") + AUTH_OK + READY
+    conv = Conversation("c1", start_seen=lambda d: True)
+    fo = bo = 0
+    for d, data in ((0, startup()), (1, sasl), (0, init), (1, cont), (0, final), (1, fin)):
+        off = fo if d == 0 else bo
+        conv.feed(d, data, off, 1, 1.0)
+        if d == 0:
+            fo += len(data)
+        else:
+            bo += len(data)
+    out = conv.to_json()
+    assert out["messages"]["frontend"]["SASLInitialResponse"] == 1
+    assert out["messages"]["frontend"]["SASLResponse"] == 1
+    assert out["messages"]["backend"]["AuthenticationSASLFinal"] == 1
+    assert "PROOF" not in str(out) and "secretnonce" not in str(out)
