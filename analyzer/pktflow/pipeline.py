@@ -17,8 +17,9 @@ from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
-from pktflow.tcp.findings import connection_findings
+from pktflow.tcp.findings import connection_findings, direction_name
 from pktflow.tcp.observe import PacketObserver
+from pktflow.transfer.analyzer import TransferAnalyzer
 
 SCHEMA = "pktflow.report/1"
 
@@ -57,6 +58,7 @@ class Run:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.conversations: dict[str, Conversation] = {}
+        self.transfers: dict[str, TransferAnalyzer] = {}
 
     def sink(self, conn: Connection) -> Conversation:
         dirs = conn.dirs
@@ -65,7 +67,10 @@ class Run:
         return conv
 
     def observers(self, conn: Connection) -> list[PacketObserver]:
-        return []
+        dirs = conn.dirs
+        ta = TransferAnalyzer(conn.id, scale_known=lambda side: dirs[side].wscale_known)
+        self.transfers[conn.id] = ta
+        return [ta]
 
     def settle_roles(self, conn: Connection) -> None:
         """Let the wire protocol correct the engine's client/server guess (no handshake)."""
@@ -84,12 +89,21 @@ class Run:
                     if q.get(key) is not None:
                         q[key] = round(q[key] - start, 6)
             out.update(pg)
+        ta = self.transfers.get(conn.id)
+        if ta is not None:
+            dirs = out["directions"]
+            c2s, s2c = (1, 0) if conn.swapped else (0, 1)
+            dirs["client_to_server"].update(ta.result(c2s, start))
+            dirs["server_to_client"].update(ta.result(s2c, start))
 
     def findings(self, conn: Connection) -> list[Finding]:
         out: list[Finding] = []
         conv = self.conversations.get(conn.id)
         if conv is not None:
             out += conv.findings
+        ta = self.transfers.get(conn.id)
+        if ta is not None:
+            out += ta.direction_findings(lambda d: direction_name(conn, d))
         return out
 
 

@@ -58,17 +58,18 @@ def query_table(conn: dict[str, Any]) -> RenderableType | None:
         return None
     table = Table(title=f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}",
                   title_justify="left", box=None, pad_edge=False)
-    for col, just in (("at s", "right"), ("sql", "left"), ("tag", "left"), ("rows", "right"),
-                      ("bytes", "right"), ("server ms", "right"), ("transfer ms", "right"),
-                      ("rate", "right"), ("frames", "right")):
-        table.add_column(col, justify=just, no_wrap=col != "sql")  # type: ignore[arg-type]
+    for col, just in (("at s", "right"), ("sql", "left"), ("rows", "right"), ("bytes", "right"),
+                      ("server ms", "right"), ("transfer ms", "right"), ("rate", "right"),
+                      ("frames", "right")):
+        table.add_column(col, justify=just, no_wrap=col != "sql",  # type: ignore[arg-type]
+                         min_width=12 if col == "sql" else None, ratio=1 if col == "sql" else None)
     for q in queries:
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
-        tag = q.get("command_tag") or ""
+        sql = Text(_sql(q))
         if q.get("error"):
-            tag = Text(f"ERROR {q['error'].get('code', '')}", "red")  # type: ignore[assignment]
+            sql.append(f"  ERROR {q['error'].get('code', '')}", "red")
         table.add_row(
-            "-" if sent is None else f"{sent:.3f}", _sql(q), tag,
+            "-" if sent is None else f"{sent:.3f}", sql,
             "-" if q.get("rows") is None else f"{q['rows']:,}",
             f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
             _rate(q.get("response_bytes", 0), first, last),

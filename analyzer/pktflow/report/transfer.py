@@ -33,8 +33,8 @@ def _bps(v: float | None) -> str:
 def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     """None when the direction carried too little to say anything about."""
     verdict = d.get("verdict")
-    if verdict is None or not d.get("payload_bytes"):
-        return None
+    if verdict is None or verdict["limit"] == "none":
+        return None  # too little data: the TCP table above says all there is
     head = Text(f"{name}: ", "bold")
     head.append(f"{verdict['limit']}", _LIMIT_STYLE.get(verdict["limit"], ""))
     head.append(f"  {verdict['summary']}")
@@ -56,7 +56,7 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     scaled = "" if win.get("scaled", True) else " (raw: window scale unknown)"
     zw = win.get("zero_window_periods") or 0
     table.add_row("receive window", f"{_n(win.get('min'))} - {_n(win.get('max'))} B{scaled}"
-                  + (f", zero {zw} time(s) for {_n(win.get('zero_window_total_s'), ' s')}"
+                  + (f", zero {zw} time(s) for {win['zero_window_total_s'] * 1e3:,.2f} ms"
                      if zw else ""))
     inf = d.get("in_flight") or {}
     table.add_row("in flight", f"max {_n(inf.get('max'))} B, median {_n(inf.get('median'))} B")

@@ -1,0 +1,319 @@
+"""Transfer dynamics of one connection, per direction of data, from the engine's packet stream.
+
+Definitions (the report's words mean exactly this):
+- An ACK "advances" when it acknowledges bytes of the direction's data not acknowledged before;
+  bytes_acked is that difference, segments_per_ack the data segments it newly covers.
+- ACK causes: every_second_segment (covers 2+ segments or more than the largest segment:
+  Linux ACKs once more than one receive-MSS is unacknowledged); delayed_timer (covers one
+  segment, sent >= 40 ms after it: the delayed-ACK timer fired); quick_ack (covers one segment,
+  sooner: quick-ack mode at the start or after idle, or an ACK sent as the application read);
+  window_update (same ack, larger window, no data); duplicate (same ack, same window, no data,
+  data outstanding).
+- A flight is the data sent between two advancing ACKs. It ended because the window was full
+  (in flight reached the receiver's window, or a zero window), because an ACK arrived while the
+  sender was still sending (ack_arrived: not a round trip at all), because the sender waited
+  for that ACK with the window open (cwnd_wait: ACK-clocked, the congestion window), or because
+  the sender had nothing to send (sender_idle).
+- In flight: highest byte sent minus highest byte acknowledged, at the capture point.
+Memory is bounded: histograms and capped queues, nothing per packet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from pktflow.capture.packet import FIN, RST, SYN
+from pktflow.findings import Finding
+from pktflow.tcp.observe import NEW, RETRANS, DirectionInfo
+from pktflow.transfer.histogram import Histogram
+from pktflow.transfer.verdict import direction_json, direction_findings
+
+DELAYED_ACK_S = 0.040  # Linux's minimum delayed-ACK timeout
+CONTINUOUS_S = 0.001  # a sender pausing less than this between segments was not waiting
+ACK_CLOCK_S = 0.0005  # a sender resuming this soon after an ACK was waiting for it
+IDLE_S = 0.010  # idle periods reported
+MAX_OUTSTANDING = 4096  # segments remembered for RTT and segments-per-ACK
+MAX_IDLE_KEPT = 20
+MAX_BINS = 200_000  # 100 ms goodput bins: over five hours
+
+
+class Flow:
+    """One direction of data: its sender's segments and its receiver's ACKs and windows."""
+
+    __slots__ = (
+        "data_bytes", "segments", "retrans", "seg_sizes", "first_ts", "last_ts", "last_frame",
+        "first_frame", "high", "acked", "outstanding", "karn_upto", "ack_hist", "segs_hist",
+        "causes", "acks", "win", "win_min", "win_max", "win_prev", "zero_since",
+        "zero_periods", "zero_total", "zero_frames", "inflight", "inflight_max",
+        "inflight_max_frame", "ratio_max", "fl_bytes", "fl_segs", "fl_full", "fl_first_frame",
+        "pending", "flights", "fl_bytes_hist", "fl_segs_hist", "end_reasons", "end_frames",
+        "rtt", "rtt_min", "idle", "idle_count", "idle_total", "bins", "maxseg", "scale_known",
+        "last_ack_ts", "full_frames", "idle_waiting",
+    )
+
+    def __init__(self, scale_known: bool) -> None:
+        self.data_bytes = 0
+        self.segments = 0
+        self.retrans = 0
+        self.seg_sizes = Histogram()
+        self.first_ts: float | None = None
+        self.last_ts = 0.0
+        self.first_frame = 0
+        self.last_frame = 0
+        self.high = 0
+        self.acked = -1
+        self.outstanding: deque[tuple[int, float]] = deque()  # (end, ts) of unacked segments
+        self.karn_upto = -1  # no RTT samples for bytes up to here: they were retransmitted
+        self.ack_hist = Histogram()
+        self.segs_hist = Histogram()
+        self.causes = {"every_second_segment": 0, "window_update": 0, "quick_ack": 0,
+                       "delayed_timer": 0, "duplicate": 0}
+        self.acks = 0
+        self.win: int | None = None
+        self.win_min: int | None = None
+        self.win_max: int | None = None
+        self.win_prev = -1
+        self.zero_since: float | None = None
+        self.zero_periods = 0
+        self.zero_total = 0.0
+        self.zero_frames: list[int] = []
+        self.inflight = Histogram()
+        self.inflight_max = 0
+        self.inflight_max_frame = 0
+        self.ratio_max = 0.0
+        self.fl_bytes = 0
+        self.fl_segs = 0
+        self.fl_full = False
+        self.fl_first_frame = 0
+        # a flight closed by an ACK, classified when the sender's next move is seen:
+        # (bytes, segments, window_full, last data ts, ack ts, ack frame)
+        self.pending: tuple[int, int, bool, float, float, int] | None = None
+        self.flights = 0
+        self.fl_bytes_hist = Histogram()
+        self.fl_segs_hist = Histogram()
+        self.end_reasons = {"window_full": 0, "ack_arrived": 0, "cwnd_wait": 0,
+                            "sender_idle": 0}
+        self.end_frames: dict[str, list[int]] = {k: [] for k in self.end_reasons}
+        self.rtt = Histogram()  # microseconds
+        self.rtt_min: float | None = None
+        self.idle: list[dict[str, Any]] = []
+        self.idle_count = 0
+        self.idle_total = 0.0
+        self.bins: dict[int, int] = {}
+        self.maxseg = 0
+        self.scale_known = scale_known
+        self.last_ack_ts = 0.0
+        self.full_frames: list[int] = []
+        self.idle_waiting = 0.0  # idle time with data unacknowledged or the window shut
+
+
+class TransferAnalyzer:
+    def __init__(self, conn_id: str, scale_known: Callable[[int], bool] | None = None) -> None:
+        self.conn_id = conn_id
+        self._scale_known = scale_known or (lambda d: True)
+        # flows[d]'s windows are advertised by side 1-d
+        self.flows = (Flow(self._scale_known(1)), Flow(self._scale_known(0)))
+        self.syn_ts: dict[int, float] = {}
+        self.handshake: dict[str, float] | None = None
+        self.info: tuple[DirectionInfo, DirectionInfo] | None = None
+        self.relay_hint: dict[int, str] = {}
+
+    # -- per packet ----------------------------------------------------------------------
+
+    def on_packet(self, d: int, frame: int, ts: float, seq: int, end: int, ack: int, win: int,
+                  flags: int, kind: int) -> None:
+        if flags & SYN:
+            self._syn(d, ts, flags)
+            return
+        if ack >= 0:
+            # this packet's window and ACK speak about the other direction's data
+            self._ack(self.flows[1 - d], 1 - d, frame, ts, ack, win, flags, end > seq)
+        if end > seq:
+            self._data(self.flows[d], frame, ts, seq, end, kind)
+
+    def _syn(self, d: int, ts: float, flags: int) -> None:
+        if not flags & 0x10:
+            self.syn_ts[0] = ts
+        elif 0 in self.syn_ts:
+            self.syn_ts[1] = ts
+        for i in (0, 1):
+            self.flows[i].scale_known = self._scale_known(1 - i)
+
+    def _data(self, f: Flow, frame: int, ts: float, seq: int, end: int, kind: int) -> None:
+        n = end - seq
+        if f.first_ts is None:
+            f.first_ts, f.first_frame = ts, frame
+            if 1 in self.syn_ts and self.handshake is None and 0 in self.syn_ts:
+                self.handshake = {"syn_to_synack_ms": (self.syn_ts[1] - self.syn_ts[0]) * 1e3}
+        elif ts - f.last_ts > IDLE_S:
+            self._idle(f, ts, frame)
+        if f.pending is not None:
+            self._close_flight(f, ts)
+        f.segments += 1
+        f.seg_sizes.add(n)
+        if n > f.maxseg:
+            f.maxseg = n
+        if kind & RETRANS:
+            f.retrans += 1
+            if end > f.karn_upto:
+                f.karn_upto = end
+        if kind & NEW and end > f.high:
+            new = end - max(seq, f.high)
+            f.data_bytes += new
+            f.high = end
+            b = int((ts - f.first_ts) * 10)
+            if b < MAX_BINS:
+                f.bins[b] = f.bins.get(b, 0) + new
+            if len(f.outstanding) >= MAX_OUTSTANDING:
+                f.outstanding.popleft()
+            f.outstanding.append((end, ts))
+        if f.fl_segs == 0:
+            f.fl_first_frame = frame
+        f.fl_bytes += n
+        f.fl_segs += 1
+        if f.acked >= 0:
+            inflight = f.high - f.acked
+            f.inflight.add(inflight)
+            if inflight > f.inflight_max:
+                f.inflight_max, f.inflight_max_frame = inflight, frame
+            win = f.win
+            if win is not None and f.scale_known:
+                if win and inflight / win > f.ratio_max:
+                    f.ratio_max = inflight / win
+                if inflight >= win - f.maxseg:
+                    f.fl_full = True
+                    if len(f.full_frames) < 20:
+                        f.full_frames.append(frame)
+        f.last_ts, f.last_frame = ts, frame
+
+    def _ack(self, f: Flow, d: int, frame: int, ts: float, ack: int, win: int, flags: int,
+             has_data: bool) -> None:
+        if win == 0:
+            if f.zero_since is None and not flags & (RST | FIN):
+                f.zero_since = ts
+                f.zero_periods += 1
+                f.fl_full = True
+                if len(f.zero_frames) < 20:
+                    f.zero_frames.append(frame)
+        elif f.zero_since is not None:
+            f.zero_total += ts - f.zero_since
+            f.zero_since = None
+        if not flags & RST:
+            f.win = win
+            if f.win_min is None or win < f.win_min:
+                f.win_min = win
+            if f.win_max is None or win > f.win_max:
+                f.win_max = win
+        if ack > f.acked:
+            if f.acked >= 0:
+                self._advance(f, frame, ts, ack)
+            f.acked = ack
+        elif ack == f.acked and not has_data and not flags & (SYN | FIN | RST):
+            if win > f.win_prev >= 0:
+                f.causes["window_update"] += 1
+            elif win == f.win_prev and f.high > ack:
+                f.causes["duplicate"] += 1
+        f.win_prev = win
+
+    def _advance(self, f: Flow, frame: int, ts: float, ack: int) -> None:
+        nbytes = ack - f.acked
+        segs = 0
+        last_ts = None
+        out = f.outstanding
+        while out and out[0][0] <= ack:
+            end, sent = out.popleft()
+            segs += 1
+            last_ts = sent
+            if end > f.karn_upto:  # Karn: no sample from retransmitted data
+                rtt = ts - sent
+                f.rtt.add(int(rtt * 1e6))
+                if f.rtt_min is None or rtt < f.rtt_min:
+                    f.rtt_min = rtt
+        f.acks += 1
+        f.ack_hist.add(nbytes)
+        f.segs_hist.add(segs)
+        if segs >= 2 or nbytes > f.maxseg:
+            f.causes["every_second_segment"] += 1
+        elif last_ts is not None and ts - last_ts >= DELAYED_ACK_S:
+            f.causes["delayed_timer"] += 1
+        else:
+            f.causes["quick_ack"] += 1
+        f.last_ack_ts = ts
+        if f.fl_segs:
+            f.pending = (f.fl_bytes, f.fl_segs, f.fl_full, f.last_ts, ts, frame)
+            f.fl_bytes = f.fl_segs = 0
+            f.fl_full = f.win == 0
+
+    def _close_flight(self, f: Flow, next_ts: float | None) -> None:
+        nbytes, segs, full, last_data, ack_ts, frame = f.pending  # type: ignore[misc]
+        f.pending = None
+        if full:
+            reason = "window_full"
+        elif next_ts is None:
+            reason = "sender_idle"
+        elif next_ts - last_data <= CONTINUOUS_S:
+            reason = "ack_arrived"
+        elif next_ts - ack_ts <= max(ACK_CLOCK_S, 0.25 * (f.rtt_min or 0.0)):
+            reason = "cwnd_wait"
+        else:
+            reason = "sender_idle"
+        f.flights += 1
+        f.fl_bytes_hist.add(nbytes)
+        f.fl_segs_hist.add(segs)
+        f.end_reasons[reason] += 1
+        if len(f.end_frames[reason]) < 20:
+            f.end_frames[reason].append(frame)
+
+    def _idle(self, f: Flow, ts: float, frame: int) -> None:
+        gap = ts - f.last_ts
+        f.idle_count += 1
+        f.idle_total += gap
+        outstanding = f.high - f.acked if f.acked >= 0 else 0
+        if f.win == 0:
+            waiting = "the sender waited for the receiver to open its window (zero window)"
+        elif outstanding <= 0:
+            waiting = "everything was acknowledged: the sender had nothing to send"
+        else:
+            waiting = f"the sender waited with {outstanding:,} bytes unacknowledged"
+        if f.win == 0 or outstanding > 0:
+            f.idle_waiting += gap
+        if len(f.idle) < MAX_IDLE_KEPT:
+            f.idle.append({"start_ts": f.last_ts, "seconds": round(gap, 6),
+                           "from_frame": f.last_frame, "to_frame": frame,
+                           "waiting_for": waiting})
+
+    # -- end -----------------------------------------------------------------------------
+
+    def finish(self, info: tuple[DirectionInfo, DirectionInfo]) -> None:
+        self.info = info
+        for d, f in enumerate(self.flows):
+            if f.fl_segs and f.pending is None:  # the last flight: data simply ended
+                f.pending = (f.fl_bytes, f.fl_segs, f.fl_full, f.last_ts, f.last_ts,
+                             f.last_frame)
+                f.fl_segs = 0
+            if f.pending is not None:
+                self._close_flight(f, None)
+            if f.zero_since is not None:
+                f.zero_total += f.last_ts - f.zero_since if f.last_ts > f.zero_since else 0.0
+            f.scale_known = info[1 - d].window_scale_known
+
+    def direction_findings(self, name: Callable[[int], str]) -> list[Finding]:
+        """Findings per direction, named once the roles are settled (name(d): 'a->b')."""
+        out: list[Finding] = []
+        for d, f in enumerate(self.flows):
+            out += direction_findings(self.conn_id, name(d), f)
+        return out
+
+    def set_relay_hint(self, d: int, summary: str) -> None:
+        """The relay analysis says direction d is paced by a pooler (see pktflow.relay)."""
+        self.relay_hint[d] = summary
+
+    def result(self, d: int, start: float = 0.0) -> dict[str, Any]:
+        """JSON for direction d's data; times relative to `start` (the capture's first)."""
+        info = self.info[1 - d] if self.info else None
+        out = direction_json(self.flows[d], info, self.relay_hint.get(d), start)
+        if self.handshake is not None and d == 0:
+            out["handshake_rtt_ms"] = round(self.handshake["syn_to_synack_ms"], 3)
+        return out
