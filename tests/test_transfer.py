@@ -1,0 +1,213 @@
+"""Transfer dynamics: crafted flows through the real TCP engine, and the reference captures."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tcpfeed import Flow
+
+from pktflow.pipeline import analyze
+from pktflow.tcp.engine import TcpEngine
+from pktflow.transfer.analyzer import TransferAnalyzer
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+SEG = 8192
+
+
+def run(f: Flow) -> tuple[dict[str, Any], TransferAnalyzer]:
+    """Analyse a crafted flow; return the server->client direction's JSON."""
+    holder: list[TransferAnalyzer] = []
+
+    def obs(conn: Any) -> list[TransferAnalyzer]:
+        dirs = conn.dirs
+        holder.append(TransferAnalyzer(conn.id, lambda s: dirs[s].wscale_known))
+        return holder
+
+    eng = TcpEngine(observer_factory=obs)
+    for p in f.packets:
+        eng.feed(p)
+    eng.finish()
+    return holder[0].result(1), holder[0]
+
+
+def bulk(f: Flow, rounds: int, *, per_ack: int = 2, gap: float = 0.00002, win: int = 4096,
+         ack_delay: float = 0.00005, pause: float = 0.0) -> None:
+    """The server sends `per_ack` segments, the client ACKs them: `rounds` times."""
+    for _ in range(rounds):
+        for i in range(per_ack):
+            f.send(1, b"x" * SEG, dt=pause if i == 0 and pause else gap)
+        f.ack(0, win=win, dt=ack_delay)
+
+
+def test_loopback_pattern_two_segments_per_ack() -> None:
+    f = Flow()
+    f.handshake()
+    bulk(f, 40)
+    out, _ = run(f)
+    assert out["acks"]["bytes_acked_median"] == 2 * SEG
+    assert out["acks"]["segments_per_ack_median"] == 2
+    assert out["pattern"].startswith("1 ACK per 2 segments, 16,384 B")
+    assert out["acks"]["causes"]["every_second_segment"] == 40
+    assert out["flights"]["end_reasons"]["ack_arrived"] >= 38
+    assert out["verdict"]["limit"] == "sender"
+
+
+def test_mss_pattern_over_a_bridge() -> None:
+    f = Flow()
+    f.handshake()
+    for _ in range(30):
+        f.send(1, b"y" * 1448)
+        f.send(1, b"y" * 1448)
+        f.ack(0)
+    out, _ = run(f)
+    assert out["acks"]["bytes_acked_median"] == 2896 and out["segment_size_median"] == 1448
+
+
+def test_delayed_ack_timer_and_quick_ack() -> None:
+    f = Flow()
+    f.handshake()
+    for _ in range(12):
+        f.send(1, b"z" * 100)
+        f.ack(0, dt=0.041)  # one segment acked 41 ms later: the timer fired
+    for _ in range(3):
+        f.send(1, b"z" * 100, dt=0.1)
+        f.ack(0, dt=0.0001)  # one segment acked at once: quick-ack
+    out, ta = run(f)
+    causes = out["acks"]["causes"]
+    assert causes["delayed_timer"] == 12 and causes["quick_ack"] == 3
+    assert any(x.code == "delayed-ack-stalls" for x in ta.direction_findings(lambda d: "s->c"))
+
+
+def test_window_update_and_duplicate_acks() -> None:
+    f = Flow()
+    f.handshake()
+    f.send(1, b"a" * 1000)
+    f.ack(0, win=100)
+    f.send(1, b"b" * 1000)
+    f.ack(0, ack=f.seq[1] - 1000, win=100)  # same ack, same window, data outstanding
+    f.ack(0, ack=f.seq[1] - 1000, win=100)
+    f.ack(0, ack=f.seq[1] - 1000, win=900)  # same ack, larger window
+    out, _ = run(f)
+    assert out["acks"]["causes"]["duplicate"] == 2
+    assert out["acks"]["causes"]["window_update"] == 1
+
+
+def test_zero_window_receiver_limited() -> None:
+    f = Flow()
+    f.handshake(wscale_c=0, wscale_s=0)
+    for _ in range(30):
+        f.send(1, b"w" * SEG)
+        f.send(1, b"w" * SEG)
+        f.ack(0, win=0)  # the receiver's buffer is full
+        f.ack(0, win=2 * SEG, dt=0.002)  # its application read: window update
+    out, _ = run(f)
+    assert out["window"]["zero_window_periods"] == 30 and out["window"]["scaled"]
+    assert out["window"]["zero_window_total_s"] == pytest.approx(0.06, rel=0.05)
+    assert out["verdict"]["limit"] == "receiver_window"
+    assert out["verdict"]["evidence_frames"]
+    assert out["flights"]["end_reasons"]["window_full"] >= 25
+
+
+def test_window_full_without_zero_window() -> None:
+    f = Flow()
+    f.handshake(wscale_c=0, wscale_s=0)
+    f.ack(0, win=2 * SEG)
+    for _ in range(30):
+        f.send(1, b"w" * SEG)
+        f.send(1, b"w" * SEG)
+        f.ack(0, win=2 * SEG, dt=0.002)  # window of exactly two segments: always full
+    out, _ = run(f)
+    assert out["in_flight"]["max_ratio_to_window"] == 1.0
+    assert out["verdict"]["limit"] == "receiver_window"
+
+
+def test_ack_clocked_sender_is_latency_bound() -> None:
+    f = Flow()
+    f.handshake()
+    for _ in range(30):
+        f.send(1, b"c" * SEG, dt=0.0001)  # resumes right after each ACK
+        f.send(1, b"c" * SEG)
+        f.ack(0, dt=0.020, win=60000)  # 20 ms round trips, wide-open window
+    out, _ = run(f)
+    assert out["flights"]["end_reasons"]["cwnd_wait"] >= 28
+    assert out["verdict"]["limit"] == "latency"
+    assert out["rtt_ms"]["median"] == pytest.approx(20.0, abs=0.5)
+
+
+def test_retransmissions_are_loss_limited_and_skip_rtt_samples() -> None:
+    f = Flow()
+    f.handshake()
+    for i in range(30):
+        p = f.send(1, b"r" * SEG)
+        f.send(1, b"r" * SEG)
+        if i % 5 == 0:
+            f.send(1, b"r" * SEG, seq=p[6], advance=False, dt=0.2)
+        f.ack(0)
+    out, _ = run(f)
+    assert out["verdict"]["limit"] == "loss"
+    assert out["rtt_ms"]["samples"] == 60 - 6 * 2 + 6  # Karn: retransmitted data is skipped
+
+
+def test_unknown_scale_is_labelled_and_only_zero_windows_count() -> None:
+    f = Flow()
+    f.ack(0, win=100)  # no handshake: raw windows of 100 would mean 100 bytes
+    bulk(f, 30, win=100)
+    out, _ = run(f)
+    assert out["window"]["scaled"] is False and out["window"]["scale_lower_bound"] >= 8
+    assert out["verdict"]["limit"] == "sender"
+    assert out["in_flight"]["max_ratio_to_window"] is None
+
+
+def test_too_little_data_gives_no_verdict() -> None:
+    f = Flow()
+    f.handshake()
+    f.send(1, b"tiny")
+    f.ack(0)
+    out, _ = run(f)
+    assert out["verdict"]["limit"] == "none"
+
+
+def test_memory_is_bounded_for_a_long_transfer() -> None:
+    ta = TransferAnalyzer("c1")
+    tracemalloc.start()
+    seq = 0
+    for i in range(200_000):
+        ta.on_packet(1, i, i * 1e-5, seq, seq + 1448, 0, 65535, 0x18, 1)
+        seq += 1448
+        if i % 2:
+            ta.on_packet(0, i, i * 1e-5, 0, 0, seq - (i % 7) * 10, 65535 + i % 1000, 0x10, 0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+@pytest.fixture(scope="module")
+def direct() -> dict[str, Any]:
+    return analyze(str(CAPTURES / "seqscan-10k-direct-loopback.pcap"))
+
+
+@pytest.fixture(scope="module")
+def pooled() -> dict[str, Any]:
+    return analyze(str(CAPTURES / "seqscan-10k-pgbouncer-loopback.pcap"))
+
+
+def test_study_direct_16384_bytes_per_ack(direct: dict[str, Any]) -> None:
+    (conn,) = direct["connections"]
+    s2c = conn["directions"]["server_to_client"]
+    assert s2c["segment_size_median"] == 8192 and s2c["max_segment"] <= 65483
+    assert s2c["acks"]["bytes_acked_median"] == 16384
+    assert s2c["acks"]["segments_per_ack_median"] == 2
+    assert s2c["verdict"]["limit"] == "sender"
+
+
+def test_study_pgbouncer_resplits_and_paces(pooled: dict[str, Any]) -> None:
+    legs = {c["server"]["port"]: c for c in pooled["connections"]}
+    front = legs[6432]["directions"]["server_to_client"]
+    back = legs[5432]["directions"]["server_to_client"]
+    assert front["segment_size_median"] <= 4096  # PgBouncer's pkt_buf
+    assert back["segment_size_median"] == 8192  # PostgreSQL's send buffer
+    assert back["window"]["scaled"] is False  # the pooled leg began before the capture
+    assert back["window"]["zero_window_periods"] >= 1  # PgBouncer stopped reading
