@@ -1,0 +1,105 @@
+"""The whole CLI in-process: output formats, exit codes, one-line errors, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from craft import frame, tcp_segment, write_pcap
+
+from pktflow.cli import Env, main
+from pktflow.errors import ExitCode
+
+ROOT = Path(__file__).resolve().parent.parent
+DIRECT = ROOT / "captures" / "seqscan-10k-direct-loopback.pcap"
+
+
+def cli(*argv: str, width: int = 100) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), Env(stdout=out, stderr=err, width=width))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_text_report_explains_the_capture() -> None:
+    code, out, err = cli("analyze", str(DIRECT), width=400)
+    assert code == 0 and err == ""
+    assert "SELECT * FROM t10k" in out and "10,000" in out
+    assert "1 ACK per 2 segments, 16,384 B" in out
+    assert "delayed-ACK pacing, not a round-trip limit" in out
+
+
+def test_json_report_schema() -> None:
+    code, out, _ = cli("analyze", "--format", "json", str(DIRECT))
+    report = json.loads(out)
+    assert code == 0 and report["schema"] == "pktflow.report/1"
+    (conn,) = report["connections"]
+    for key in ("id", "client", "server", "handshake_seen", "start_s", "end_s", "closed_by",
+                "directions", "protocol", "startup", "decode_started_at", "messages",
+                "queries"):
+        assert key in conn
+    for d in conn["directions"].values():
+        for key in ("payload_bytes", "data_segments", "max_segment", "mss", "window_scale",
+                    "window_scale_known", "window_scale_lower_bound", "retransmitted_segments",
+                    "retransmitted_bytes", "out_of_order_segments", "gaps", "missing_bytes",
+                    "truncated_bytes", "zero_window_events", "window_updates", "acks",
+                    "window", "in_flight", "flights", "rtt_ms", "goodput_bps", "verdict"):
+            assert key in d
+    q = conn["queries"][0]
+    assert 0 <= q["sent_s"] <= q["first_response_s"] <= q["last_response_s"]
+
+
+def test_jsonl_one_report_per_line() -> None:
+    code, out, _ = cli("analyze", "--format", "jsonl", str(DIRECT), str(DIRECT))
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 and all(json.loads(x)["schema"] for x in lines)
+
+
+@pytest.mark.parametrize("make,code,words", [
+    (lambda p: None, ExitCode.NO_FILE, "no such file"),
+    (lambda p: p.mkdir(), ExitCode.NO_FILE, "is a directory"),
+    (lambda p: p.write_bytes(b""), ExitCode.NOT_A_CAPTURE, "empty"),
+    (lambda p: p.write_text("hello"), ExitCode.NOT_A_CAPTURE, "not a pcap"),
+])
+def test_bad_input_one_line_and_exit_code(tmp_path: Path, make, code, words) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "x.pcap"
+    make(p)
+    got, out, err = cli("analyze", str(p))
+    assert got == code and words in err and str(p) in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_damaged_capture_reports_what_precedes(tmp_path: Path) -> None:
+    data = DIRECT.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[:len(data) // 2])
+    code, out, err = cli("analyze", "--format", "json", str(cut))
+    report = json.loads(out)
+    assert code == ExitCode.DAMAGED
+    assert report["capture"]["damage"]["frame"] > 1
+    assert any(f["code"] == "capture-damaged" for f in report["findings"])
+    assert "byte offset" in err and "frame" in err and len(err.strip().splitlines()) == 1
+
+
+def test_strict_turns_error_findings_into_exit_1(tmp_path: Path) -> None:
+    query = b"Q\x00\x00\x00\x0eselect 1;\x00"
+    seg = tcp_segment(query * 3, flags="PA", sport=40000, dport=5432)
+    ok = write_pcap(tmp_path / "ok.pcap", [frame(seg, 1)])
+    assert cli("analyze", "--strict", str(ok))[0] == 0
+    # decoding has begun (three queries); then a length under 4: malformed framing
+    bad = tcp_segment(b"Q\x00\x00\x00\x02" + b"Q" * 40, flags="PA", sport=40000, dport=5432,
+                      seq=1000 + len(query) * 3)
+    p = write_pcap(tmp_path / "bad.pcap", [frame(seg, 1), frame(bad, 1)])
+    code, out, _ = cli("analyze", "--strict", "--format", "json", str(p))
+    assert any(f["severity"] == "error" for f in json.loads(out)["findings"])
+    assert code == ExitCode.FINDINGS
+
+
+def test_installed_console_script_runs() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pktflow", "analyze", str(DIRECT), "--format",
+                           "json"], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT / "analyzer"), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0 and json.loads(proc.stdout)["connections"]
