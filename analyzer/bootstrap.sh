@@ -39,7 +39,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
 if [ "$want_tests" = 1 ]; then
-    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl"
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
