@@ -1,0 +1,130 @@
+"""The native lab records real traffic, and pktflow reads the study's numbers back from it.
+
+These tests run PostgreSQL, PgBouncer and tcpdump for real (marker `lab`): they need root and
+the Debian packages, and skip with the reason otherwise. Each recording takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pktflow.lab.record import Recording, record
+from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS, SEQSCAN_ROWS
+from pktflow.lab.services import PG_BIN
+from pktflow.pipeline import analyze
+
+pytestmark = pytest.mark.lab
+
+PROGRAMS = {"tcpdump": "tcpdump", "pgbouncer": "pgbouncer", "psql": "postgresql-client-15",
+            "pg_dump": "postgresql-client-15"}
+
+
+def missing(extra: dict[str, str] | None = None) -> str | None:
+    """Why the lab cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the lab needs root (it runs tcpdump and starts servers as postgres)"
+    for prog, pkg in (PROGRAMS | (extra or {})).items():
+        if shutil.which(prog) is None:
+            return f"{prog} is not installed (Debian package {pkg})"
+    if not (PG_BIN / "postgres").exists():
+        return f"{PG_BIN / 'postgres'} is missing (Debian package postgresql-15)"
+    return None
+
+
+def skip_unless_lab(extra: dict[str, str] | None = None) -> None:
+    reason = missing(extra)
+    if reason:
+        pytest.skip(reason)
+
+
+Recorded = tuple[dict[str, Any], dict[str, Any]]  # metadata, report
+
+
+def recorded(tmp: Path, name: str, rec: Recording,
+             extra: dict[str, str] | None = None) -> Recorded:
+    skip_unless_lab(extra)
+    out = tmp / f"{name}.pcap"
+    meta = record(rec, out)
+    assert json.loads(out.with_suffix(".json").read_text()) == meta
+    return meta, analyze(str(out))
+
+
+def legs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """PostgreSQL connections by role: 'front' (client -> PgBouncer) and 'back' (-> server)."""
+    conns = [c for c in report["connections"] if c["protocol"] == "postgresql"]
+    ports = {c["server"]["port"] for c in conns}
+    out = {}
+    for c in conns:
+        out["back" if len(ports) > 1 and c["server"]["port"] == min(ports) else "front"] = c
+    return out
+
+
+def biggest(conn: dict[str, Any]) -> dict[str, Any]:
+    return max(conn["queries"], key=lambda q: q["response_bytes"])
+
+
+def assert_clean(meta: dict[str, Any], report: dict[str, Any]) -> None:
+    assert meta["tcpdump_dropped"] == 0
+    assert report["capture"]["damage"] is None
+    for conn in report["connections"]:
+        for d in conn["directions"].values():
+            assert d["gaps"] == 0, conn["id"]
+
+
+# -- loopback: the study's setting -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lab_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("lab")
+
+
+@pytest.fixture(scope="module")
+def seqscan_direct(lab_tmp: Path) -> Recorded:
+    return recorded(lab_tmp, "seqscan-direct", Recording("seqscan-10k", via="direct"))
+
+
+@pytest.fixture(scope="module")
+def seqscan_pooled(lab_tmp: Path) -> Recorded:
+    return recorded(lab_tmp, "seqscan-pgbouncer", Recording("seqscan-10k", via="pgbouncer"))
+
+
+def test_loopback_direct_one_query_16384_bytes_per_ack(seqscan_direct: Recorded) -> None:
+    meta, report = seqscan_direct
+    assert_clean(meta, report)
+    assert meta["network"] == "loopback" and meta["mtu"] == 65536
+    (conn,) = legs(report).values()
+    selects = [q for q in conn["queries"] if (q["command_tag"] or "").startswith("SELECT")]
+    assert len(selects) == 1
+    assert selects[0]["rows"] == selects[0]["data_rows"] == SEQSCAN_ROWS
+    s2c = conn["directions"]["server_to_client"]
+    assert s2c["acks"]["bytes_acked_median"] == 16384
+
+
+def test_loopback_pgbouncer_both_legs_and_pkt_buf(seqscan_pooled: Recorded) -> None:
+    meta, report = seqscan_pooled
+    assert_clean(meta, report)
+    by_role = legs(report)
+    assert set(by_role) == {"front", "back"}
+    assert by_role["front"]["server"]["port"] == meta["ports"]["pgbouncer"]
+    assert by_role["back"]["server"]["port"] == meta["ports"]["postgres"]
+    for conn in by_role.values():
+        assert biggest(conn)["data_rows"] == SEQSCAN_ROWS, conn["id"]
+    front = by_role["front"]["directions"]["server_to_client"]
+    assert front["segment_size_median"] <= PGBOUNCER_DEFAULTS["pkt_buf"]
+
+
+@pytest.mark.parametrize("via", ["direct", "pgbouncer"])
+def test_loopback_pgdump_one_copydata_per_row(lab_tmp: Path, via: str) -> None:
+    meta, report = recorded(lab_tmp, f"pgdump-{via}", Recording("pgdump", via=via, rows=20_000))
+    assert_clean(meta, report)
+    by_role = legs(report)
+    assert set(by_role) == ({"front", "back"} if via == "pgbouncer" else {"front"})
+    for conn in by_role.values():
+        q = biggest(conn)
+        assert q["copy_data"] == q["rows"] == 20_000, conn["id"]
