@@ -61,7 +61,8 @@ def run(front: bytes, back: bytes, *, splits: tuple[list[int], list[int]] | None
     out = conv.to_json()
     for q in out["queries"]:  # timing depends on where cuts fall; content must not
         for k in ("sent_s", "first_response_s", "last_response_s", "sent_frame",
-                  "first_frame", "last_frame"):
+                  "first_frame", "last_frame", "response_segments", "response_segment_median",
+                  "response_segment_max", "response_segment_sizes"):
             q.pop(k)
     return out
 
@@ -82,6 +83,24 @@ def test_simple_query_whole() -> None:
     response = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + \
         b"".join(datarow(i) for i in range(100)) + msg("C", cstr("SELECT 100")) + READY
     assert back.endswith(response) and q["response_bytes"] == len(response)
+
+
+def test_response_segments_are_the_backend_segments_of_the_query() -> None:
+    front, back = select_exchange(200)
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, front, 0, 1, 0.0)
+    sizes = [1000] * (len(back) // 1000) + [len(back) % 1000]
+    off = 0
+    for i, n in enumerate(sizes):
+        conv.feed(1, back[off:off + n], off, 2 + i, 0.1 + i / 1000)
+        off += n
+    conv.finish()
+    (q,) = conv.to_json()["queries"]
+    assert q["rows"] == 200
+    assert q["response_segments"] == len(sizes)
+    assert q["response_segment_median"] == 1000
+    assert q["response_segment_max"] == 1000
+    assert q["response_segment_sizes"]["1000"] == len(sizes) - 1
 
 
 def test_byte_at_a_time_equals_whole() -> None:

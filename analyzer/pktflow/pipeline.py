@@ -15,6 +15,7 @@ from pktflow.capture.packet import CaptureStats
 from pktflow.capture.reader import open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
+from pktflow.relay.measure import relays_json
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
@@ -165,11 +166,14 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
         conns.append(out)
         findings.extend(connection_findings(conn))
         findings.extend(run.findings(conn))
+    relays, relay_findings = relays_json(conns)
+    findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return {
         "schema": SCHEMA,
         "tool": {"name": "pktflow", "version": __version__},
         "capture": capture_json(stats),
         "connections": conns,
+        "relays": relays,
         "findings": [f.to_json() for f in findings],
     }

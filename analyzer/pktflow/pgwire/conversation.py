@@ -76,6 +76,10 @@ class Conversation:
         s = self.sides[d]
         if s.state == STOPPED:
             return
+        if self.pending and s.role == "backend":
+            q = self._head()
+            if q is not None:
+                q.segments.add(len(data))
         if s.skip:
             k = min(s.skip, len(data))
             s.skip -= k

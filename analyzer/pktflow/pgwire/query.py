@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.pgwire.messages import command_rows
+from pktflow.transfer.histogram import Histogram
 
 SQL_CAP = 64 * 1024  # SQL kept per query; longer text is cut and marked
 
@@ -12,7 +13,7 @@ SQL_CAP = 64 * 1024  # SQL kept per query; longer text is cut and marked
 class Query:
     __slots__ = ("sql", "kind", "tag", "tags_rows", "data_rows", "copy_data", "resp_bytes",
                  "resp_msgs", "sent_ts", "sent_frame", "first_ts", "first_frame", "last_ts",
-                 "last_frame", "error", "incomplete", "done", "sql_truncated")
+                 "last_frame", "error", "incomplete", "done", "sql_truncated", "segments")
 
     def __init__(self, sql: str, kind: str, ts: float, frame: int) -> None:
         self.sql = sql[:SQL_CAP]
@@ -33,6 +34,9 @@ class Query:
         self.error: dict[str, Any] | None = None
         self.incomplete = False  # a capture gap hid part of the response
         self.done = False
+        # sizes of the backend's segments while this query was the one being answered: how the
+        # response was carried, which a relay changes (re-segmentation)
+        self.segments = Histogram(cap=256)
 
     def respond(self, nbytes: int, nmsgs: int, ts: float, frame: int) -> None:
         if self.first_ts is None:
@@ -62,4 +66,8 @@ class Query:
             "first_response_s": self.first_ts, "last_response_s": self.last_ts,
             "sent_frame": self.sent_frame, "first_frame": self.first_frame,
             "last_frame": self.last_frame, "error": self.error, "incomplete": self.incomplete,
+            "response_segments": self.segments.n,
+            "response_segment_median": self.segments.median(),
+            "response_segment_max": self.segments.hi,
+            "response_segment_sizes": self.segments.top(6),
         }

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pktflow.report.queries import message_counts, protocol_line, query_table
+from pktflow.report.relays import render_relays
 from pktflow.report.transfer import transfer_views
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -92,6 +93,9 @@ def render_connection(conn: dict[str, Any]) -> RenderableType:
         table.add_row(label, *cells)
     end = conn["closed_by"] or "open at capture end"
     title = f"{conn['id']}  {_endpoint(conn['client'])} -> {_endpoint(conn['server'])}"
+    role = conn.get("role")
+    if role in ("front", "back"):
+        title += f"  ({role} leg of a relay)"
     span = (f"{conn['start_s']:.3f}-{conn['end_s']:.3f} s, frames {conn['first_frame']}-"
             f"{conn['last_frame']} ({conn['packets']:,} packets), closed: {end}")
     body: list[RenderableType] = [Text(span, "dim")]
@@ -111,5 +115,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     console.print(render_capture(report["capture"]))
     if not report["connections"]:
         console.print("No TCP connections.")
+    for relay in render_relays(report):
+        console.print(relay)
     for conn in report["connections"]:
         console.print(render_connection(conn))

@@ -1,0 +1,188 @@
+"""What a relay does to each query and to the transfer: delays, re-segmentation, coupling of the
+back leg to the front leg's drain, and a verdict in words with the setting that would change it.
+
+Input and output are report dicts (pktflow.report/1), so text, JSON and `compare` agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pktflow.findings import Finding
+from pktflow.relay.topology import QueryRef, Relay, find_relays
+
+
+def _ms(a: Any, b: Any) -> float | None:
+    if a is None or b is None:
+        return None
+    return round((float(b) - float(a)) * 1000, 3)
+
+
+def pair_json(f: QueryRef, b: QueryRef) -> dict[str, Any]:
+    fq, bq = f.q, b.q
+    through = _ms(fq.get("sent_s"), fq.get("last_response_s"))
+    own = _ms(bq.get("sent_s"), bq.get("last_response_s"))
+    seg_in, seg_out = bq.get("response_segments") or 0, fq.get("response_segments") or 0
+    return {
+        "front": {"connection": f.conn, "query_index": f.index},
+        "back": {"connection": b.conn, "query_index": b.index},
+        "sql": fq.get("sql"), "rows": fq.get("rows"),
+        "response_bytes": {"front": fq.get("response_bytes"), "back": bq.get("response_bytes")},
+        "request_delay_ms": _ms(fq.get("sent_s"), bq.get("sent_s")),
+        "first_byte_delay_ms": _ms(bq.get("first_response_s"), fq.get("first_response_s")),
+        "last_byte_delay_ms": _ms(bq.get("last_response_s"), fq.get("last_response_s")),
+        "through_relay_ms": through, "back_leg_ms": own,
+        "relay_cost_ms": None if through is None or own is None else round(through - own, 3),
+        "segments_in": seg_in, "segments_out": seg_out,
+        "segments_out_per_in": round(seg_out / seg_in, 2) if seg_in else None,
+        "segment_median_in": bq.get("response_segment_median"),
+        "segment_median_out": fq.get("response_segment_median"),
+        "segment_max_in": bq.get("response_segment_max"),
+        "segment_max_out": fq.get("response_segment_max"),
+        "frames": {"front_sent": fq.get("sent_frame"), "back_sent": bq.get("sent_frame"),
+                   "back_first": bq.get("first_frame"), "front_first": fq.get("first_frame"),
+                   "back_last": bq.get("last_frame"), "front_last": fq.get("last_frame")},
+    }
+
+
+def _s2c(conn: dict[str, Any]) -> dict[str, Any]:
+    return conn["directions"]["server_to_client"]
+
+
+def coupling_json(backs: list[dict[str, Any]], fronts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Did the server wait for the relay? The relay's receive window on the back leg (advertised
+    to the server) shrinking to zero while it forwards to the client is the sign."""
+    zero_events = zero_s = 0.0
+    frames: list[int] = []
+    back_ack = front_ack = None
+    back_flight = None
+    for c in backs:
+        d = _s2c(c)
+        w = d.get("window") or {}
+        zero_events += w.get("zero_window_periods") or 0
+        zero_s += w.get("zero_window_total_s") or 0.0
+        frames += (d.get("verdict") or {}).get("evidence_frames") or []
+        back_ack = back_ack or (d.get("acks") or {}).get("bytes_acked_median")
+        back_flight = back_flight or (d.get("flights") or {}).get("bytes_median")
+    for c in fronts:
+        front_ack = front_ack or (_s2c(c).get("acks") or {}).get("bytes_acked_median")
+    if zero_events:
+        summary = (f"the relay's receive window on the back leg reached zero {int(zero_events)} "
+                   f"time(s), {zero_s * 1000:,.2f} ms in all: the server waited for the relay "
+                   f"to drain its buffer to the client")
+    else:
+        summary = ("the back leg's window never reached zero: the server did not wait for the "
+                   "relay's drain to the client")
+    return {"back_window_zero_events": int(zero_events),
+            "back_window_zero_s": round(zero_s, 6),
+            "back_bytes_per_ack_median": back_ack, "front_bytes_per_ack_median": front_ack,
+            "back_bytes_per_flight_median": back_flight,
+            "summary": summary, "evidence_frames": sorted(set(frames))[:10]}
+
+
+def _median(values: list[float]) -> float | None:
+    vals = sorted(v for v in values if v is not None)
+    return vals[len(vals) // 2] if vals else None
+
+
+def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, Any],
+                 max_chunk: int | None) -> dict[str, Any]:
+    """One paragraph: how the relay re-splits the data, whether the server waited on it, what it
+    cost, and the setting the evidence points at."""
+    bulk = [p for p in pairs if (p["segments_in"] or 0) >= 4]
+    parts: list[str] = []
+    setting: str | None = None
+    frames: list[int] = []
+    if bulk:
+        med_in = _median([p["segment_median_in"] for p in bulk])
+        med_out = _median([p["segment_median_out"] for p in bulk])
+        ratio = _median([p["segments_out_per_in"] for p in bulk])
+        parts.append(f"the server sent bulk responses in {med_in:,.0f}-byte segments (median) "
+                     f"and the relay forwarded them in {med_out:,.0f}-byte segments, "
+                     f"{ratio:.2f} out per segment in")
+        if max_chunk and med_in and med_out and med_out < med_in:
+            parts.append(f"its segments habitually stop at {max_chunk:,} bytes (larger ones "
+                         f"are the kernel coalescing queued writes): it reads and forwards "
+                         f"about that much at a time")
+            if 4000 <= max_chunk <= 4096 + 128:
+                setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
+                           "8 KB server write into about 4 KB + 4 KB + a small tail; pkt_buf >= "
+                           "8256 (8,192 + 64) forwards it whole")
+        for p in bulk[:3]:
+            frames += [x for x in (p["frames"]["front_sent"], p["frames"]["back_first"],
+                                   p["frames"]["front_last"]) if x]
+    if coupling["back_window_zero_events"]:
+        parts.append(coupling["summary"])
+        frames += coupling["evidence_frames"][:3]
+        if setting is None:
+            setting = ("the relay drains to the client more slowly than the server produces: "
+                       "look at the front leg's verdict (client, network) before pooler "
+                       "settings such as tcp_socket_buffer")
+    costs = [p["relay_cost_ms"] for p in pairs if p["relay_cost_ms"] is not None]
+    if costs:
+        worst = max(pairs, key=lambda p: p["relay_cost_ms"] or 0.0)
+        parts.append(f"the relay added {sum(costs):,.2f} ms over {len(costs)} matched "
+                     f"quer{'y' if len(costs) == 1 else 'ies'} (most: {worst['relay_cost_ms']:,.2f}"
+                     f" ms, {worst['through_relay_ms']:,.2f} ms through the relay vs "
+                     f"{worst['back_leg_ms']:,.2f} ms on the back leg)")
+    summary = "; ".join(parts) + "." if parts else "no bulk response went through the relay."
+    return {"summary": summary[0].upper() + summary[1:], "setting": setting,
+            "evidence_frames": sorted(set(frames))[:12]}
+
+
+def forward_chunk(front_queries: list[dict[str, Any]]) -> int | None:
+    """The largest segment the relay forwards as a habit, not by accident: the largest size that
+    makes up at least 5% of a response's segments. The single largest segment is no estimate
+    of the relay's buffer: when the client's window reopens, the kernel coalesces several queued
+    writes into one segment up to the MSS (65,483 bytes on loopback)."""
+    best = None
+    for q in front_queries:
+        sizes = q.get("response_segment_sizes") or {}
+        n = q.get("response_segments") or 0
+        if n < 4:
+            continue
+        habitual = [int(k) for k, v in sizes.items() if v >= 0.05 * n]
+        if habitual and (best is None or max(habitual) > best):
+            best = max(habitual)
+    return best
+
+
+def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
+    """Find relays, set each connection's "role", and return the report's "relays" list."""
+    by_id = {c["id"]: c for c in conns}
+    for c in conns:
+        c["role"] = "direct"
+    out, findings = [], []
+    for relay in find_relays(conns):
+        fronts = [by_id[i] for i in relay.front]
+        backs = [by_id[i] for i in relay.back]
+        for c in fronts:
+            c["role"] = "front"
+        for c in backs:
+            c["role"] = "back"
+        pairs = [pair_json(f, b) for f, b in relay.pairs]
+        max_chunk = forward_chunk([f.q for f, _ in relay.pairs])
+        coupling = coupling_json(backs, fronts)
+        verdict = verdict_json(relay, pairs, coupling, max_chunk)
+        out.append({
+            "host": relay.host, "front_port": relay.front_port,
+            "back_ports": relay.back_ports,
+            "front_connections": relay.front, "back_connections": relay.back,
+            "matched_queries": len(pairs),
+            "unmatched_front_queries": len(relay.unmatched_front),
+            "unmatched_back_queries": len(relay.unmatched_back),
+            "pooler_own_queries": [{"connection": r.conn, "query_index": r.index,
+                                    "sql": r.q.get("sql")} for r in relay.own][:100],
+            "max_forward_chunk": max_chunk,
+            "queries": pairs, "coupling": coupling, "verdict": verdict,
+        })
+        if relay.unmatched_front:
+            r = relay.unmatched_front[0]
+            findings.append(Finding(
+                "info", "relay-unmatched",
+                f"{len(relay.unmatched_front)} front-leg quer"
+                f"{'y' if len(relay.unmatched_front) == 1 else 'ies'} through "
+                f"{relay.host}:{relay.front_port} had no back-leg execution in the capture "
+                f"(answered by the pooler itself, or its back leg was not captured); first: "
+                f"{r.conn} query {r.index}", r.conn, [r.q.get("sent_frame") or 0]))
+    return out, findings

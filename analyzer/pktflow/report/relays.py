@@ -1,0 +1,74 @@
+"""Relays in the terminal: each pooler, its legs, the matched queries and the verdict.
+Renders from the report's "relays" list (pktflow.report/1) only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from pktflow.report.queries import SQL_WIDTH
+
+MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
+
+
+def _f(v: float | None, unit: str = "") -> str:
+    return "-" if v is None else f"{v:,.2f}{unit}"
+
+
+def _n(v: int | None) -> str:
+    return "-" if v is None else f"{v:,}"
+
+
+def _sql(sql: str | None) -> str:
+    text = " ".join((sql or "").split())
+    return text if len(text) <= SQL_WIDTH else text[:SQL_WIDTH - 1] + "…"
+
+
+def render_relay(relay: dict[str, Any]) -> RenderableType:
+    head = Text()
+    head.append(f"{relay['host']}:{relay['front_port']}", "bold")
+    head.append(" relays to port " + ", ".join(str(p) for p in relay["back_ports"]))
+    head.append(f"  front legs {', '.join(relay['front_connections'])}"
+                f" | back legs {', '.join(relay['back_connections'])}", "dim")
+    own = relay["pooler_own_queries"]
+    counts = Text(f"{relay['matched_queries']:,} queries matched leg to leg, "
+                  f"{relay['unmatched_front_queries']:,} front-only, "
+                  f"{relay['unmatched_back_queries']:,} back-only, {len(own):,} of the pooler's "
+                  f"own" + (f" ({', '.join(sorted({_sql(q['sql']) for q in own})[:3])})"
+                            if own else ""), "dim")
+    verdict = relay["verdict"]
+    body: list[RenderableType] = [head, counts, Text(verdict["summary"], "bold")]
+    if verdict.get("setting"):
+        body.append(Text("setting: " + verdict["setting"], "cyan"))
+    if verdict.get("evidence_frames"):
+        body.append(Text("evidence frames " + ", ".join(map(str, verdict["evidence_frames"])),
+                         "dim"))
+    table = Table(box=None, pad_edge=False, title_justify="left",
+                  title="matched queries (ms; segments and median sizes in -> out)")
+    for col in ("front", "back", "sql", "rows", "req delay", "1st byte", "last byte",
+                "relay cost", "segments", "median B"):
+        table.add_column(col, justify="left" if col in ("sql", "front", "back") else "right",
+                         no_wrap=col != "sql", ratio=1 if col == "sql" else None,
+                         min_width=10 if col == "sql" else None)
+    pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0))
+    for p in pairs[:MAX_ROWS]:
+        table.add_row(f"{p['front']['connection']}#{p['front']['query_index']}",
+                      f"{p['back']['connection']}#{p['back']['query_index']}", _sql(p["sql"]),
+                      _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),
+                      _f(p["last_byte_delay_ms"]), _f(p["relay_cost_ms"]),
+                      f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
+                      f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}")
+    body.append(table)
+    if len(pairs) > MAX_ROWS:
+        body.append(Text(f"... {len(pairs) - MAX_ROWS:,} smaller matched queries in the JSON "
+                         f"report", "dim"))
+    body.append(Text("coupling: " + relay["coupling"]["summary"], "dim"))
+    return Panel(Group(*body), title="Relay", title_align="left")
+
+
+def render_relays(report: dict[str, Any]) -> list[RenderableType]:
+    return [render_relay(r) for r in report.get("relays") or []]

@@ -1,0 +1,163 @@
+"""Relays: found from the capture alone, each client query paired with its back-leg execution.
+
+Real captures (captures/*.pcap with the lab's metadata beside them) prove detection, pairing and
+the re-segmentation signature; small report dicts prove the matching rules that real session
+pooling runs cannot exercise (transaction pooling, mirror images, late requests)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pktflow.pipeline import analyze
+from pktflow.relay.measure import relays_json
+from pktflow.relay.topology import find_relays
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
+
+
+def _with_meta(via: str) -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for meta_path in sorted(CAPTURES.glob("*.json")):
+        meta = json.loads(meta_path.read_text())
+        pcap = meta_path.with_suffix(".pcap")
+        if meta.get("via") == via and pcap.exists():
+            out.append((pcap, meta))
+    return out
+
+
+POOLED = _with_meta("pgbouncer")
+DIRECT = _with_meta("direct")
+
+
+def test_corpus_has_both_kinds() -> None:
+    assert POOLED and DIRECT
+
+
+@pytest.mark.parametrize("pcap,meta", POOLED, ids=[p.name for p, _ in POOLED])
+def test_pgbouncer_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
+    report = analyze(str(pcap))
+    relays = report["relays"]
+    assert len(relays) == 1, [r["front_port"] for r in relays]
+    relay = relays[0]
+    assert relay["front_port"] == meta["ports"]["pgbouncer"]
+    assert relay["back_ports"] == [meta["ports"]["postgres"]]
+    conns = {c["id"]: c for c in report["connections"]}
+    fronts = [c for c in conns.values() if c["server"]["port"] == meta["ports"]["pgbouncer"]]
+    assert sorted(relay["front_connections"]) == sorted(c["id"] for c in fronts)
+    # Every client query was served by the server exactly once, and found.
+    front_queries = sum(len(c["queries"]) for c in fronts)
+    assert relay["matched_queries"] == front_queries > 0
+    assert relay["unmatched_front_queries"] == 0
+    keys = Counter((p["back"]["connection"], p["back"]["query_index"]) for p in relay["queries"])
+    assert max(keys.values()) == 1
+    for p in relay["queries"]:
+        f = conns[p["front"]["connection"]]["queries"][p["front"]["query_index"]]
+        b = conns[p["back"]["connection"]]["queries"][p["back"]["query_index"]]
+        assert " ".join(f["sql"].split()) == " ".join(b["sql"].split())
+        assert f["rows"] == b["rows"]
+        # PgBouncer forwards the server's messages unchanged.
+        assert f["response_bytes"] == b["response_bytes"]
+        assert p["request_delay_ms"] > 0 or (p["request_delay_ms"] == 0 and
+                                              f["sent_frame"] < b["sent_frame"])
+    for cid, c in conns.items():
+        expected = ("front" if cid in relay["front_connections"] else
+                    "back" if cid in relay["back_connections"] else "direct")
+        assert c["role"] == expected
+    # psql and pg_dump set application_name; PgBouncer replays it on the server connection.
+    own = [q["sql"] for q in relay["pooler_own_queries"]]
+    assert any(s.startswith("SET application_name") for s in own), own
+    # The re-segmentation signature (mechanics.md): 8,192-byte server writes leave PgBouncer
+    # as ~4 KB pieces; no habitual piece exceeds pkt_buf.
+    pkt_buf = meta["pgbouncer_settings"]["pkt_buf"]
+    bulk = max(relay["queries"], key=lambda p: p["response_bytes"]["back"] or 0)
+    assert bulk["rows"] == meta["rows"]
+    if meta["network"] == "loopback":
+        assert bulk["segment_median_in"] == 8192
+    assert bulk["segment_median_out"] <= pkt_buf
+    assert bulk["segments_out"] > bulk["segments_in"]
+    assert relay["max_forward_chunk"] <= pkt_buf
+    assert "pkt_buf" in (relay["verdict"]["setting"] or "")
+    assert relay["verdict"]["evidence_frames"]
+
+
+@pytest.mark.parametrize("pcap,meta", DIRECT, ids=[p.name for p, _ in DIRECT])
+def test_direct_capture_has_no_relay(pcap: Path, meta: dict[str, Any]) -> None:
+    report = analyze(str(pcap))
+    assert report["relays"] == []
+    assert {c["role"] for c in report["connections"]} == {"direct"}
+
+
+# -- matching rules on report dicts ------------------------------------------------------------
+
+def _q(sql: str, sent: float, first: float, last: float, frame: int, nbytes: int = 100,
+       segs: int = 1) -> dict[str, Any]:
+    return {"sql": sql, "sent_s": sent, "first_response_s": first, "last_response_s": last,
+            "sent_frame": frame, "first_frame": frame + 2, "last_frame": frame + 3,
+            "rows": 1, "response_bytes": nbytes, "response_segments": segs,
+            "response_segment_median": 100, "response_segment_max": 100,
+            "response_segment_sizes": {"100": segs}}
+
+
+def _conn(cid: str, client: tuple[str, int], server: tuple[str, int],
+          queries: list[dict[str, Any]]) -> dict[str, Any]:
+    d = {"window": {"zero_window_periods": 0, "zero_window_total_s": 0.0},
+         "acks": {}, "flights": {}, "verdict": None}
+    return {"id": cid, "protocol": "postgresql",
+            "client": {"ip": client[0], "port": client[1]},
+            "server": {"ip": server[0], "port": server[1]}, "queries": queries,
+            "directions": {"client_to_server": dict(d), "server_to_client": dict(d)}}
+
+
+POOLER, DB = "10.0.0.2", "10.0.0.3"
+
+
+def test_transaction_pooling_pairs_by_time() -> None:
+    # Three clients share two server connections; the same statement everywhere.
+    fronts = [_conn(f"c{i}", (f"10.0.0.{10 + i}", 40000), (POOLER, 7000),
+                    [_q("UPDATE t SET v = v + 1", 1.0 + i * 0.1, 1.0 + i * 0.1 + 0.05,
+                        1.0 + i * 0.1 + 0.06, 10 + i * 10)]) for i in range(3)]
+    backs = [
+        _conn("c10", (POOLER, 50000), (DB, 7777),
+              [_q("UPDATE t SET v = v + 1", 1.01, 1.04, 1.05, 11),
+               _q("UPDATE t SET v = v + 1", 1.21, 1.24, 1.25, 31)]),
+        _conn("c11", (POOLER, 50001), (DB, 7777),
+              [_q("UPDATE t SET v = v + 1", 1.11, 1.14, 1.15, 21),
+               _q("SELECT 1", 2.0, 2.01, 2.01, 90)]),
+    ]
+    relays, _ = relays_json(fronts + backs)
+    assert len(relays) == 1
+    r = relays[0]
+    assert r["front_port"] == 7000 and r["back_ports"] == [7777]
+    pairs = {p["front"]["connection"]: (p["back"]["connection"], p["back"]["query_index"])
+             for p in r["queries"]}
+    assert pairs == {"c0": ("c10", 0), "c1": ("c11", 0), "c2": ("c10", 1)}
+    assert [q["sql"] for q in r["pooler_own_queries"]] == ["SELECT 1"]
+    assert r["queries"][0]["request_delay_ms"] == pytest.approx(10.0)
+    assert r["queries"][0]["relay_cost_ms"] == pytest.approx(20.0)
+
+
+def test_back_request_before_front_request_is_no_relay() -> None:
+    # The mirror image of a relay: the "back" statement left before the "front" one arrived.
+    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
+    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 0.99, 1.0, 1.05, 4)])
+    assert find_relays([front, back]) == []
+
+
+def test_back_request_after_front_response_is_no_match() -> None:
+    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
+    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.15, 1.16, 1.17, 8)])
+    assert find_relays([front, back]) == []
+
+
+def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:
+    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
+    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.01, 1.02, 1.05, 6)])
+    other = _conn("c3", (POOLER, 50002), (DB, 7777), [_q("SELECT now()", 1.3, 1.31, 1.32, 9)])
+    relays, _ = relays_json([front, back, other])
+    assert relays[0]["back_connections"] == ["c2"]
+    assert other["role"] == "direct" and back["role"] == "back" and front["role"] == "front"
