@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +129,38 @@ def test_loopback_pgdump_one_copydata_per_row(lab_tmp: Path, via: str) -> None:
     for conn in by_role.values():
         q = biggest(conn)
         assert q["copy_data"] == q["rows"] == 20_000, conn["id"]
+
+
+# -- bridge: three namespaces, MTU 1500 ------------------------------------------------------
+
+BRIDGE_PROGRAMS = {"ip": "iproute2", "ethtool": "ethtool", "setpriv": "util-linux"}
+
+
+@pytest.fixture(scope="module")
+def bridge_pooled(lab_tmp: Path) -> Recorded:
+    return recorded(lab_tmp, "seqscan-pgbouncer-bridge",
+                    Recording("seqscan-10k", via="pgbouncer", network="bridge"), BRIDGE_PROGRAMS)
+
+
+def test_bridge_pgbouncer_mss_segments_and_both_legs(bridge_pooled: Recorded) -> None:
+    meta, report = bridge_pooled
+    assert_clean(meta, report)
+    assert meta["network"] == "bridge" and meta["mtu"] == 1500
+    assert meta["offloads"] == {"tso": "off", "gso": "off", "gro": "off"}
+    assert all(v == "tso off, gso off, gro off" for v in meta["offloads_seen"].values())
+    by_role = legs(report)
+    assert set(by_role) == {"front", "back"}
+    assert by_role["front"]["client"]["ip"] == meta["addresses"]["client"]
+    assert by_role["front"]["server"]["ip"] == meta["addresses"]["pooler"]
+    assert by_role["back"]["server"]["ip"] == meta["addresses"]["server"]
+    for conn in by_role.values():
+        assert biggest(conn)["data_rows"] == SEQSCAN_ROWS, conn["id"]
+        for d in conn["directions"].values():
+            # 1500 - 20 (IP) - 32 (TCP with timestamps): no TSO, no GRO in the capture
+            assert d["max_segment"] <= 1448, conn["id"]
+        assert conn["directions"]["server_to_client"]["segment_size_median"] == 1448
+
+
+def test_bridge_leaves_no_namespace_behind(bridge_pooled: Recorded) -> None:
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"pktflow-{os.getpid()}-" not in names

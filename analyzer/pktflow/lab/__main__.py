@@ -16,3 +16,7 @@ try:
 except PktflowError as exc:
     print(f"pktflow lab: {exc.one_line()}", file=sys.stderr)
     sys.exit(int(exc.exit_code))
+except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP: everything was cleaned up
+    print(f"pktflow lab: interrupted{f' ({exc})' if str(exc) else ''}; servers stopped and "
+          "namespaces removed", file=sys.stderr)
+    sys.exit(130)

@@ -15,7 +15,14 @@ def add_subparser(sub: Any) -> None:
     rec = labsub.add_parser("record", help="run one scenario and capture it")
     rec.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     rec.add_argument("--via", default="direct", choices=("direct", "pgbouncer"))
-    rec.add_argument("--network", default="loopback", choices=("loopback",))
+    rec.add_argument("--network", default="loopback", choices=("loopback", "bridge"),
+                     help="loopback: all on 127.0.0.1 (MTU 65,536); bridge: client, pooler and "
+                          "server in network namespaces of their own on a Linux bridge "
+                          "(MTU 1500)")
+    rec.add_argument("--offloads", choices=("on", "off"),
+                     help="bridge only: TSO/GSO/GRO on every interface (default off)")
+    rec.add_argument("--rate", help="bridge only: tc tbf rate on each bridge port, "
+                                    "e.g. 100mbit (default: unshaped)")
     rec.add_argument("--rows", type=int, help="table size (default: the scenario's)")
     rec.add_argument("--pool-mode", default=PGBOUNCER_DEFAULTS["pool_mode"],
                      choices=("session", "transaction", "statement"))
@@ -32,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
     rec = Recording(scenario=args.scenario, via=args.via, network=args.network, rows=args.rows,
                     pgbouncer={"pool_mode": args.pool_mode, "pkt_buf": args.pkt_buf,
                                "sbuf_loopcnt": args.sbuf_loopcnt},
-                    warm_pool=not args.cold_pool)
+                    warm_pool=not args.cold_pool,
+                    offloads=None if args.offloads is None else args.offloads == "on",
+                    rate=args.rate)
     meta = record(rec, args.output)
     print(f"recorded {args.output} ({meta['client_seconds']} s client time, "
           f"tcpdump dropped {meta['tcpdump_dropped']}); metadata in "

@@ -13,13 +13,19 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pktflow.errors import LabError
+from pktflow.lab.network import Bridge, Loopback
 from pktflow.lab.scenarios import DATABASE, POSTGRES_MAJOR, USER
 
 PG_BIN = Path(f"/usr/lib/postgresql/{POSTGRES_MAJOR}/bin")
+# Full packets, a 256 MiB kernel buffer (KiB), buffered writes (no -U: a write per packet
+# makes tcpdump drop packets on a 1 GB dump; SIGINT flushes the buffer).
+TCPDUMP_OPTIONS = ["-s", "0", "-B", "262144"]
 # The unprivileged account the servers run as: PostgreSQL and PgBouncer refuse root.
 RUN_AS = "postgres"
 
@@ -55,37 +61,57 @@ def version(argv: list[str]) -> str:
         else "unknown"
 
 
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("the lab must run as root (it starts tcpdump and servers as "
+                       f"the {RUN_AS} user)", hint="run it with sudo")
+
+
 class Services:
-    def __init__(self, workdir: Path) -> None:
-        if os.geteuid() != 0:
-            raise LabError("the lab must run as root (it starts tcpdump and servers as "
-                           f"the {RUN_AS} user)", hint="run it with sudo")
+    def __init__(self, workdir: Path, net: Loopback | Bridge | None = None) -> None:
+        require_root()
         try:
             self.account = pwd.getpwnam(RUN_AS)
         except KeyError:
             raise LabError(f"no '{RUN_AS}' user", hint="apt-get install postgresql-15") from None
         self.workdir = workdir
+        self.net = net or Loopback()
         os.chown(workdir, self.account.pw_uid, self.account.pw_gid)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.log = workdir / "lab.log"
 
-    def _spawn(self, argv: list[str], *, as_user: bool, **kw: object) -> subprocess.Popen[bytes]:
+    def _wrap(self, argv: list[str], as_user: bool, role: str
+              ) -> tuple[list[str], dict[str, Any]]:
+        """argv run in `role`'s network namespace, as the unprivileged account if `as_user`."""
+        prefix = self.net.prefix(role)
+        if not as_user:
+            return prefix + argv, {}
+        if prefix:
+            # `ip netns exec` needs root: drop privileges after entering the namespace
+            # (setpriv execs, so the pid stays the server's own)
+            return prefix + ["setpriv", f"--reuid={self.account.pw_uid}",
+                             f"--regid={self.account.pw_gid}", "--clear-groups", "--",
+                             *argv], {}
+        return argv, {"user": self.account.pw_uid, "group": self.account.pw_gid,
+                      "extra_groups": []}
+
+    def _spawn(self, argv: list[str], *, as_user: bool, role: str = "server", **kw: object
+               ) -> subprocess.Popen[bytes]:
         logf = open(self.log, "ab")
-        user = {"user": self.account.pw_uid, "group": self.account.pw_gid,
-                "extra_groups": []} if as_user else {}
+        argv, user = self._wrap(argv, as_user, role)
         proc = subprocess.Popen(argv, stdout=logf, stderr=kw.pop("stderr", logf),  # type: ignore[call-overload]
                                 cwd=self.workdir, start_new_session=True, **user, **kw)
         self.procs.append(proc)
         return proc
 
-    def run(self, argv: list[str], *, as_user: bool = True, stdout: int | None = None
-            ) -> subprocess.CompletedProcess[bytes]:
-        user = {"user": self.account.pw_uid, "group": self.account.pw_gid,
-                "extra_groups": []} if as_user else {}
+    def run(self, argv: list[str], *, as_user: bool = True, role: str = "server",
+            stdout: int | None = None) -> subprocess.CompletedProcess[bytes]:
+        argv, user = self._wrap(argv, as_user, role)
         out = subprocess.run(argv, cwd=self.workdir, stdout=stdout or subprocess.PIPE,  # type: ignore[call-overload]
                              stderr=subprocess.PIPE, timeout=600, **user)
         if out.returncode != 0:
-            raise LabError(f"{' '.join(argv[:3])} ... failed: "
+            shown = argv[len(self.net.prefix(role)):]
+            raise LabError(f"{' '.join(shown[:3])} ... failed: "
                            f"{out.stderr.decode(errors='replace').strip()[-300:]}")
         return out  # type: ignore[no-any-return]
 
@@ -95,47 +121,59 @@ class Services:
         data = self.workdir / "pgdata"
         self.run([need("initdb", "postgresql-15"), "-D", str(data), "-A", "trust", "-U", USER,
                   "--no-sync", "-E", "UTF8"])
+        with open(data / "pg_hba.conf", "a") as hba:  # the pooler and client namespaces
+            hba.write("host all all samenet trust\n")
         self._spawn([need("postgres", "postgresql-15"), "-D", str(data), "-p", str(port),
                      "-k", str(self.workdir), "-c", f"listen_addresses={host}",
                      "-c", "fsync=off", "-c", "synchronous_commit=off"], as_user=True)
-        self.wait_ready(host, port)
+        self.wait_ready(host, port, "server")
         self.run([need("psql", "postgresql-client-15"), "-X", "-q", "-h", host, "-p", str(port),
                   "-U", USER, "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"])
 
-    def wait_ready(self, host: str, port: int, timeout: float = 30.0) -> None:
+    def _listening(self, host: str, port: int, role: str) -> bool:
+        if not self.net.prefix(role):
+            try:
+                with socket.create_connection((host, port), timeout=1):
+                    return True
+            except OSError:
+                return False
+        probe = (f"import socket; socket.create_connection(({host!r}, {port}), timeout=1)")
+        return subprocess.run([*self.net.prefix(role), sys.executable, "-c", probe],
+                              capture_output=True, timeout=15).returncode == 0
+
+    def wait_ready(self, host: str, port: int, role: str, timeout: float = 30.0) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             for p in self.procs:
                 if p.poll() is not None:
                     raise LabError(f"{p.args[0]} exited early; see {self.log}")  # type: ignore[index]
-            try:
-                with socket.create_connection((host, port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
+            if self._listening(host, port, role):
+                return
+            time.sleep(0.1)
         raise LabError(f"nothing listens on {host}:{port} after {timeout:.0f} s; see {self.log}")
 
-    def pgbouncer(self, host: str, port: int, pg_port: int, settings: dict[str, object]) -> None:
+    def pgbouncer(self, host: str, port: int, pg_host: str, pg_port: int,
+                  settings: dict[str, object]) -> None:
         ini = self.workdir / "pgbouncer.ini"
         users = self.workdir / "userlist.txt"
         users.write_text(f'"{USER}" ""\n')
-        lines = ["[databases]", f"{DATABASE} = host={host} port={pg_port} dbname={DATABASE}", "",
+        lines = ["[databases]", f"{DATABASE} = host={pg_host} port={pg_port} dbname={DATABASE}", "",
                  "[pgbouncer]", f"listen_addr = {host}", f"listen_port = {port}",
                  "unix_socket_dir =", "auth_type = trust", f"auth_file = {users}",
                  f"logfile = {self.workdir / 'pgbouncer.log'}", "server_reset_query = DISCARD ALL"]
         lines += [f"{k} = {v}" for k, v in settings.items()]
         ini.write_text("\n".join(lines) + "\n")
         os.chown(ini, self.account.pw_uid, self.account.pw_gid)
-        self._spawn([need("pgbouncer", "pgbouncer"), str(ini)], as_user=True)
-        self.wait_ready(host, port)
+        self._spawn([need("pgbouncer", "pgbouncer"), str(ini)], as_user=True, role="pooler")
+        self.wait_ready(host, port, "pooler")
 
     # -- capture -----------------------------------------------------------------------
 
-    def tcpdump(self, iface: str, out: Path, bpf: str) -> subprocess.Popen[bytes]:
+    def tcpdump(self, iface: str, out: Path, bpf: str, role: str) -> subprocess.Popen[bytes]:
         err = self.workdir / "tcpdump.err"
-        proc = self._spawn([need("tcpdump", "tcpdump"), "-i", iface, "-s", "0", "-B", "32768",
-                            "-Z", "root", "-U", "-n", "-w", str(out), bpf], as_user=False,
-                           stderr=open(err, "wb"))
+        proc = self._spawn([need("tcpdump", "tcpdump"), "-i", iface, *TCPDUMP_OPTIONS,
+                            "-Z", "root", "-n", "-w", str(out), bpf], as_user=False,
+                           role=role, stderr=open(err, "wb"))
         end = time.monotonic() + 15
         while "listening on" not in err.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > end:

@@ -1,0 +1,160 @@
+"""Where the lab's processes run: loopback, or three network namespaces on a Linux bridge.
+
+`loopback` puts client, pooler and server on 127.0.0.1 (MTU 65,536), as the PGECons study did.
+
+`bridge` builds, per run, four namespaces named `pktflow-<pid>-{bridge,client,pooler,server}`:
+the bridge namespace holds a Linux bridge and one veth per role; the peer of each veth is
+`eth0` in that role's namespace, with a private address. MTU 1500, TSO/GSO/GRO switched on or
+off with ethtool on every interface, an optional token-bucket rate (tc tbf) on each bridge port's
+egress. Nothing is created in the host's namespace, so its networking stays untouched and
+parallel runs never collide; `close()` deletes the namespaces (and with them every interface).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Any
+
+from pktflow.errors import LabError
+
+ROLES = ("client", "pooler", "server")
+SUBNET = "10.213.0.0/24"
+ADDRESSES = {"client": "10.213.0.10", "pooler": "10.213.0.20", "server": "10.213.0.30"}
+MTU = 1500
+OFFLOAD_FEATURES = ("tso", "gso", "gro")
+RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+
+
+def _ip(*argv: str, ns: str | None = None) -> str:
+    cmd = ["ip", *(("-n", ns) if ns else ()), *argv]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise LabError(f"{' '.join(cmd)} failed: {out.stderr.strip()[-300:]}",
+                       hint="the bridge network needs root and iproute2")
+    return out.stdout
+
+
+class Loopback:
+    name = "loopback"
+    mtu = 65536
+
+    def host(self, role: str) -> str:
+        return "127.0.0.1"
+
+    def prefix(self, role: str) -> list[str]:
+        """argv prefix that runs a program in `role`'s network namespace (none here)."""
+        return []
+
+    def capture_point(self, via: str) -> tuple[str, str]:
+        """(role whose namespace tcpdump runs in, interface)"""
+        return "server", "lo"
+
+    def metadata(self) -> dict[str, Any]:
+        return {"mtu": self.mtu, "offloads": "loopback (no NIC offloads)",
+                "addresses": {r: self.host(r) for r in ROLES}}
+
+    def close(self) -> None:
+        pass
+
+
+class Bridge:
+    name = "bridge"
+    mtu = MTU
+
+    def __init__(self, *, offloads: bool = False, rate: str | None = None) -> None:
+        if rate is not None and not RATE.match(rate):
+            raise LabError(f"--rate {rate!r}: give a tc rate such as 100mbit or 1gbit")
+        self.offloads = offloads
+        self.rate = rate
+        stem = f"pktflow-{os.getpid()}-"
+        self.ns = {r: stem + r for r in (*ROLES, "bridge")}
+        self.created: list[str] = []
+        self.features: dict[str, str] = {}
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self) -> None:
+        br = self.ns["bridge"]
+        for ns in self.ns.values():
+            _ip("netns", "add", ns)
+            self.created.append(ns)
+            _ip("link", "set", "lo", "up", ns=ns)
+        _ip("link", "add", "br0", "mtu", str(MTU), "type", "bridge", ns=br)
+        for role in ROLES:
+            port = f"to-{role}"
+            _ip("link", "add", port, "mtu", str(MTU), "type", "veth", "peer", "name", "eth0",
+                "netns", self.ns[role], ns=br)
+            _ip("link", "set", port, "master", "br0", "up", ns=br)
+            _ip("link", "set", "eth0", "mtu", str(MTU), "up", ns=self.ns[role])
+            _ip("addr", "add", f"{ADDRESSES[role]}/24", "dev", "eth0", ns=self.ns[role])
+        _ip("link", "set", "br0", "up", ns=br)
+        state = "on" if self.offloads else "off"
+        for role, dev in [("bridge", "br0"), *((("bridge", f"to-{r}") for r in ROLES)),
+                          *(((r, "eth0") for r in ROLES))]:
+            self._ethtool(role, dev, state)
+            if self.rate and role == "bridge" and dev != "br0":
+                # egress of a bridge port = traffic towards that role: every packet is shaped
+                # once, on its way out of the bridge
+                self._run(["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
+                           "burst", "64kb", "latency", "100ms"], "bridge")
+
+    def _run(self, argv: list[str], role: str) -> str:
+        cmd = [*self.prefix(role), *argv]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise LabError(f"{' '.join(argv)} in {self.ns[role]} failed: "
+                           f"{out.stderr.strip()[-300:]}")
+        return out.stdout
+
+    def _ethtool(self, role: str, dev: str, state: str) -> None:
+        self._run(["ethtool", "-K", dev, *(x for f in OFFLOAD_FEATURES for x in (f, state))],
+                  role)
+        shown = self._run(["ethtool", "-k", dev], role)
+        names = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
+                 "gro": "generic-receive-offload"}
+        got = {}
+        for short, long in names.items():
+            m = re.search(rf"^{long}: (\w+)", shown, re.M)
+            got[short] = m.group(1) if m else "unknown"
+        self.features[f"{role}/{dev}"] = ", ".join(f"{k} {v}" for k, v in got.items())
+        if state == "off" and any(v == "on" for v in got.values()):
+            raise LabError(f"could not switch offloads off on {dev} in {self.ns[role]}: {got}")
+
+    def host(self, role: str) -> str:
+        return ADDRESSES[role]
+
+    def prefix(self, role: str) -> list[str]:
+        return ["ip", "netns", "exec", self.ns[role]]
+
+    def capture_point(self, via: str) -> tuple[str, str]:
+        # the pooler's one interface carries both legs; direct, the server's carries the one
+        return ("pooler" if via == "pgbouncer" else "server"), "eth0"
+
+    def metadata(self) -> dict[str, Any]:
+        return {"mtu": MTU, "offloads": {f: "on" if self.offloads else "off"
+                                         for f in OFFLOAD_FEATURES},
+                "offloads_seen": self.features, "rate": self.rate,
+                "addresses": {r: ADDRESSES[r] for r in ROLES}, "subnet": SUBNET,
+                "namespaces": "pktflow-<pid>-{" + ",".join(self.ns) + "}"}
+
+    def close(self) -> None:
+        # deleting a namespace deletes its interfaces; veth peers and the bridge go with them
+        while self.created:
+            ns = self.created.pop()
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def make_network(name: str, *, offloads: bool | None = None, rate: str | None = None
+                 ) -> Loopback | Bridge:
+    if name == "loopback":
+        if offloads or rate:
+            raise LabError("--offloads and --rate apply to --network bridge only")
+        return Loopback()
+    if name == "bridge":
+        return Bridge(offloads=bool(offloads), rate=rate)
+    raise LabError(f"unknown network {name!r}; known: loopback, bridge")
