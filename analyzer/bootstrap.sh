@@ -3,7 +3,8 @@
 #   bash analyzer/bootstrap.sh          the analyzer only
 #   bash analyzer/bootstrap.sh --test   plus the test dependencies and, when run as root (or with
 #                                       sudo), the Debian packages the tests drive: PostgreSQL 15,
-#                                       PgBouncer, Pgpool-II, tcpdump, tshark, tcptrace
+#                                       PgBouncer, Pgpool-II, tcpdump, tshark, tcptrace,
+#                                       Chromium (the HTML report is tested in a browser)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,7 +40,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
 if [ "$want_tests" = 1 ]; then
-    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose"
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose chromium"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit non-zero when a finding of severity error is reported")
     an.add_argument("--no-postgres", action="store_true",
                     help="TCP analysis only: do not decode the PostgreSQL protocol")
+    from pktflow.flow.cli import add_subparser as add_flow
+
+    add_flow(sub)
     _add_lab(sub)
     return parser
 
@@ -69,7 +72,7 @@ def _progress_bar(env: Env, label: str) -> Any:
 
 
 def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> dict[str, Any]:
-    opts = Options(decode_postgres=not args.no_postgres)
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False))
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
@@ -113,6 +116,12 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     try:
         if args.command == "analyze":
             return cmd_analyze(args, env)
+        if args.command in ("flow", "report", "plot"):
+            from pktflow.flow import cli as flow_cli
+
+            cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
+                   "plot": flow_cli.run_plot}[args.command]
+            return cmd(args, env, lambda path: _analyze_one(path, args, env))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

@@ -70,3 +70,9 @@ class DamagedCaptureError(PktflowError):
 
 class LabError(PktflowError):
     exit_code = ExitCode.LAB
+
+
+class UsageError(PktflowError):
+    """The command line asks for something the capture does not have (a connection, a query)."""
+
+    exit_code = ExitCode.USAGE

@@ -1,0 +1,143 @@
+"""`pktflow flow`: the ladder diagram of a query, a relay or a time span."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pktflow.errors import UsageError
+from pktflow.flow.events import collect
+from pktflow.flow.ladder import build, to_json
+from pktflow.flow.select import select
+
+FORMATS = ("text", "json", "svg", "html", "mermaid", "plantuml")
+
+
+def _selection_args(p: Any) -> None:
+    p.add_argument("capture", metavar="CAPTURE")
+    p.add_argument("--query", metavar="CONN#INDEX",
+                   help="one query, e.g. c2#0 (as in the analyze report); a relayed query "
+                        "brings its other leg")
+    p.add_argument("--connection", action="append", metavar="CONN",
+                   help="whole connections (repeatable)")
+    p.add_argument("--from", dest="t_from", type=float, metavar="S",
+                   help="start, seconds from the first packet")
+    p.add_argument("--to", dest="t_to", type=float, metavar="S", help="end, seconds")
+    p.add_argument("--all", action="store_true", help="every connection, whole capture")
+
+
+def add_subparser(sub: Any) -> None:
+    rep = sub.add_parser("report", help="one self-contained HTML report: summary, findings, "
+                         "queries, verdicts, the ladder and plots")
+    _selection_args(rep)
+    rep.add_argument("-o", "--output", type=Path, required=True, help="the .html file to write")
+    pl = sub.add_parser("plot", help="time-sequence and in-flight plots (PNG or SVG)")
+    _selection_args(pl)
+    pl.add_argument("-o", "--output", type=Path, required=True,
+                    help="file to write; its suffix (.png or .svg) picks the format")
+    fl = sub.add_parser(
+        "flow", help="ladder (sequence) diagram of a query, a relay's legs or a time span",
+        description="Draw packets as arrows between client, pooler and server, labelled with "
+                    "bytes, PostgreSQL messages and ACKs; repeated round trips fold into one "
+                    "group. Default: the biggest query (through the relay, both legs, if any).")
+    _selection_args(fl)
+    fl.add_argument("--detail", action="store_true",
+                    help="fold each block of repeated round trips, not whole bulk transfers")
+    fl.add_argument("--expand", action="store_true",
+                    help="draw every packet: fold nothing")
+    fl.add_argument("--format", choices=FORMATS, default="text")
+    fl.add_argument("-o", "--output", type=Path,
+                    help="write to this file (default: stdout)")
+
+
+def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any, Any]:
+    """The analysis report, the selective pass over the chosen span, and its ladder."""
+    report = analyze(args.capture)
+    try:
+        sel = select(report, query=args.query, connections=args.connection, t_from=args.t_from,
+                     t_to=args.t_to, whole=args.all)
+        if sel.t1 < sel.t0:
+            raise UsageError(f"--from {sel.t0} is after --to {sel.t1}")
+    except UsageError as exc:
+        exc.file = exc.file or args.capture  # name the file, as every error does
+        raise
+    start = report["capture"]["first_ts"] or 0.0
+    got = collect(args.capture, sel.conn_ids, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6)
+    return report, got, build(report, got, sel.conn_ids, sel.title)
+
+
+def _plots_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
+    from pktflow.flow.svg import html
+
+    report, got, ladder = prepare(args, analyze)
+    figures = []
+    if _plots_available():
+        from pktflow.flow.plots import render
+
+        svg_text = render(report, got, ladder.title, "svg").decode()
+        figures.append(("time-sequence graph and bytes in flight of the drawn span",
+                        svg_text[svg_text.index("<svg"):]))
+    else:
+        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
+    args.output.write_text(html(ladder, report, figures))
+    print(f"wrote {args.output}", file=env.stderr)
+    return 0
+
+
+def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
+    fmt = args.output.suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg"):
+        raise UsageError(f"{args.output}: the plot's file name must end in .png or .svg")
+    if not _plots_available():
+        raise UsageError("plots need matplotlib", hint="pip install matplotlib")
+    from pktflow.flow.plots import render
+
+    report, got, ladder = prepare(args, analyze)
+    args.output.write_bytes(render(report, got, ladder.title, fmt))
+    print(f"wrote {args.output}", file=env.stderr)
+    return 0
+
+
+def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
+    report, got, ladder = prepare(args, analyze)
+    fmt = args.format
+    if fmt == "text":
+        if args.output:
+            with open(args.output, "w") as fh:
+                render_text(ladder, Console(file=fh, width=env.width or 120), args)
+        else:
+            render_text(ladder, Console(file=env.stdout, width=env.width), args)
+        return 0
+    if fmt == "json":
+        out = json.dumps(to_json(ladder), indent=2) + "\n"
+    elif fmt in ("svg", "html"):
+        from pktflow.flow.svg import html, svg
+
+        out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report)
+    else:
+        from pktflow.flow.sequence import mermaid, plantuml
+
+        out = mermaid(ladder) if fmt == "mermaid" else plantuml(ladder)
+    if args.output:
+        args.output.write_text(out)
+    else:
+        env.stdout.write(out)
+    return 0
+
+
+def render_text(ladder: Any, console: Console, args: argparse.Namespace) -> None:
+    from pktflow.flow.text import render
+
+    render(ladder, console, expand=args.expand, detail=args.detail)

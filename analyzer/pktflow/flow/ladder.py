@@ -1,0 +1,339 @@
+"""The ladder (sequence) diagram as data: lanes, one row per packet, and repeated round trips
+collapsed into groups. Every renderer (terminal, SVG/HTML, Mermaid, PlantUML) draws this model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pktflow.capture.packet import ACK, FIN, RST, SYN
+from pktflow.flow.events import Collected
+from pktflow.tcp.observe import FILLS_HOLE, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS
+
+MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
+
+
+class Row(NamedTuple):
+    t: float  # seconds from the capture's first packet
+    frame: int
+    conn: str
+    src: int  # lane index
+    dst: int
+    kind: str  # data | ack | window | dupack | syn | fin | rst
+    nbytes: int  # payload bytes (data) or bytes newly acknowledged (ack)
+    win: int
+    msgs: tuple[tuple[str, int], ...]  # PostgreSQL messages completed in the segment
+    partial: bool  # the segment ends inside a message
+    marks: tuple[str, ...]  # "retransmission", "out-of-order", "zero-window", ...
+    win_raw: bool = False  # the sender's window scale is unknown: `win` is the raw field
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        """What makes two rows "the same step": counts of messages and windows may differ."""
+        return (self.src, self.dst, self.kind, self.nbytes, tuple(c for c, _ in self.msgs),
+                self.partial, self.marks)
+
+
+@dataclass
+class Group:
+    """`reps` consecutive repetitions of the block rows[start:start + period]."""
+
+    start: int
+    period: int
+    reps: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.period * self.reps
+
+
+@dataclass
+class Phase:
+    """A bulk transfer: consecutive rows moving rows (DataRow/CopyData) one way, with the ACKs
+    coming back; drawn as its most repeated step and totals, so a whole result fits a screen."""
+
+    start: int
+    end: int
+    dominant: Group | None
+
+
+@dataclass
+class Ladder:
+    title: str
+    lanes: list[str]
+    rows: list[Row]
+    items: list[Row | Group] = field(default_factory=list)  # rows and collapsed groups, in order
+    phases: list[Row | Group | Phase] = field(default_factory=list)  # items with bulk folded
+    cut: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def label(row: Row, *, windows: bool = True) -> str:
+    """The text on an arrow: "8,192 B  D×71…" or "ACK 16,384 B  win 1,658"."""
+    if row.kind == "data":
+        msgs = " ".join(c if n == 1 else f"{c}×{n:,}" for c, n in row.msgs)
+        text = f"{row.nbytes:,} B" + (f"  {msgs}" if msgs else "") + ("…" if row.partial else "")
+    elif row.kind == "ack":
+        text = f"ACK {row.nbytes:,} B" + (f"  win {row.win:,}{' raw' if row.win_raw else ''}"
+                                          if windows else "")
+    elif row.kind == "window":
+        text = f"window update {row.win:,}{' raw' if row.win_raw else ''}"
+    elif row.kind == "dupack":
+        text = "dup ACK"
+    else:
+        text = row.kind.upper()
+    for m in row.marks:
+        text += f"  [{m}]"
+    return text
+
+
+def _lane_names(report: dict[str, Any], conn_ids: set[str]) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes."""
+    clients: list[str] = []
+    servers: list[str] = []
+    pooler = False
+    ends: dict[str, tuple[str, str]] = {}
+    for c in report["connections"]:
+        if c["id"] not in conn_ids:
+            continue
+        cl = f"{c['client']['ip']}:{c['client']['port']}"
+        sv = f"{c['server']['ip']}:{c['server']['port']}"
+        role = c.get("role", "direct")
+        if role == "front":
+            pooler = True
+            cl_name, sv_name = f"client {cl}", "pooler"
+        elif role == "back":
+            pooler = True
+            cl_name, sv_name = "pooler", f"server {sv}"
+        else:
+            cl_name, sv_name = f"client {cl}", f"server {sv}"
+        if cl_name != "pooler" and cl_name not in clients:
+            clients.append(cl_name)
+        if sv_name != "pooler" and sv_name not in servers:
+            servers.append(sv_name)
+        ends[c["id"]] = (cl_name, sv_name)
+    lanes = clients + (["pooler"] if pooler else []) + servers
+    if pooler:
+        ports = sorted({c["server"]["port"] for c in report["connections"]
+                        if c["id"] in conn_ids and c.get("role") == "front"})
+        host = next(c["server"]["ip"] for c in report["connections"]
+                    if c["id"] in conn_ids and c.get("role") == "front") if ports else ""
+        lanes[lanes.index("pooler")] = f"pooler {host}:{','.join(map(str, ports))}"
+        ends = {k: tuple(lanes[len(clients)] if n == "pooler" else n for n in v)  # type: ignore[misc]
+                for k, v in ends.items()}
+    index = {name: i for i, name in enumerate(lanes)}
+    return lanes, {k: (index[a], index[b]) for k, (a, b) in ends.items()}
+
+
+def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:
+    lanes, ends = _lane_names(report, conn_ids)
+    start = report["capture"]["first_ts"] or 0.0
+    # (conn, sender is client) whose windows are raw: no handshake, scale unknown
+    raw = {(c["id"], side == "client_to_server") for c in report["connections"]
+           if c["id"] in conn_ids for side, d in c["directions"].items()
+           if not d.get("window_scale_known")}
+    rows: list[Row] = []
+    last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
+    sent_end: dict[tuple[str, int], int] = {}
+    last_win: dict[tuple[str, int], int] = {}
+    first_seq: dict[tuple[str, int], int] = {}  # where the drawn data of a direction begins
+    for ev in got.events:
+        if ev.conn not in ends:
+            continue
+        client_lane, server_lane = ends[ev.conn]
+        from_client = (ev.d == 0) != got.swapped.get(ev.conn, False)
+        src, dst = (client_lane, server_lane) if from_client else (server_lane, client_lane)
+        t = round(ev.ts - start, 6)
+        marks: list[str] = []
+        win_raw = (ev.conn, from_client) in raw
+        if ev.win == 0 and not ev.flags & (SYN | RST):
+            marks.append("zero window")
+        if ev.flags & SYN:
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, "syn", 0, ev.win, (), False,
+                            tuple(marks)))
+            continue
+        if ev.flags & RST:
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, "rst", 0, ev.win, (), False, ()))
+            continue
+        peer = (ev.conn, 1 - ev.d)
+        acked = 0
+        if ev.flags & ACK and ev.ack >= 0:
+            prev = last_ack.get(peer, first_seq.get(peer))
+            if prev is not None and ev.ack > prev:
+                acked = ev.ack - prev
+            if prev is None or ev.ack > prev:
+                last_ack[peer] = ev.ack
+        if ev.end > ev.seq:
+            if ev.kind & (RETRANS | PARTIAL_RETRANS):
+                marks.append("retransmission")
+            if ev.kind & FILLS_HOLE:
+                marks.append("out of order")
+            elif ev.kind & OUT_OF_ORDER:
+                marks.append("after a hole")
+            key = (ev.conn, ev.frame)
+            first_seq.setdefault((ev.conn, ev.d), ev.seq)
+            sent_end[(ev.conn, ev.d)] = max(sent_end.get((ev.conn, ev.d), 0), ev.end)
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, "data", ev.end - ev.seq, ev.win,
+                            got.labels.get(key, ()), key in got.partial, tuple(marks)))
+        elif ev.flags & FIN:
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, "fin", 0, ev.win, (), False, ()))
+        elif acked:
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, "ack", acked, ev.win, (), False,
+                            tuple(marks), win_raw))
+        elif ev.flags & ACK:
+            wkey = (ev.conn, ev.d)
+            if last_win.get(wkey) is not None and ev.win != last_win[wkey]:
+                rows.append(Row(t, ev.frame, ev.conn, src, dst, "window", 0, ev.win, (), False,
+                                tuple(marks), win_raw))
+            elif sent_end.get(peer, 0) > last_ack.get(peer, 0):
+                rows.append(Row(t, ev.frame, ev.conn, src, dst, "dupack", 0, ev.win, (), False,
+                                tuple(marks)))
+        last_win[(ev.conn, ev.d)] = ev.win
+    ladder = Ladder(title, lanes, rows, cut=got.cut)
+    ladder.items = collapse(rows)
+    ladder.phases = phases(rows, ladder.items)
+    if got.cut:
+        ladder.notes.append("the diagram was cut: more packets than it keeps; select a query "
+                            "or a time range")
+    return ladder
+
+
+def collapse(rows: list[Row]) -> list[Row | Group]:
+    """Replace runs of a repeating block of rows (period 1..MAX_PERIOD, at least 3 repetitions)
+    with a Group; greedy from the top, preferring the block that covers the most rows."""
+    sigs = [r.signature for r in rows]
+    n = len(sigs)
+    items: list[Row | Group] = []
+    i = 0
+    while i < n:
+        best: tuple[int, int] | None = None  # (covered rows, period)
+        for k in range(1, MAX_PERIOD + 1):
+            if i + 2 * k > n:
+                break
+            reps = 1
+            while i + (reps + 1) * k <= n and sigs[i + reps * k:i + (reps + 1) * k] == sigs[i:i + k]:
+                reps += 1
+            if reps >= 3 or (reps == 2 and k >= 2):
+                covered = reps * k
+                if best is None or covered > best[0]:
+                    best = (covered, k)
+        if best is None:
+            items.append(rows[i])
+            i += 1
+            continue
+        covered, k = best
+        items.append(Group(i, k, covered // k))
+        i += covered
+    return items
+
+
+BULK = frozenset({"D", "d"})
+MIN_PHASE_ROWS = 8
+
+
+def _bulk_direction(r: Row) -> bool | None:
+    """For a row that can be part of a bulk phase: the direction of its data (True: toward a
+    lower lane, as responses flow) or None for an ACK; raises KeyError if it cannot."""
+    if r.kind == "data":
+        if any(c not in BULK for c, _ in r.msgs):
+            raise KeyError(r.frame)
+        return r.dst < r.src
+    if r.kind in ("ack", "window", "dupack"):
+        return None
+    raise KeyError(r.frame)
+
+
+def phases(rows: list[Row], items: list[Row | Group]) -> list[Row | Group | Phase]:
+    out: list[Row | Group | Phase] = []
+    run: list[Row | Group] = []
+    run_start = 0
+    way: bool | None = None
+    pos = 0  # items cover the rows in order: the index of the current item's first row
+
+    def flush(end: int) -> None:
+        nonlocal run, way
+        if run and end - run_start >= MIN_PHASE_ROWS and len(run) >= 2:
+            groups = [g for g in run if isinstance(g, Group)]
+            dom = max(groups, key=lambda g: g.reps * g.period) if groups else None
+            out.append(Phase(run_start, end, dom))
+        else:
+            out.extend(run)
+        run, way = [], None
+
+    for it in items:
+        size = it.end - it.start if isinstance(it, Group) else 1
+        span = rows[pos:pos + size]
+        try:
+            dirs = {d for d in (_bulk_direction(r) for r in span) if d is not None}
+        except KeyError:
+            flush(pos)
+            out.append(it)
+            pos += size
+            continue
+        if len(dirs) > 1 or (dirs and way is not None and dirs != {way}):
+            flush(pos)
+        if not run:
+            run_start = pos
+        if dirs:
+            way = next(iter(dirs))
+        run.append(it)
+        pos += size
+    flush(pos)
+    return out
+
+
+def breakdown(rows: list[Row], start: int, end: int) -> list[dict[str, Any]]:
+    """Per arrow direction in a span: segments and their median size, ACKs and their median
+    bytes. On a relay this shows the re-split: 8,192 B in from the server, ~4 KB out."""
+    data: dict[tuple[int, int], list[int]] = {}
+    acks: dict[tuple[int, int], list[int]] = {}
+    for r in rows[start:end]:
+        if r.kind == "data":
+            data.setdefault((r.src, r.dst), []).append(r.nbytes)
+        elif r.kind == "ack":
+            acks.setdefault((r.dst, r.src), []).append(r.nbytes)  # keyed by the data's way
+    out = []
+    for (src, dst), sizes in data.items():
+        sizes.sort()
+        back = sorted(acks.get((src, dst), []))
+        out.append({"from": src, "to": dst, "segments": len(sizes), "bytes": sum(sizes),
+                    "segment_median": sizes[len(sizes) // 2],
+                    "acks": len(back), "ack_median": back[len(back) // 2] if back else None})
+    return out
+
+
+def span_totals(rows: list[Row], start: int, end: int) -> dict[str, Any]:
+    return group_totals(rows, Group(start, end - start, 1))
+
+
+def group_totals(rows: list[Row], g: Group) -> dict[str, Any]:
+    span = rows[g.start:g.end]
+    data = [r for r in span if r.kind == "data"]
+    msgs: dict[str, int] = {}
+    for r in data:
+        for c, k in r.msgs:
+            msgs[c] = msgs.get(c, 0) + k
+    return {"rows": len(span), "segments": len(data), "bytes": sum(r.nbytes for r in data),
+            "acks": sum(1 for r in span if r.kind == "ack"), "messages": msgs,
+            "first_frame": span[0].frame, "last_frame": span[-1].frame,
+            "t0": span[0].t, "t1": span[-1].t}
+
+
+def to_json(ladder: Ladder) -> dict[str, Any]:
+    def row(r: Row) -> dict[str, Any]:
+        return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
+                "kind": r.kind, "bytes": r.nbytes, "window": r.win,
+                "messages": dict(r.msgs), "partial": r.partial, "marks": list(r.marks),
+                "label": label(r)}
+
+    items: list[dict[str, Any]] = []
+    for it in ladder.items:
+        if isinstance(it, Group):
+            items.append({"group": {"repetitions": it.reps, "period": it.period,
+                                    **group_totals(ladder.rows, it),
+                                    "rows": [row(r) for r in ladder.rows[it.start:it.end]]}})
+        else:
+            items.append(row(it))
+    return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
+            "items": items, "cut": ladder.cut, "notes": ladder.notes}

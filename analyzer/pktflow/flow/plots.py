@@ -1,0 +1,126 @@
+"""Plots of the drawn span (matplotlib): the time-sequence graph (Stevens/tcptrace style) per
+direction of data, bytes in flight against the advertised window, and bytes per ACK.
+
+Works from the same selective pass as the ladder (flow.events), so a plot and a diagram of the
+same selection show the same packets.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from pktflow.capture.packet import ACK
+from pktflow.flow.events import Collected
+from pktflow.tcp.observe import PARTIAL_RETRANS, RETRANS
+
+
+def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
+    """Per (connection, data direction) with payload: segment, ACK and window series."""
+    names = {c["id"]: c for c in report["connections"]}
+    start = report["capture"]["first_ts"] or 0.0
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for ev in got.events:
+        t = (ev.ts - start) * 1000
+        if ev.end > ev.seq:
+            s = out.setdefault((ev.conn, ev.d), {"seg": [], "retr": [], "ack": [], "win": [],
+                                                  "zero": []})
+            (s["retr"] if ev.kind & (RETRANS | PARTIAL_RETRANS) else s["seg"]).append(
+                (t, ev.seq, ev.end))
+        if ev.flags & ACK and ev.ack >= 0:
+            s = out.get((ev.conn, 1 - ev.d))
+            if s is not None:
+                s["ack"].append((t, ev.ack))
+                s["win"].append((t, ev.ack + ev.win))
+                if ev.win == 0:
+                    s["zero"].append((t, ev.ack))
+    series = []
+    for (cid, d), s in out.items():
+        if not s["seg"] and not s["retr"]:
+            continue
+        c = names.get(cid)
+        from_client = (d == 0) != got.swapped.get(cid, False)
+        raw = True
+        if c is not None:
+            a, b = (c["client"], c["server"]) if from_client else (c["server"], c["client"])
+            title = f"{cid} {a['ip']}:{a['port']} → {b['ip']}:{b['port']}"
+            # the window limiting this data is advertised by the receiver
+            receiver = c["directions"]["server_to_client" if from_client else "client_to_server"]
+            raw = not receiver.get("window_scale_known")
+        else:
+            title = cid
+        base = min(x[1] for x in s["seg"] + s["retr"])
+        series.append({"title": title, "base": base, "raw_window": raw, **s})
+    series.sort(key=lambda s: -sum(e - q for _, q, e in s["seg"]))
+    return series
+
+
+def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [s for s in _series(report, got) if len(s["seg"]) + len(s["retr"]) >= 4][:3] \
+        or _series(report, got)[:1]
+    n = max(1, len(series))
+    fig, axes = plt.subplots(n + 1, 1, figsize=(11, 3.2 * (n + 1)), squeeze=False)
+    for ax, s in zip(axes[:, 0], series):
+        base = s["base"]
+        for key, color, lw in (("seg", "#1f6fb2", 1.2), ("retr", "#c0392b", 2.0)):
+            if s[key]:
+                ax.vlines([t for t, _, _ in s[key]], [(q - base) / 1024 for _, q, _ in s[key]],
+                          [(e - base) / 1024 for _, _, e in s[key]], colors=color,
+                          linewidth=lw, zorder=3)
+                # a marker at each segment's end: at full zoom a segment is under a pixel tall
+                ax.plot([t for t, _, _ in s[key]], [(e - base) / 1024 for _, _, e in s[key]],
+                        ".", color=color, markersize=2.5, zorder=3,
+                        label="data segment" if key == "seg" else "retransmission")
+        if s["ack"]:
+            ax.step([t for t, _ in s["ack"]], [(a - base) / 1024 for _, a in s["ack"]],
+                    where="post", color="#2e8b57", linewidth=1, label="ACK")
+            if not s["raw_window"]:  # an unscaled raw window would draw a false limit
+                ax.step([t for t, _ in s["win"]], [(w - base) / 1024 for _, w in s["win"]],
+                        where="post", color="#c07000", linewidth=0.8, alpha=0.7,
+                        label="ACK + window")
+        if s["zero"]:
+            ax.plot([t for t, _ in s["zero"]], [(a - base) / 1024 for _, a in s["zero"]], "x",
+                    color="#c0392b", label="zero window")
+        note = " (window scale unknown: window line omitted)" if s["raw_window"] else ""
+        ax.set_title(f"time-sequence: {s['title']}{note}", fontsize=9, loc="left")
+        ax.set_ylabel("KiB in stream")
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3)
+    # bytes in flight of the biggest direction
+    ax = axes[n, 0]
+    if series:
+        s = series[0]
+        events = sorted([(t, "s", e) for t, _, e in s["seg"]] + [(t, "a", a) for t, a in s["ack"]])
+        hi = ack = s["base"]
+        xs, ys = [], []
+        for t, k, v in events:
+            if k == "s":
+                hi = max(hi, v)
+            else:
+                ack = max(ack, v)
+            xs.append(t)
+            ys.append(max(0, hi - ack) / 1024)
+        ax.step(xs, ys, where="post", color="#1f6fb2", label="bytes in flight")
+        ax.set_title(f"in flight: {s['title']}", fontsize=9, loc="left")
+        ax.set_ylabel("KiB")
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(alpha=0.3)
+    ax.set_xlabel("ms from the first packet of the capture")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def render(report: dict[str, Any], got: Collected, title: str, fmt: str) -> bytes:
+    import matplotlib.pyplot as plt
+
+    fig = figure(report, got, title)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110)
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,109 @@
+"""Which connections and which time span a diagram shows, chosen from the analysis report.
+
+Default: the relay's biggest matched query with both its legs; without a relay, the biggest
+query of the capture; without queries, the busiest connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pktflow.errors import UsageError
+
+# After a query's last response byte, keep drawing this long for the ACKs that follow it.
+TAIL_S = 0.2
+
+
+@dataclass
+class Selection:
+    conn_ids: set[str]
+    t0: float  # seconds from the capture's first packet
+    t1: float
+    title: str
+
+
+def _span_after(report: dict[str, Any], conn_ids: set[str], last: float) -> float:
+    """The end of the drawing: the next query sent on these connections, or last + TAIL_S."""
+    nxt = [q["sent_s"] for c in report["connections"] if c["id"] in conn_ids
+           for q in c.get("queries") or [] if q.get("sent_s") is not None and q["sent_s"] > last]
+    return min([last + TAIL_S, *[t - 1e-6 for t in nxt]])
+
+
+def _query(report: dict[str, Any], conn: str, index: int) -> dict[str, Any]:
+    for c in report["connections"]:
+        if c["id"] == conn:
+            qs = c.get("queries") or []
+            if 0 <= index < len(qs):
+                return qs[index]
+            raise UsageError(f"connection {conn} has {len(qs)} queries; no query #{index}")
+    raise UsageError(f"no connection {conn!r} in the capture")
+
+
+def _pair_for(report: dict[str, Any], conn: str, index: int) -> dict[str, Any] | None:
+    for relay in report.get("relays") or []:
+        for p in relay["queries"]:
+            for leg in ("front", "back"):
+                if p[leg]["connection"] == conn and p[leg]["query_index"] == index:
+                    return p
+    return None
+
+
+def _sql(q: dict[str, Any]) -> str:
+    text = " ".join((q.get("sql") or "").split())
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def select(report: dict[str, Any], *, query: str | None = None,
+           connections: list[str] | None = None, t_from: float | None = None,
+           t_to: float | None = None, whole: bool = False) -> Selection:
+    conns = report["connections"]
+    known = {c["id"] for c in conns}
+    end = report["capture"]["duration_s"]
+    if connections:
+        unknown = [c for c in connections if c not in known]
+        if unknown:
+            raise UsageError(f"no connection {', '.join(unknown)} in the capture "
+                             f"(it has {', '.join(sorted(known)) or 'none'})")
+        ids = set(connections)
+        return Selection(ids, t_from or 0.0, end if t_to is None else t_to,
+                         f"connections {', '.join(sorted(ids))}")
+    if whole or t_from is not None or t_to is not None:
+        ids = {c["id"] for c in conns}
+        return Selection(ids, t_from or 0.0, end if t_to is None else t_to, "whole capture")
+    if query:
+        conn, _, idx = query.partition("#")
+        if not idx.isdigit():
+            raise UsageError(f"--query {query!r}: expected CONNECTION#INDEX, e.g. c2#0")
+        idx_n = int(idx)
+        q = _query(report, conn, idx_n)
+        pair = _pair_for(report, conn, idx_n)
+    else:
+        pairs = [p for r in report.get("relays") or [] for p in r["queries"]]
+        pair = max(pairs, key=lambda p: p["response_bytes"]["front"] or 0) if pairs else None
+        if pair is not None:
+            conn, idx_n = pair["front"]["connection"], pair["front"]["query_index"]
+            q = _query(report, conn, idx_n)
+        else:
+            cands = [(c["id"], i, q) for c in conns for i, q in enumerate(c.get("queries") or [])]
+            if not cands:
+                if not conns:
+                    raise UsageError("the capture holds no TCP connection to draw")
+                busiest = max(conns, key=lambda c: c["packets"])
+                return Selection({busiest["id"]}, 0.0, end,
+                                 f"connection {busiest['id']} (no PostgreSQL queries found)")
+            conn, idx_n, q = max(cands, key=lambda t: t[2].get("response_bytes") or 0)
+    if pair is not None:
+        f = _query(report, pair["front"]["connection"], pair["front"]["query_index"])
+        b = _query(report, pair["back"]["connection"], pair["back"]["query_index"])
+        ids = {pair["front"]["connection"], pair["back"]["connection"]}
+        t0 = f["sent_s"]
+        last = max(x for x in (f.get("last_response_s"), b.get("last_response_s"), t0)
+                   if x is not None)
+        title = (f"{_sql(f)}  ({pair['front']['connection']}#{pair['front']['query_index']} "
+                 f"via {pair['back']['connection']}#{pair['back']['query_index']})")
+        return Selection(ids, t0, _span_after(report, ids, last), title)
+    ids = {conn}
+    t0 = q["sent_s"]
+    last = q.get("last_response_s") or t0
+    return Selection(ids, t0, _span_after(report, ids, last),
+                     f"{_sql(q)}  ({conn}#{idx_n})")

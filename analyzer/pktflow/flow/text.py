@@ -1,0 +1,147 @@
+"""The ladder in a terminal: one line per packet, lanes as vertical rules, repeated round trips
+folded into one bracketed block ("× 38"). Fits the console width."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from pktflow.flow.ladder import (Group, Ladder, Phase, Row, breakdown, group_totals, label,
+                                  span_totals)
+
+GUTTER = 20  # "  12.345 ms  #12345 " before the lanes
+
+
+def _style(r: Row) -> str:
+    if "retransmission" in r.marks or r.kind == "rst":
+        return "bold red"
+    if "zero window" in r.marks:
+        return "red"
+    if r.kind == "data":
+        return "cyan"
+    if r.kind in ("syn", "fin"):
+        return "magenta"
+    return "green"
+
+
+class _Canvas:
+    def __init__(self, lanes: list[str], width: int) -> None:
+        self.lanes = lanes
+        area = max(width - GUTTER, 24 * max(1, len(lanes) - 1))
+        self.width = area
+        n = len(lanes)
+        self.x = [round(i * (area - 1) / max(1, n - 1)) for i in range(n)] if n > 1 else [0]
+
+    def header(self) -> Text:
+        line = [" "] * self.width
+        for name, x in zip(self.lanes, self.x):
+            span = self.width // max(1, len(self.lanes))
+            name = name[:max(4, span - 1)]
+            start = min(max(0, x - len(name) // 2), self.width - len(name))
+            line[start:start + len(name)] = name
+        return Text(" " * GUTTER + "".join(line), "bold")
+
+    def rules(self) -> list[str]:
+        line = [" "] * self.width
+        for x in self.x:
+            line[x] = "│"
+        return line
+
+    def arrow(self, r: Row, lead: str, dim: bool = False) -> Text:
+        line = self.rules()
+        a, b = self.x[r.src], self.x[r.dst]
+        lo, hi = min(a, b), max(a, b)
+        for i in range(lo + 1, hi):
+            line[i] = "─"
+        if b > a:
+            line[hi - 1] = "▶"
+        else:
+            line[lo + 1] = "◀"
+        text = f" {label(r)} "
+        room = hi - lo - 4
+        if room > 3:
+            if len(text) > room:
+                text = text[:room - 1] + "…"
+            start = lo + 2 + (room - len(text)) // 2
+            line[start:start + len(text)] = text
+        out = Text(lead.ljust(GUTTER)[:GUTTER], "dim")
+        out.append("".join(line[:lo + 1]))
+        out.append("".join(line[lo + 1:hi]), _style(r) + (" dim" if dim else ""))
+        out.append("".join(line[hi:]))
+        return out
+
+    def note(self, lead: str, text: str, style: str) -> Text:
+        out = Text(lead.ljust(GUTTER)[:GUTTER], "dim")
+        out.append(text, style)
+        return out
+
+
+def _lead(r: Row, t0: float) -> str:
+    return f"{(r.t - t0) * 1000:9.3f} ms #{r.frame}"
+
+
+def _totals_line(tot: dict, prefix: str) -> str:  # type: ignore[type-arg]
+    msgs = "  ".join(f"{c}×{n:,}" for c, n in tot["messages"].items())
+    return (f"{prefix}frames {tot['first_frame']}-{tot['last_frame']}, "
+            f"{(tot['t1'] - tot['t0']) * 1000:,.3f} ms, {tot['segments']:,} segments, "
+            f"{tot['bytes']:,} B, {tot['acks']:,} ACKs" + (f", {msgs}" if msgs else ""))
+
+
+def render(ladder: Ladder, console: Console, *, expand: bool = False,
+           detail: bool = False) -> None:
+    """Default: bulk phases folded to their most repeated step; `detail`: every repeated block
+    folded; `expand`: every packet."""
+    canvas = _Canvas(ladder.lanes, console.width)
+    console.print(Text(ladder.title, "bold"))
+    console.print(canvas.header())
+    if not ladder.rows:
+        console.print(Text("no packets in the selected span", "yellow"))
+        return
+    rows, t0 = ladder.rows, ladder.rows[0].t
+    items = ladder.items if expand or detail else ladder.phases
+    for it in items:
+        if isinstance(it, Phase):
+            _phase(console, canvas, rows, it, t0, ladder.lanes)
+        elif isinstance(it, Group) and not expand:
+            tot = group_totals(rows, it)
+            console.print(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
+                                      _totals_line(tot, f"╭─ × {it.reps:,}: "), "bold yellow"))
+            for r in rows[it.start:it.start + it.period]:
+                console.print(canvas.arrow(r, f"     ×{it.reps:,}"))
+            console.print(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",
+                                      "bold yellow"))
+        elif isinstance(it, Group):
+            for r in rows[it.start:it.end]:
+                console.print(canvas.arrow(r, _lead(r, t0)))
+        else:
+            console.print(canvas.arrow(it, _lead(it, t0)))
+    for n in ladder.notes:
+        console.print(Text(n, "yellow"))
+
+
+def _phase(console: Console, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
+           lanes: list[str]) -> None:
+    tot = span_totals(rows, it.start, it.end)
+    console.print(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
+                              _totals_line(tot, "╭─ bulk transfer: "), "bold yellow"))
+    for b in breakdown(rows, it.start, it.end):
+        ack = (f"; {b['acks']:,} ACKs back, median {b['ack_median']:,} B"
+               if b["acks"] else "; no ACKs back in this span")
+        console.print(canvas.note("", f"│  {lanes[b['from']]} → {lanes[b['to']]}: "
+                                  f"{b['segments']:,} segments, median "
+                                  f"{b['segment_median']:,} B{ack}", "yellow"))
+    marked = [r for r in rows[it.start:it.end] if r.marks]
+    for r in marked[:6]:
+        console.print(canvas.arrow(r, f"  ! #{r.frame}"))
+    if len(marked) > 6:
+        console.print(canvas.note("", f"│  ... {len(marked) - 6:,} more marked packets "
+                                  f"(--detail)", "red"))
+    g = it.dominant
+    if g is not None:
+        console.print(canvas.note("", f"│  most repeated: these {g.period} step(s) × "
+                                  f"{g.reps:,} in a row", "yellow"))
+        for r in rows[g.start:g.start + g.period]:
+            console.print(canvas.arrow(r, f"     ×{g.reps:,}"))
+    console.print(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms",
+                              "╰─ (--detail: every repeated block; --expand: every packet)",
+                              "yellow"))

@@ -1,0 +1,186 @@
+"""Ladder diagrams, plots and the HTML report, on the real captures.
+
+Counts in the diagram are checked against the analysis report and against tshark; the HTML
+report is opened in a real headless Chromium, a group is expanded by a click, and the DOM and a
+screenshot are checked."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tsharkcheck import TSHARK
+
+from pktflow.cli import Env, main
+from pktflow.errors import ExitCode
+from pktflow.pipeline import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = ROOT / "captures"
+DIRECT = CAPTURES / "seqscan-10k-direct-loopback.pcap"
+POOLED = CAPTURES / "seqscan-10k-pgbouncer-loopback.pcap"
+POOLED_BRIDGE = CAPTURES / "seqscan-10k-pgbouncer-bridge.pcap"
+
+
+def cli(*argv: str, width: int = 120) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), Env(stdout=out, stderr=err, width=width))
+    return code, out.getvalue(), err.getvalue()
+
+
+def flow_json(*argv: str) -> dict[str, Any]:
+    code, out, err = cli("flow", *argv, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema"] == "pktflow.flow/1"
+    return doc
+
+
+def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for it in doc["items"]:
+        out += it["group"]["rows"] if "group" in it else [it]
+    return out
+
+
+def test_direct_seqscan_fits_one_screen_and_shows_the_study_pattern() -> None:
+    code, out, err = cli("flow", str(DIRECT))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) <= 40, "\n".join(lines)
+    # The PGECons figure: two 8,192-byte segments, then one ACK for 16,384 bytes, repeated.
+    repeated = [ln for ln in lines if ln.lstrip().startswith("×")]
+    assert sum("8,192 B" in ln for ln in repeated) == 2
+    assert sum("ACK 16,384 B" in ln for ln in repeated) == 1
+    assert any(" Q " in ln for ln in lines[:5])  # the request opens the diagram
+    assert any("C Z" in ln for ln in lines)  # CommandComplete and ReadyForQuery close it
+
+
+def test_pooled_seqscan_has_three_lanes_and_shows_the_resplit() -> None:
+    code, out, _ = cli("flow", str(POOLED), width=160)
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) <= 45
+    assert "client" in lines[1] and "pooler" in lines[1] and "server" in lines[1]
+    assert any("→ client" in ln and "median 4,0" in ln for ln in lines)
+    assert any("→ pooler" in ln and "median 8,192 B" in ln for ln in lines)
+    assert any("zero window" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("path", [DIRECT, POOLED, POOLED_BRIDGE], ids=lambda p: p.name)
+def test_every_row_counted_once_messages_and_bytes_add_up(path: Path) -> None:
+    report = analyze(str(path))
+    doc = flow_json(str(path), "--all")
+    rs = rows(doc)
+    frames = [r["frame"] for r in rs]
+    assert frames == sorted(frames) and len(frames) == len(set(frames))
+    lanes = doc["lanes"]
+    servers = [i for i, n in enumerate(lanes) if n.startswith("server")]
+    for conn in report["connections"]:
+        s2c = conn["directions"]["server_to_client"]
+        data = [r for r in rs if r["connection"] == conn["id"] and r["kind"] == "data"
+                and r["from"] > r["to"] and "retransmission" not in r["marks"]]
+        assert sum(r["bytes"] for r in data) == s2c["payload_bytes"]
+        datarows = sum(r["messages"].get("D", 0) for r in data)
+        assert datarows == conn["messages"]["backend"].get("DataRow", 0)
+    total_rows = sum(r["messages"].get("D", 0) for r in rs if r["from"] in servers)
+    assert total_rows == 10_000  # the table, once on the server's leg
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (Debian package tshark)")
+@pytest.mark.parametrize("path", [DIRECT, POOLED_BRIDGE], ids=lambda p: p.name)
+def test_data_rows_are_tsharks_payload_frames(path: Path) -> None:
+    doc = flow_json(str(path), "--all")
+    ours = sorted(r["frame"] for r in rows(doc) if r["kind"] == "data")
+    out = subprocess.run([TSHARK or "tshark", "-n", "-r", str(path), "-Y", "tcp.len > 0",
+                          "-T", "fields", "-e", "frame.number"],
+                         capture_output=True, text=True, check=True).stdout
+    assert ours == [int(x) for x in out.split()]
+
+
+def test_query_selection_and_errors() -> None:
+    doc = flow_json(str(POOLED), "--query", "c2#0")
+    assert "via" in doc["title"] and len(doc["lanes"]) == 3
+    code, out, err = cli("flow", str(POOLED), "--query", "c9#0")
+    assert code == ExitCode.USAGE and out == "" and len(err.strip().splitlines()) == 1
+    assert "c9" in err
+    code, _, err = cli("flow", str(POOLED), "--query", "c2")
+    assert code == ExitCode.USAGE and "CONNECTION#INDEX" in err and str(POOLED) in err
+
+
+def test_mermaid_and_plantuml() -> None:
+    code, out, _ = cli("flow", str(DIRECT), "--format", "mermaid")
+    assert code == 0 and out.startswith("sequenceDiagram\n")
+    body = out.splitlines()
+    assert sum(ln.strip().startswith("loop") for ln in body) == \
+        sum(ln.strip() == "end" for ln in body) >= 1
+    assert any("ACK 16,384 B" in ln for ln in body)
+    code, out, _ = cli("flow", str(POOLED), "--format", "plantuml")
+    assert code == 0 and out.startswith("@startuml") and out.rstrip().endswith("@enduml")
+    assert out.count('participant "') == 3
+
+
+def test_svg_is_valid_and_draws_each_row(tmp_path: Path) -> None:
+    out = tmp_path / "f.svg"
+    code, _, err = cli("flow", str(DIRECT), "--format", "svg", "--expand", "-o", str(out))
+    assert code == 0, err
+    root = ET.parse(out).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    arrows = [e for e in root.iter(f"{ns}line") if e.get("marker-end")]
+    assert len(arrows) == len(rows(flow_json(str(DIRECT))))
+
+
+def test_plots(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    png, svgf = tmp_path / "p.png", tmp_path / "p.svg"
+    assert cli("plot", str(POOLED), "-o", str(png))[0] == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli("plot", str(DIRECT), "-o", str(svgf))[0] == 0
+    assert "time-sequence" in svgf.read_text()
+    code, _, err = cli("plot", str(DIRECT), "-o", str(tmp_path / "p.gif"))
+    assert code == ExitCode.USAGE and ".png or .svg" in err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package "
+                                             "chromium)")
+def test_html_report_in_a_real_browser(tmp_path: Path) -> None:
+    from cdp import Browser
+
+    page = tmp_path / "report.html"
+    code, _, err = cli("report", str(POOLED), "-o", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    # self-contained: nothing is fetched (XML namespace names are not fetched)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)|url\(\s*["']?https?:|@import""",
+                         text)
+    with Browser(CHROMIUM or "chromium", tmp_path) as b:
+        b.open(page.as_uri())
+        n0 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+        groups = b.eval("document.querySelectorAll('#ladder-svg .group').length")
+        assert n0 > 0 and groups > 0
+        assert "Relay 127.0.0.1:6432" in b.eval("document.body.innerText")
+        # Expand the biggest group with a click on its header.
+        b.eval("""(() => { let best = null, n = 0;
+            document.querySelectorAll('#ladder-svg .group').forEach(g => {
+              const k = parseInt(g.querySelector('text.g').textContent.split('×')[1]
+                .replace(/,/g, ''));
+              if (k > n) { n = k; best = g; } });
+            best.querySelector('text.g').dispatchEvent(new MouseEvent('click', {bubbles: true}));
+            })()""")
+        n1 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+        assert n1 > n0
+        assert b.eval("document.querySelectorAll('#ladder-svg .group.open').length") == 1
+        tip = b.eval("document.querySelector('#ladder-svg .arrow title').textContent")
+        assert tip.startswith("frame ")
+        shot = b.screenshot(tmp_path / "report.png")
+    assert shot.stat().st_size > 10_000
