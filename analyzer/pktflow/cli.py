@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit non-zero when a finding of severity error is reported")
     an.add_argument("--no-postgres", action="store_true",
                     help="TCP analysis only: do not decode the PostgreSQL protocol")
+    cmp_ = sub.add_parser("compare", help="the same queries in two captures side by side "
+                          "(e.g. direct vs through PgBouncer)")
+    cmp_.add_argument("a", metavar="A")
+    cmp_.add_argument("b", metavar="B")
+    cmp_.add_argument("--format", choices=("text", "json"), default="text")
     from pktflow.flow.cli import add_subparser as add_flow
 
     add_flow(sub)
@@ -109,6 +114,19 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     return int(worst)
 
 
+def cmd_compare(args: argparse.Namespace, env: Env) -> int:
+    from pktflow.compare import compare
+    from pktflow.report.compare import render as render_compare
+
+    doc = compare(_analyze_one(args.a, args, env), _analyze_one(args.b, args, env))
+    if args.format == "json":
+        json.dump(doc, env.stdout, indent=2)
+        env.stdout.write("\n")
+    else:
+        render_compare(doc, Console(file=env.stdout, width=env.width))
+    return 0
+
+
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     env = env or Env()
     parser = build_parser()
@@ -116,6 +134,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
     try:
         if args.command == "analyze":
             return cmd_analyze(args, env)
+        if args.command == "compare":
+            return cmd_compare(args, env)
         if args.command in ("flow", "report", "plot"):
             from pktflow.flow import cli as flow_cli
 

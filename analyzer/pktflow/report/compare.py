@@ -1,0 +1,57 @@
+"""`pktflow compare` in the terminal: per query, the measures of A and B and how B differs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pktflow.compare import METRICS
+
+MAX_QUERIES = 5  # the biggest responses; the JSON has all
+
+
+def _v(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "B/s":
+        for u, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+            if value >= div:
+                return f"{value / div:,.1f} {u}"
+        return f"{value:,.0f} B/s"
+    if isinstance(value, float):
+        return f"{value:,.2f}{' ' + unit if unit else ''}"
+    return f"{value:,}{' ' + unit if unit else ''}"
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    console.print(Text(f"A: {doc['a']}{'  (through a relay)' if doc['a_has_relay'] else ''}",
+                       "bold"))
+    console.print(Text(f"B: {doc['b']}{'  (through a relay)' if doc['b_has_relay'] else ''}",
+                       "bold"))
+    if not doc["queries"]:
+        console.print(Text("no query appears in both captures", "yellow"))
+    for row in doc["queries"][:MAX_QUERIES]:
+        sql = " ".join((row["sql"] or "").split())
+        table = Table(title=sql[:100], title_justify="left", box=None, pad_edge=False)
+        for col, just in (("", "left"), ("A", "right"), ("B", "right"), ("B / A", "right")):
+            table.add_column(col, justify=just)  # type: ignore[arg-type]
+        for key, name, unit, higher_better in METRICS:
+            a, b, r = row["a"][key], row["b"][key], row["ratio_b_to_a"][key]
+            style = ""
+            if r is not None and higher_better is not None and abs(r - 1) >= 0.1:
+                worse = (r < 1) if higher_better else (r > 1)
+                style = "red" if worse else "green"
+            table.add_row(name, _v(a, unit), _v(b, unit),
+                          Text("-" if r is None else f"{r:.2f}x", style))
+        console.print(table)
+    rest = len(doc["queries"]) - MAX_QUERIES
+    if rest > 0:
+        console.print(Text(f"... {rest} smaller queries in both: see --format json", "dim"))
+    for side in ("a", "b"):
+        only = doc[f"only_in_{side}"]
+        if only:
+            console.print(Text(f"{len(only)} quer{'y' if len(only) == 1 else 'ies'} only in "
+                               f"{side.upper()}", "dim"))
