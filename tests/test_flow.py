@@ -184,3 +184,13 @@ def test_html_report_in_a_real_browser(tmp_path: Path) -> None:
         assert tip.startswith("frame ")
         shot = b.screenshot(tmp_path / "report.png")
     assert shot.stat().st_size > 10_000
+
+
+def test_explain_names_only_what_the_diagram_shows() -> None:
+    direct = flow_json(str(DIRECT), "--explain")["explain"]
+    keys = [line.split("  ")[0] for line in direct]
+    assert {"Q", "T", "D", "C", "Z", "ACK 16,384 B"} <= set(keys)
+    assert not any("pooler" in k for k in keys) and "zero window" not in keys
+    pooled = [line.split("  ")[0] for line in flow_json(str(POOLED), "--explain")["explain"]]
+    assert "~4 KB segments from the pooler" in pooled and "zero window" in pooled
+    assert flow_json(str(DIRECT))["explain"] == []

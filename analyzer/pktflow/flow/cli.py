@@ -49,6 +49,8 @@ def add_subparser(sub: Any) -> None:
                     help="fold each block of repeated round trips, not whole bulk transfers")
     fl.add_argument("--expand", action="store_true",
                     help="draw every packet: fold nothing")
+    fl.add_argument("--explain", action="store_true",
+                    help="teaching mode: one sentence on each message type and ACK pattern shown")
     fl.add_argument("--format", choices=FORMATS, default="text")
     fl.add_argument("-o", "--output", type=Path,
                     help="write to this file (default: stdout)")
@@ -112,6 +114,10 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
 def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     report, got, ladder = prepare(args, analyze)
+    if args.explain:
+        from pktflow.flow.explain import notes
+
+        ladder.explain = notes(ladder)
     fmt = args.format
     if fmt == "text":
         if args.output:

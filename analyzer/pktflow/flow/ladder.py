@@ -67,6 +67,7 @@ class Ladder:
     phases: list[Row | Group | Phase] = field(default_factory=list)  # items with bulk folded
     cut: bool = False
     notes: list[str] = field(default_factory=list)
+    explain: list[str] = field(default_factory=list)  # teaching mode's sentences
 
 
 def label(row: Row, *, windows: bool = True) -> str:
@@ -336,4 +337,5 @@ def to_json(ladder: Ladder) -> dict[str, Any]:
         else:
             items.append(row(it))
     return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
-            "items": items, "cut": ladder.cut, "notes": ladder.notes}
+            "items": items, "cut": ladder.cut, "notes": ladder.notes,
+            "explain": ladder.explain}

@@ -117,6 +117,13 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
             console.print(canvas.arrow(it, _lead(it, t0)))
     for n in ladder.notes:
         console.print(Text(n, "yellow"))
+    if ladder.explain:
+        console.print(Text("\nWhat you see", "bold"))
+        for line in ladder.explain:
+            key, _, sentence = line.partition("  ")
+            out = Text(f"  {key:<12} ", "bold cyan")
+            out.append(sentence)
+            console.print(out)
 
 
 def _phase(console: Console, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
