@@ -21,6 +21,7 @@ from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
 from pktflow.tcp.observe import PacketObserver
 from pktflow.transfer.analyzer import TransferAnalyzer
+from pktflow.transfer.capture_point import capture_point
 
 SCHEMA = "pktflow.report/1"
 
@@ -96,6 +97,12 @@ class Run:
             c2s, s2c = (1, 0) if conn.swapped else (0, 1)
             dirs["client_to_server"].update(ta.result(c2s, start))
             dirs["server_to_client"].update(ta.result(s2c, start))
+            out["capture_point"] = capture_point(out)
+        for q in out.get("queries", []):
+            first, last = q.get("first_response_s"), q.get("last_response_s")
+            q["goodput_bps"] = (round(q["response_bytes"] / (last - first))
+                                if first is not None and last is not None and last > first
+                                else None)
 
     def findings(self, conn: Connection) -> list[Finding]:
         out: list[Finding] = []

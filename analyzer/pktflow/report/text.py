@@ -102,7 +102,12 @@ def render_connection(conn: dict[str, Any]) -> RenderableType:
     proto = protocol_line(conn)
     if proto is not None:
         body.append(proto)
-    body += [Text(_handshake(conn), "dim"), table]
+    body.append(Text(_handshake(conn), "dim"))
+    cp = conn.get("capture_point")
+    if cp is not None:
+        body.append(Text(cp["summary"] + (f" ({'; '.join(cp['evidence'][:1])})"
+                                          if cp["evidence"] else ""), "dim"))
+    body.append(table)
     for extra in (message_counts(conn), query_table(conn)):
         if extra is not None:
             body.append(extra)

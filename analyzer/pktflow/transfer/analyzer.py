@@ -127,6 +127,8 @@ class TransferAnalyzer:
         if flags & SYN:
             self._syn(d, ts, flags)
             return
+        if 1 in self.syn_ts and 2 not in self.syn_ts and d == 0 and flags & 0x10:
+            self.syn_ts[2] = ts  # the client's ACK completing the handshake
         if ack >= 0:
             # this packet's window and ACK speak about the other direction's data
             self._ack(self.flows[1 - d], 1 - d, frame, ts, ack, win, flags, end > seq)
@@ -316,4 +318,10 @@ class TransferAnalyzer:
         out = direction_json(self.flows[d], info, self.relay_hint.get(d), start)
         if self.handshake is not None and d == 0:
             out["handshake_rtt_ms"] = round(self.handshake["syn_to_synack_ms"], 3)
+        if d == 0 and 0 in self.syn_ts and 1 in self.syn_ts and 2 in self.syn_ts:
+            # SYN -> SYN-ACK is the round trip seen from the client's side of the capture
+            # point, SYN-ACK -> ACK the one on the server's side: where the capture sits.
+            out["handshake_ms"] = {
+                "syn_to_synack": round((self.syn_ts[1] - self.syn_ts[0]) * 1e3, 3),
+                "synack_to_ack": round((self.syn_ts[2] - self.syn_ts[1]) * 1e3, 3)}
         return out

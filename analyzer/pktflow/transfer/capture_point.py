@@ -1,0 +1,79 @@
+"""Where was the capture taken? From which side's ACKs follow data at once, and on what kind of
+link (loopback, a NIC with segmentation offloads, an MTU-1500 path). Works on a connection's
+report JSON after the pass.
+
+The handshake decides: captured at the client, its ACK follows the SYN-ACK at once while the
+SYN-ACK took a round trip; at the server, the SYN-ACK follows the SYN at once. Data ACK delays
+are reported as evidence but do not decide: they include delayed ACKs and the server's work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+SAME_HOST_MS = 0.2  # both round trips under this: one host or adjacent namespaces
+RATIO = 4.0  # one side's ACK delay this many times the other's decides the side
+
+
+def _rtt(d: dict[str, Any]) -> float | None:
+    r = d.get("rtt_ms") or {}
+    return r.get("median") if r.get("samples") else None
+
+
+def _loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
+def capture_point(conn: dict[str, Any]) -> dict[str, Any]:
+    c2s, s2c = conn["directions"]["client_to_server"], conn["directions"]["server_to_client"]
+    hs = c2s.get("handshake_ms")
+    evidence = []
+    for name, d, who in (("client_to_server", c2s, "server"), ("server_to_client", s2c,
+                                                                "client")):
+        r = _rtt(d)
+        if r is not None:
+            evidence.append(f"the {who} acknowledged {name.replace('_', ' ')} data after "
+                            f"{r:.3f} ms (median; includes its own delayed ACK and work)")
+    if hs is None:
+        position = "unknown"
+    else:
+        to_server, to_client = hs["syn_to_synack"], hs["synack_to_ack"]
+        evidence.insert(0, f"SYN -> SYN-ACK {to_server:.3f} ms, SYN-ACK -> ACK "
+                           f"{to_client:.3f} ms")
+        if max(to_server, to_client) < SAME_HOST_MS:
+            position = "same host"
+        elif to_client * RATIO <= to_server:
+            position = "client"
+        elif to_server * RATIO <= to_client:
+            position = "server"
+        else:
+            position = "between"
+    if _loopback(conn["client"]["ip"]) and _loopback(conn["server"]["ip"]):
+        link = "loopback"
+        limit = ("loopback (MTU 65,536): segments are the programs' writes, and there is no "
+                 "network delay, so timing shows the hosts' own scheduling")
+    elif max(c2s.get("segments_above_mss") or 0, s2c.get("segments_above_mss") or 0) or \
+            max(c2s.get("max_segment") or 0, s2c.get("max_segment") or 0) > 1500:
+        link = "nic with offloads"
+        limit = ("segments larger than the MSS were captured: TSO/GSO or GRO merged wire "
+                 "packets, so segment counts and sizes are the host's view, not the wire's")
+    else:
+        link = "mtu 1500"
+        limit = "segments are at most one MTU: the capture shows the wire's packets"
+    where = {
+        "client": "at the client (it answered the SYN-ACK at once; the server was a round trip "
+                  "away): times of server data are when the client received it",
+        "server": "at the server (it answered the SYN at once; the client was a round trip "
+                  "away): times of server data are when the server sent it",
+        "between": "between the hosts (each side takes a share of the handshake's round trip)",
+        "same host": "on the same host as both ends, or adjacent to both: round trips under "
+                     f"{SAME_HOST_MS} ms, so the side cannot be told",
+        "unknown": "at an unknown point: the handshake is not in the capture (the data's ACK "
+                   "delays include each side's own delayed ACK and work, so they cannot tell)",
+    }[position]
+    return {"position": position, "link": link, "summary": f"captured {where}; {limit}",
+            "evidence": evidence}
