@@ -103,3 +103,14 @@ def test_installed_console_script_runs() -> None:
                            "json"], capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT / "analyzer"), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0 and json.loads(proc.stdout)["connections"]
+
+
+def test_many_captures_in_parallel_keep_order_and_errors(tmp_path: Path) -> None:
+    caps = sorted((ROOT / "captures").glob("*.pcap"))
+    missing = tmp_path / "missing.pcap"
+    argv = [str(p) for p in caps[:2]] + [str(missing)] + [str(p) for p in caps[2:]]
+    code, out, err = cli("analyze", "--format", "jsonl", *argv)
+    files = [json.loads(line)["capture"]["file"] for line in out.splitlines()]
+    assert files == [str(p) for p in caps]
+    assert code == ExitCode.NO_FILE
+    assert err.strip().splitlines() == [f"pktflow: {missing}: no such file"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -86,14 +87,46 @@ def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> dict[str, Any
         return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
 
 
+def _worker(job: tuple[str, bool]) -> tuple[str, Any]:
+    """One capture in a worker process: the report, or the error's line and exit code (an
+    exception object would lose its fields crossing the process boundary)."""
+    path, postgres = job
+    try:
+        return "ok", analyze(path, Options(decode_postgres=postgres))
+    except PktflowError as exc:
+        return "error", (exc.one_line(), int(exc.exit_code))
+
+
+def _reports(args: argparse.Namespace, env: Env) -> Any:
+    """(path, report or None, error line, exit code) per capture, in the order given. Several
+    captures are analysed in parallel, one process per core: each analysis is one Python
+    thread's work, so processes are what use the machine."""
+    paths = args.captures
+    workers = min(len(paths), os.cpu_count() or 1)
+    if workers < 2:
+        for path in paths:
+            try:
+                yield path, _analyze_one(path, args, env), None, 0
+            except PktflowError as exc:
+                yield path, None, exc.one_line(), int(exc.exit_code)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        jobs = [(p, not args.no_postgres) for p in paths]
+        for path, (status, value) in zip(paths, pool.map(_worker, jobs)):
+            if status == "ok":
+                yield path, value, None, 0
+            else:
+                yield path, None, value[0], value[1]
+
+
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     worst = ExitCode.OK
-    for path in args.captures:
-        try:
-            report = _analyze_one(path, args, env)
-        except PktflowError as exc:
-            print(f"pktflow: {exc.one_line()}", file=env.stderr)
-            worst = max(worst, exc.exit_code)
+    for path, report, error, code in _reports(args, env):
+        if report is None:
+            print(f"pktflow: {error}", file=env.stderr)
+            worst = max(worst, ExitCode(code))
             continue
         if args.format == "json":
             json.dump(report, env.stdout, indent=2)
