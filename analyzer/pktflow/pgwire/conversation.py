@@ -24,6 +24,8 @@ START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
 SYNC_WINDOW = 256 * 1024  # bytes searched for a provable boundary before settling for less
 KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest skipped
 _D, _d = ord("D"), ord("d")
+_BULK_BACKEND = frozenset((_D, _d))  # DataRow, CopyData: counted, never parsed
+_BULK_FRONTEND = frozenset((_d,))  # CopyData of COPY FROM STDIN ('D' is Describe here)
 
 
 class _Side:
@@ -199,32 +201,47 @@ class Conversation:
                ts: float) -> int:
         backend = s.role == "backend"
         types = M.BACKEND if backend else M.FRONTEND
+        bulk_types = _BULK_BACKEND if backend else _BULK_FRONTEND
         hdr = M.HEADER.unpack_from
         n = len(buf)
         rows = copies = nbytes = 0  # bulk messages since the last control message
         while n - pos >= 5:
             t, ln = hdr(buf, pos)
-            end = pos + 1 + ln
-            if (t == _D and backend) or t == _d:
-                if ln < 4:
-                    if rows or copies:
-                        self._bulk(s, rows, copies, nbytes, frame, ts)
-                    self._malformed(d, s, t, ln, off + pos, frame)
-                    return n
+            if t in bulk_types:
+                # The hot loop: a run of DataRow or CopyData, counted, never parsed.
+                start, count = pos, 0
+                while True:
+                    if ln < 4:
+                        nbytes += pos - start
+                        if t == _D:
+                            rows += count
+                        else:
+                            copies += count
+                        if rows or copies:
+                            self._bulk(s, rows, copies, nbytes, frame, ts)
+                        self._malformed(d, s, t, ln, off + pos, frame)
+                        return n
+                    count += 1
+                    pos += 1 + ln
+                    if n - pos < 5:
+                        break
+                    t2, ln = hdr(buf, pos)
+                    if t2 != t:
+                        break
+                nbytes += pos - start
                 if t == _D:
-                    rows += 1
+                    rows += count
                 else:
-                    copies += 1
-                nbytes += ln + 1
-                if end > n:
-                    s.skip = end - n
+                    copies += count
+                if pos > n:  # the last one continues in the next segment
+                    s.skip = pos - n
                     pos = n
                     break
-                pos = end
                 continue
             if rows or copies:
                 self._bulk(s, rows, copies, nbytes, frame, ts)
                 rows = copies = nbytes = 0
+            end = pos + 1 + ln
             if t not in types or ln < 4 or ln > MAX_MESSAGE:
                 self._malformed(d, s, t, ln, off + pos, frame)
                 return n

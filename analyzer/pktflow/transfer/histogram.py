@@ -16,30 +16,42 @@ def _coarse(v: int) -> int:
 
 
 class Histogram:
-    __slots__ = ("counts", "cap", "n", "lo", "hi")
+    """`add` is on the per-packet path: one dict lookup in the common case; the count, the
+    smallest and the largest value are derived from the keys when asked."""
+
+    __slots__ = ("counts", "cap")
 
     def __init__(self, cap: int = 4096) -> None:
         self.counts: dict[int, int] = {}
         self.cap = cap
-        self.n = 0
-        self.lo: int | None = None
-        self.hi: int | None = None
 
     def add(self, v: int, k: int = 1) -> None:
         counts = self.counts
-        if v not in counts and len(counts) >= self.cap:
+        if v in counts:
+            counts[v] += k
+        elif len(counts) < self.cap:
+            counts[v] = k
+        else:
             v = _coarse(v)
-        counts[v] = counts.get(v, 0) + k
-        self.n += k
-        if self.lo is None or v < self.lo:
-            self.lo = v
-        if self.hi is None or v > self.hi:
-            self.hi = v
+            counts[v] = counts.get(v, 0) + k
+
+    @property
+    def n(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def lo(self) -> int | None:
+        return min(self.counts) if self.counts else None
+
+    @property
+    def hi(self) -> int | None:
+        return max(self.counts) if self.counts else None
 
     def quantile(self, q: float) -> int | None:
-        if not self.n:
+        n = self.n
+        if not n:
             return None
-        target = q * (self.n - 1)
+        target = q * (n - 1)
         seen = 0
         for v in sorted(self.counts):
             seen += self.counts[v]
