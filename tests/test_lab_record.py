@@ -31,7 +31,7 @@ def missing(extra: dict[str, str] | None = None) -> str | None:
     if os.geteuid() != 0:
         return "the lab needs root (it runs tcpdump and starts servers as postgres)"
     for prog, pkg in (PROGRAMS | (extra or {})).items():
-        if shutil.which(prog) is None:
+        if shutil.which(prog) is None and not Path("/usr/sbin", prog).exists():
             return f"{prog} is not installed (Debian package {pkg})"
     if not (PG_BIN / "postgres").exists():
         return f"{PG_BIN / 'postgres'} is missing (Debian package postgresql-15)"
@@ -104,7 +104,11 @@ def test_loopback_direct_one_query_16384_bytes_per_ack(seqscan_direct: Recorded)
     assert len(selects) == 1
     assert selects[0]["rows"] == selects[0]["data_rows"] == SEQSCAN_ROWS
     s2c = conn["directions"]["server_to_client"]
-    assert s2c["acks"]["bytes_acked_median"] == 16384
+    # The study's number is the commonest bytes per ACK; the median also holds on a quiet
+    # machine, but a busy one (a benchmark alongside) delays psql's reads and merges ACKs.
+    hist = s2c["acks"]["bytes_acked_histogram"]
+    assert int(next(iter(hist))) == 16384, hist
+    assert s2c["segment_size_median"] == 8192
 
 
 def test_loopback_pgbouncer_both_legs_and_pkt_buf(seqscan_pooled: Recorded) -> None:
@@ -164,3 +168,19 @@ def test_bridge_pgbouncer_mss_segments_and_both_legs(bridge_pooled: Recorded) ->
 def test_bridge_leaves_no_namespace_behind(bridge_pooled: Recorded) -> None:
     names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"pktflow-{os.getpid()}-" not in names
+
+
+# -- Pgpool-II -------------------------------------------------------------------------------
+
+def test_loopback_pgpool_relay_found_and_paired(lab_tmp: Path) -> None:
+    meta, report = recorded(lab_tmp, "seqscan-pgpool", Recording("seqscan-10k", via="pgpool"),
+                            {"pgpool": "pgpool2"})
+    assert_clean(meta, report)
+    (relay,) = report["relays"]
+    assert relay["front_port"] == meta["ports"]["pgpool"]
+    assert relay["back_ports"] == [meta["ports"]["postgres"]]
+    assert relay["unmatched_front_queries"] == 0 and relay["matched_queries"] >= 1
+    for conn in legs(report).values():
+        assert biggest(conn)["data_rows"] == SEQSCAN_ROWS, conn["id"]
+    # message-aligned pieces of at most Pgpool-II's 8,192-byte write buffer
+    assert relay["max_forward_chunk"] <= 8192

@@ -64,4 +64,4 @@ def test_rows_equal_command_tags_and_table_size(analysed: tuple[Path, dict]) -> 
         # every leg carries the whole table: 10,000 DataRows or one CopyData per row
         big = max(conn["queries"], key=lambda q: q["response_bytes"])
         assert big["rows"] == meta["rows"], conn["id"]
-    assert len(legs) == (2 if meta["via"] == "pgbouncer" else 1)
+    assert len(legs) == (1 if meta["via"] == "direct" else 2)

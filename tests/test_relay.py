@@ -30,24 +30,25 @@ def _with_meta(via: str) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
-POOLED = _with_meta("pgbouncer")
+POOLED = _with_meta("pgbouncer") + _with_meta("pgpool")
 DIRECT = _with_meta("direct")
 
 
-def test_corpus_has_both_kinds() -> None:
-    assert POOLED and DIRECT
+def test_corpus_has_every_kind() -> None:
+    assert _with_meta("pgbouncer") and _with_meta("pgpool") and DIRECT
 
 
 @pytest.mark.parametrize("pcap,meta", POOLED, ids=[p.name for p, _ in POOLED])
-def test_pgbouncer_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
+def test_pooled_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
     report = analyze(str(pcap))
     relays = report["relays"]
     assert len(relays) == 1, [r["front_port"] for r in relays]
     relay = relays[0]
-    assert relay["front_port"] == meta["ports"]["pgbouncer"]
+    pooler_port = meta["ports"][meta["via"]]
+    assert relay["front_port"] == pooler_port
     assert relay["back_ports"] == [meta["ports"]["postgres"]]
     conns = {c["id"]: c for c in report["connections"]}
-    fronts = [c for c in conns.values() if c["server"]["port"] == meta["ports"]["pgbouncer"]]
+    fronts = [c for c in conns.values() if c["server"]["port"] == pooler_port]
     assert sorted(relay["front_connections"]) == sorted(c["id"] for c in fronts)
     # Every client query was served by the server exactly once, and found.
     front_queries = sum(len(c["queries"]) for c in fronts)
@@ -60,7 +61,7 @@ def test_pgbouncer_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
         b = conns[p["back"]["connection"]]["queries"][p["back"]["query_index"]]
         assert " ".join(f["sql"].split()) == " ".join(b["sql"].split())
         assert f["rows"] == b["rows"]
-        # PgBouncer forwards the server's messages unchanged.
+        # Both poolers forward the server's messages unchanged.
         assert f["response_bytes"] == b["response_bytes"]
         assert p["request_delay_ms"] > 0 or (p["request_delay_ms"] == 0 and
                                               f["sent_frame"] < b["sent_frame"])
@@ -68,17 +69,25 @@ def test_pgbouncer_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
         expected = ("front" if cid in relay["front_connections"] else
                     "back" if cid in relay["back_connections"] else "direct")
         assert c["role"] == expected
-    # psql and pg_dump set application_name; PgBouncer replays it on the server connection.
+    # psql and pg_dump set application_name; the pooler replays it on the server connection.
     own = [q["sql"] for q in relay["pooler_own_queries"]]
     assert any(s.startswith("SET application_name") for s in own), own
-    # The re-segmentation signature (mechanics.md): 8,192-byte server writes leave PgBouncer
-    # as ~4 KB pieces; no habitual piece exceeds pkt_buf.
-    pkt_buf = meta["pgbouncer_settings"]["pkt_buf"]
     bulk = max(relay["queries"], key=lambda p: p["response_bytes"]["back"] or 0)
     assert bulk["rows"] == meta["rows"]
+    assert relay["verdict"]["evidence_frames"]
+    if meta["via"] == "pgbouncer":
+        _pgbouncer_signature(meta, relay, bulk)
+    else:
+        _pgpool_signature(meta, relay, bulk)
+
+
+def _pgbouncer_signature(meta: dict[str, Any], relay: dict[str, Any],
+                         bulk: dict[str, Any]) -> None:
+    # mechanics.md: 8,192-byte server writes leave PgBouncer as ~4 KB pieces; no habitual
+    # piece exceeds pkt_buf.
+    pkt_buf = meta["pgbouncer_settings"]["pkt_buf"]
     assert bulk["segment_median_out"] <= pkt_buf
     assert relay["max_forward_chunk"] <= pkt_buf
-    assert relay["verdict"]["evidence_frames"]
     if meta["network"] == "loopback":
         # MTU 65,536: segments are the programs' writes, so the re-split shows directly.
         assert bulk["segment_median_in"] == 8192
@@ -89,6 +98,17 @@ def test_pgbouncer_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
         # window to the server closes while it drains to the client.
         assert bulk["segment_median_in"] == bulk["segment_median_out"] == 1448
         assert relay["coupling"]["back_window_zero_events"] > 0
+
+
+def _pgpool_signature(meta: dict[str, Any], relay: dict[str, Any],
+                      bulk: dict[str, Any]) -> None:
+    # mechanics.md: Pgpool-II writes to the client through an 8,192-byte buffer, flushing
+    # before a message that would not fit: message-aligned pieces just under 8 KB.
+    if meta["network"] == "loopback":
+        assert 7000 <= relay["max_forward_chunk"] <= 8192
+        assert "Pgpool-II" in (relay["verdict"]["setting"] or "")
+    else:
+        assert relay["max_forward_chunk"] <= 1448
 
 
 @pytest.mark.parametrize("pcap,meta", DIRECT, ids=[p.name for p, _ in DIRECT])

@@ -14,7 +14,7 @@ def add_subparser(sub: Any) -> None:
     labsub = lab.add_subparsers(dest="lab_command", required=True)
     rec = labsub.add_parser("record", help="run one scenario and capture it")
     rec.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
-    rec.add_argument("--via", default="direct", choices=("direct", "pgbouncer"))
+    rec.add_argument("--via", default="direct", choices=("direct", "pgbouncer", "pgpool"))
     rec.add_argument("--network", default="loopback", choices=("loopback", "bridge"),
                      help="loopback: all on 127.0.0.1 (MTU 65,536); bridge: client, pooler and "
                           "server in network namespaces of their own on a Linux bridge "

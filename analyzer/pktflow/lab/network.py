@@ -133,7 +133,7 @@ class Bridge:
 
     def capture_point(self, via: str) -> tuple[str, str]:
         # the pooler's one interface carries both legs; direct, the server's carries the one
-        return ("pooler" if via == "pgbouncer" else "server"), "eth0"
+        return ("pooler" if via in ("pgbouncer", "pgpool") else "server"), "eth0"
 
     def metadata(self) -> dict[str, Any]:
         return {"mtu": MTU, "offloads": {f: "on" if self.offloads else "off"

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pktflow.errors import LabError
-from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, POSTGRES_PORT,
+from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, PGPOOL_PORT,
+                                   PGPOOL_SETTINGS, POSTGRES_PORT,
                                    SCENARIOS, USER,
                                    create_table_sql, render_command)
 from pktflow.lab.network import Bridge, Loopback, make_network
@@ -34,7 +35,7 @@ from pktflow.lab.services import (TCPDUMP_OPTIONS, Services, free_port, need, re
 @dataclass
 class Recording:
     scenario: str
-    via: str = "direct"  # direct | pgbouncer
+    via: str = "direct"  # direct | pgbouncer | pgpool
     network: str = "loopback"  # loopback | bridge
     rows: int | None = None
     pgbouncer: dict[str, Any] = field(default_factory=lambda: dict(PGBOUNCER_DEFAULTS))
@@ -48,8 +49,8 @@ def record(rec: Recording, out: Path) -> dict[str, Any]:
     metadata."""
     if rec.scenario not in SCENARIOS:
         raise LabError(f"unknown scenario {rec.scenario!r}; known: {', '.join(SCENARIOS)}")
-    if rec.via not in ("direct", "pgbouncer"):
-        raise LabError(f"--via {rec.via!r} is not built yet; use direct or pgbouncer")
+    if rec.via not in ("direct", "pgbouncer", "pgpool"):
+        raise LabError(f"--via {rec.via!r}: use direct, pgbouncer or pgpool")
     scen = SCENARIOS[rec.scenario]
     rows = rec.rows or scen.default_rows
     out = out.resolve()
@@ -105,6 +106,12 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         port = free_port(PGBOUNCER_PORT) if rec.network == "loopback" else PGBOUNCER_PORT
         ports.append(port)
         svc.pgbouncer(host, port, pg_host, pg_port, rec.pgbouncer)
+    elif rec.via == "pgpool":
+        host = net.host("pooler")
+        port = free_port(PGPOOL_PORT) if rec.network == "loopback" else PGPOOL_PORT
+        ports.append(port)
+        svc.pgpool(host, port, pg_host, pg_port)
+    if rec.via != "direct":
         if rec.warm_pool:
             svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
                      DATABASE, "-c", "SELECT 1"], role="client")
@@ -123,9 +130,10 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         "network": rec.network, **net.metadata(),
         "rows": rows, "row_layout": "id int, payload text of 96 characters (3 x md5)",
         "client_command": " ".join(argv), "ports": {"postgres": pg_port} | (
-            {"pgbouncer": port} if rec.via == "pgbouncer" else {}),
+            {rec.via: port} if rec.via != "direct" else {}),
         "pgbouncer_settings": rec.pgbouncer if rec.via == "pgbouncer" else None,
-        "pool_warmed_before_capture": rec.warm_pool if rec.via == "pgbouncer" else None,
+        "pgpool_settings": PGPOOL_SETTINGS if rec.via == "pgpool" else None,
+        "pool_warmed_before_capture": rec.warm_pool if rec.via != "direct" else None,
         "client_seconds": round(elapsed, 3), "tcpdump_dropped": drops,
         "capture_point": f"{where} namespace, {iface}" if in_ns else iface,
         "tcpdump_command": (f"{in_ns} " if in_ns else "") +
@@ -133,6 +141,8 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         "versions": {"postgres": version([need("postgres", "postgresql-15"), "--version"]),
                      "pgbouncer": version(["pgbouncer", "--version"])
                      if rec.via == "pgbouncer" else None,
+                     "pgpool": version([need("pgpool", "pgpool2"), "--version"])
+                     if rec.via == "pgpool" else None,
                      "tcpdump": version(["tcpdump", "--version"]),
                      "kernel": platform.release()},
         "remake": remake_command(rec, out.name),

@@ -22,6 +22,17 @@ SEQSCAN_ROWS = 10_000
 DUMP_TABLE = "tdump"
 
 PGBOUNCER_DEFAULTS = {"pool_mode": "session", "pkt_buf": 4096, "sbuf_loopcnt": 5}
+PGPOOL_VERSION = "4.3"  # Debian bookworm's pgpool2
+# Pgpool-II as a plain connection pooler in front of one server: no replication, no load
+# balancing, no health checks (they would add their own connections to the capture).
+PGPOOL_SETTINGS: dict[str, object] = {
+    "backend_clustering_mode": "'raw'", "backend_weight0": 1,
+    "backend_flag0": "'DISALLOW_TO_FAILOVER'", "enable_pool_hba": "off", "pool_passwd": "''",
+    "num_init_children": 1, "max_pool": 1, "connection_cache": "on",
+    "load_balance_mode": "off", "health_check_period": 0, "sr_check_period": 0,
+    "failover_on_backend_error": "off", "memory_cache_enabled": "off",
+    "log_destination": "'stderr'",
+}
 
 
 def create_table_sql(table: str, rows: int) -> str:

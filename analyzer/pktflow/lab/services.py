@@ -20,7 +20,7 @@ from typing import Any
 
 from pktflow.errors import LabError
 from pktflow.lab.network import Bridge, Loopback
-from pktflow.lab.scenarios import DATABASE, POSTGRES_MAJOR, USER
+from pktflow.lab.scenarios import DATABASE, PGPOOL_SETTINGS, POSTGRES_MAJOR, USER
 
 PG_BIN = Path(f"/usr/lib/postgresql/{POSTGRES_MAJOR}/bin")
 # Full packets, a 256 MiB kernel buffer (KiB), buffered writes (no -U: a write per packet
@@ -31,8 +31,10 @@ RUN_AS = "postgres"
 
 
 def need(program: str, package: str) -> str:
-    path = shutil.which(program) or (str(PG_BIN / program) if (PG_BIN / program).exists()
-                                     else None)
+    # PostgreSQL's servers live outside PATH; pgpool and tcpdump in /usr/sbin, which a
+    # non-login root shell may not have on PATH
+    path = shutil.which(program) or next(
+        (str(d / program) for d in (PG_BIN, Path("/usr/sbin")) if (d / program).exists()), None)
     if path is None:
         raise LabError(f"{program} is not installed", hint=f"apt-get install {package}")
     return path
@@ -165,6 +167,28 @@ class Services:
         ini.write_text("\n".join(lines) + "\n")
         os.chown(ini, self.account.pw_uid, self.account.pw_gid)
         self._spawn([need("pgbouncer", "pgbouncer"), str(ini)], as_user=True, role="pooler")
+        self.wait_ready(host, port, "pooler")
+
+    def pgpool(self, host: str, port: int, pg_host: str, pg_port: int) -> None:
+        """Pgpool-II in raw mode in front of one server: one child process with its connection
+        cache, so the warmed server connection is the one every client gets."""
+        work = self.workdir
+        conf = work / "pgpool.conf"
+        pcp = work / "pcp.conf"
+        pcp.write_text("")
+        settings = PGPOOL_SETTINGS | {
+            "listen_addresses": f"'{host}'", "port": port,
+            "unix_socket_directories": f"'{work}'", "pcp_socket_dir": f"'{work}'",
+            "pcp_listen_addresses": "''", "pcp_port": free_port(0) if not self.net.prefix(
+                "pooler") else 9898,
+            "backend_hostname0": f"'{pg_host}'", "backend_port0": pg_port,
+            "logdir": f"'{work}'", "pid_file_name": f"'{work / 'pgpool.pid'}'",
+        }
+        conf.write_text("".join(f"{k} = {v}\n" for k, v in settings.items()))
+        for f in (conf, pcp):
+            os.chown(f, self.account.pw_uid, self.account.pw_gid)
+        self._spawn([need("pgpool", "pgpool2"), "-n", "-f", str(conf), "-F", str(pcp)],
+                    as_user=True, role="pooler")
         self.wait_ready(host, port, "pooler")
 
     # -- capture -----------------------------------------------------------------------
