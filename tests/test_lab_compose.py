@@ -5,6 +5,7 @@ tables and client commands. A change on one side without the other fails here.""
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import shlex
 import shutil
@@ -73,8 +74,33 @@ def test_pgbouncer_settings_match_native_lab(compose: dict) -> None:
 def test_init_sql_creates_the_scenario_tables() -> None:
     sql = (ROOT / "compose" / "initdb" / "10-tables.sql").read_text()
     statements = [s.strip() for s in sql.split(";") if s.strip()]
-    expected = {S.create_table_sql(s.table, s.default_rows) for s in S.SCENARIOS.values()}
+    expected = {S.create_table_sql(s.table, s.default_rows) for s in S.SCENARIOS.values()
+                if s.setup is None}
     assert set(statements) == expected
+
+
+def _without_host_and_port(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("-h", "-p"):
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def test_init_scripts_run_the_scenario_setups() -> None:
+    # Inside the image's init phase the server listens on its socket only: no -h, no -p.
+    scripts = {p.name: p.read_text() for p in (ROOT / "compose" / "initdb").glob("*.sh")}
+    lines = [shlex.split(ln) for text in scripts.values() for ln in text.splitlines()
+             if ln.strip() and not ln.startswith("#") and ln.strip() != "set -e"]
+    for scen in S.SCENARIOS.values():
+        if scen.setup is not None:
+            expected = S.render_setup(scen, host="h", port=1)
+            assert _without_host_and_port(expected) in lines, scen.name
+    assert all(os.access(p, os.X_OK) for p in (ROOT / "compose" / "initdb").glob("*.sh"))
 
 
 def test_capture_filter_covers_both_legs(compose: dict) -> None:

@@ -61,7 +61,17 @@ def test_rows_equal_command_tags_and_table_size(analysed: tuple[Path, dict]) -> 
             if q["command_tag"] and q["command_tag"].split()[0] in ("SELECT", "COPY"):
                 counted = q["data_rows"] if q["kind"] == "simple" else q["copy_data"]
                 assert counted == q["rows"], (conn["id"], q["sql"][:40])
-        # every leg carries the whole table: 10,000 DataRows or one CopyData per row
-        big = max(conn["queries"], key=lambda q: q["response_bytes"])
-        assert big["rows"] == meta["rows"], conn["id"]
-    assert len(legs) == (1 if meta["via"] == "direct" else 2)
+        if meta["scenario"] != "pgbench":
+            # every leg carries the whole table: 10,000 DataRows or one CopyData per row
+            big = max(conn["queries"], key=lambda q: q["response_bytes"])
+            assert big["rows"] == meta["rows"], conn["id"]
+    if meta["scenario"] == "pgbench":
+        # 4 clients x 25 transactions, each ending in END (tag COMMIT), on both sides of the
+        # pooler: the clients' legs and the pooled server connections
+        pooler = meta["ports"].get(meta["via"])
+        for side in (True, False):
+            commits = sum(q["command_tag"] == "COMMIT" for c in legs
+                          if (c["server"]["port"] == pooler) == side for q in c["queries"])
+            assert commits == 100, side
+    else:
+        assert len(legs) == (1 if meta["via"] == "direct" else 2)

@@ -72,6 +72,9 @@ def test_pooled_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
     # psql and pg_dump set application_name; the pooler replays it on the server connection.
     own = [q["sql"] for q in relay["pooler_own_queries"]]
     assert any(s.startswith("SET application_name") for s in own), own
+    if meta["scenario"] == "pgbench":
+        _transaction_pooling(meta, relay)
+        return
     bulk = max(relay["queries"], key=lambda p: p["response_bytes"]["back"] or 0)
     assert bulk["rows"] == meta["rows"]
     assert relay["verdict"]["evidence_frames"]
@@ -79,6 +82,29 @@ def test_pooled_capture_relay(pcap: Path, meta: dict[str, Any]) -> None:
         _pgbouncer_signature(meta, relay, bulk)
     else:
         _pgpool_signature(meta, relay, bulk)
+
+
+def _transaction_pooling(meta: dict[str, Any], relay: dict[str, Any]) -> None:
+    # 4 pgbench clients (+ its first connection) over default_pool_size server connections:
+    # each server connection serves statements of several clients, one at a time.
+    assert meta["pgbouncer_settings"]["pool_mode"] == "transaction"
+    pool = meta["pgbouncer_settings"]["default_pool_size"]
+    assert len(relay["front_connections"]) == 5
+    assert 1 <= len(relay["back_connections"]) <= pool
+    served: dict[str, set[str]] = {}
+    for p in relay["queries"]:
+        served.setdefault(p["back"]["connection"], set()).add(p["front"]["connection"])
+    assert max(len(v) for v in served.values()) >= 2
+    # a server connection runs one statement at a time: its pairs do not overlap in time
+    by_back: dict[str, list[tuple[float, float]]] = {}
+    for p in relay["queries"]:
+        by_back.setdefault(p["back"]["connection"], []).append(
+            (p["frames"]["back_sent"], p["frames"]["back_last"] or p["frames"]["back_sent"]))
+    for spans in by_back.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert "waited for a server connection" in relay["verdict"]["summary"]
+    assert "default_pool_size" in (relay["verdict"]["setting"] or "")
 
 
 def _pgbouncer_signature(meta: dict[str, Any], relay: dict[str, Any],

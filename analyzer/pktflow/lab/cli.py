@@ -28,6 +28,9 @@ def add_subparser(sub: Any) -> None:
                      choices=("session", "transaction", "statement"))
     rec.add_argument("--pkt-buf", type=int, default=PGBOUNCER_DEFAULTS["pkt_buf"])
     rec.add_argument("--sbuf-loopcnt", type=int, default=PGBOUNCER_DEFAULTS["sbuf_loopcnt"])
+    rec.add_argument("--pool-size", type=int,
+                     help="PgBouncer's default_pool_size: server connections per database/user "
+                          "(fewer than clients makes transaction pooling multiplex)")
     rec.add_argument("--cold-pool", action="store_true",
                      help="do not open the pooled server connection before capturing")
     rec.add_argument("-o", "--output", required=True, type=Path)
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     rec = Recording(scenario=args.scenario, via=args.via, network=args.network, rows=args.rows,
                     pgbouncer={"pool_mode": args.pool_mode, "pkt_buf": args.pkt_buf,
-                               "sbuf_loopcnt": args.sbuf_loopcnt},
+                               "sbuf_loopcnt": args.sbuf_loopcnt} | (
+                        {"default_pool_size": args.pool_size} if args.pool_size else {}),
                     warm_pool=not args.cold_pool,
                     offloads=None if args.offloads is None else args.offloads == "on",
                     rate=args.rate)

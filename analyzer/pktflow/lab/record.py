@@ -26,7 +26,7 @@ from pktflow.errors import LabError
 from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, PGPOOL_PORT,
                                    PGPOOL_SETTINGS, POSTGRES_PORT,
                                    SCENARIOS, USER,
-                                   create_table_sql, render_command)
+                                   render_command, render_setup)
 from pktflow.lab.network import Bridge, Loopback, make_network
 from pktflow.lab.services import (TCPDUMP_OPTIONS, Services, free_port, need, require_root,
                                   version)
@@ -98,8 +98,8 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
     # in namespaces of our own the usual ports are always free
     pg_port = free_port(POSTGRES_PORT) if rec.network == "loopback" else POSTGRES_PORT
     svc.postgres(pg_host, pg_port)
-    svc.run([psql, "-X", "-q", "-h", pg_host, "-p", str(pg_port), "-U", USER, "-d",
-             DATABASE, "-c", create_table_sql(scen.table, rows)])
+    setup = render_setup(scen, host=pg_host, port=pg_port, rows=rows)
+    svc.run([need(setup[0], "postgresql-client-15"), *setup[1:]])
     host, port, ports = pg_host, pg_port, [pg_port]
     if rec.via == "pgbouncer":
         host = net.host("pooler")
@@ -115,7 +115,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         if rec.warm_pool:
             svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
                      DATABASE, "-c", "SELECT 1"], role="client")
-    argv = render_command(scen, host=host, port=port)
+    argv = render_command(scen, host=host, port=port, rows=rows)
     bpf = " or ".join(f"tcp port {p}" for p in ports)
     where, iface = net.capture_point(rec.via)
     dump = svc.tcpdump(iface, out, bpf, where)
@@ -161,5 +161,6 @@ def remake_command(rec: Recording, name: str) -> str:
         cmd += f" --rate {rec.rate}"
     for k, v in rec.pgbouncer.items():
         if rec.via == "pgbouncer" and PGBOUNCER_DEFAULTS.get(k) != v:
-            cmd += f" --{k.replace('_', '-')} {v}"
+            flag = {"default_pool_size": "pool-size"}.get(k, k.replace("_", "-"))
+            cmd += f" --{flag} {v}"
     return f"{cmd} -o captures/{name}"

@@ -46,8 +46,10 @@ class Scenario:
     description: str
     table: str
     default_rows: int
-    # argv template; {host} {port} {user} {db} {table} are filled in by the lab
+    # argv template; {host} {port} {user} {db} {table} {rows} are filled in by the lab
     command: tuple[str, ...]
+    # argv template that builds the scenario's tables; None: the lab's CREATE TABLE AS
+    setup: tuple[str, ...] | None = None
 
 
 SCENARIOS = {
@@ -60,12 +62,36 @@ SCENARIOS = {
                  DUMP_TABLE, 100_000,
                  ("pg_dump", "-h", "{host}", "-p", "{port}", "-U", "{user}", "--data-only",
                   "-t", "{table}", "{db}")),
+        # Transaction pooling's case: several clients, short transactions, few server
+        # connections. pgbench's TPC-B-like script: BEGIN, three UPDATEs, a SELECT, an INSERT,
+        # END per transaction, every statement with its own random values.
+        Scenario("pgbench", "pgbench TPC-B-like: 4 clients x 25 transactions of 7 statements",
+                 "pgbench_accounts", 100_000,
+                 ("pgbench", "-n", "-c", "4", "-j", "2", "-t", "25", "-h", "{host}", "-p",
+                  "{port}", "-U", "{user}", "{db}"),
+                 setup=("pgbench", "-i", "-q", "-s", "{scale}", "-h", "{host}", "-p", "{port}",
+                        "-U", "{user}", "{db}")),
     )
 }
 
+PGBENCH_ROWS_PER_SCALE = 100_000  # pgbench_accounts rows per scale unit
 
-def render_command(s: Scenario, *, host: str, port: int, table: str | None = None
-                   ) -> list[str]:
-    values = {"host": host, "port": str(port), "user": USER, "db": DATABASE,
-              "table": table or s.table}
+
+def _values(s: Scenario, host: str, port: int, rows: int | None) -> dict[str, str]:
+    rows = rows or s.default_rows
+    return {"host": host, "port": str(port), "user": USER, "db": DATABASE, "table": s.table,
+            "rows": str(rows), "scale": str(max(1, rows // PGBENCH_ROWS_PER_SCALE))}
+
+
+def render_command(s: Scenario, *, host: str, port: int, rows: int | None = None) -> list[str]:
+    values = _values(s, host, port, rows)
     return [part.format(**values) for part in s.command]
+
+
+def render_setup(s: Scenario, *, host: str, port: int, rows: int | None = None) -> list[str]:
+    """The command that builds the scenario's tables (CREATE TABLE AS via psql by default)."""
+    values = _values(s, host, port, rows)
+    if s.setup is None:
+        return ["psql", "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d", DATABASE,
+                "-c", create_table_sql(s.table, int(values["rows"]))]
+    return [part.format(**values) for part in s.setup]

@@ -122,6 +122,23 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
             setting = ("the relay drains to the client more slowly than the server produces: "
                        "look at the front leg's verdict (client, network) before pooler "
                        "settings such as tcp_socket_buffer")
+    waits = sorted(((p["request_delay_ms"], i) for i, p in enumerate(pairs)
+                    if p["request_delay_ms"] is not None))
+    if len(waits) >= 10 and len(relay.front) > len(relay.back):
+        median = waits[len(waits) // 2][0]
+        p90, worst = waits[int(len(waits) * 0.9)][0], pairs[waits[-1][1]]
+        if p90 >= 1.0 and p90 >= 10 * max(median, 0.01):
+            parts.append(
+                f"clients waited for a server connection: {len(relay.front)} client "
+                f"connections shared {len(relay.back)} server connection(s), and one request "
+                f"in ten waited {p90:,.2f} ms or more before the relay could forward it "
+                f"(median {median:,.3f} ms, worst {worst['request_delay_ms']:,.2f} ms)")
+            frames += [x for x in (worst["frames"]["front_sent"], worst["frames"]["back_sent"])
+                       if x]
+            setting = setting or ("the pool is smaller than the number of clients that are "
+                                  "busy at once: PgBouncer's default_pool_size (or Pgpool-II's "
+                                  "num_init_children) sets how many server connections serve "
+                                  "them")
     costs = [p["relay_cost_ms"] for p in pairs if p["relay_cost_ms"] is not None]
     if costs:
         worst = max(pairs, key=lambda p: p["relay_cost_ms"] or 0.0)

@@ -58,20 +58,28 @@ def find_relays(conns: list[dict[str, Any]]) -> list[Relay]:
     by_server: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for c in pg:
         by_server[(c["server"]["ip"], c["server"]["port"])].append(c)
-    relays = []
-    taken: set[str] = set()  # a connection is a back leg of at most one relay
-    # Most front connections first: with nested relays the busiest listener is the pooler.
-    for (ip, port), fronts in sorted(by_server.items(), key=lambda kv: -len(kv[1])):
+    candidates = []
+    for (ip, port), fronts in by_server.items():
         front_ids = {c["id"] for c in fronts}
         backs = [c for c in pg if c["client"]["ip"] == ip and c["id"] not in front_ids
-                 and c["id"] not in taken
                  and (c["server"]["ip"], c["server"]["port"]) != (ip, port)]
-        if not backs:
+        if backs:
+            relay = match(ip, port, fronts, backs)
+            if relay.pairs:
+                candidates.append(relay)
+    # A connection plays one part. On one host every address is the same, so the mirror image
+    # of a relay (its back legs as fronts) is a candidate too; statements that repeat verbatim
+    # (BEGIN, END) can pair by chance there, but far fewer than in the real direction. Keep the
+    # best-supported candidates first and drop those that reuse a connection.
+    candidates.sort(key=lambda r: -len(r.pairs))
+    taken: set[str] = set()
+    relays = []
+    for relay in candidates:
+        legs = set(relay.front) | set(relay.back)
+        if legs & taken:
             continue
-        relay = match(ip, port, fronts, backs)
-        if relay.pairs:
-            relays.append(relay)
-            taken.update(relay.back)
+        taken |= legs
+        relays.append(relay)
     return relays
 
 
