@@ -90,7 +90,10 @@ class Conversation:
             data, offset = data[k:], offset + k
         if s.buf:
             data, offset = s.buf + data, s.base
-        pos = self._consume(d, s, data, offset, frame, ts)
+        if s.state == TYPED:  # the steady state: straight to the message walk
+            pos = self._typed(d, s, data, 0, offset, frame, ts)
+        else:
+            pos = self._consume(d, s, data, offset, frame, ts)
         s.buf = data[pos:] if pos < len(data) else b""
         s.base = offset + pos
         if s.state == SYNC and len(s.buf) > SYNC_WINDOW:
