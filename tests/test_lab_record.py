@@ -184,3 +184,17 @@ def test_loopback_pgpool_relay_found_and_paired(lab_tmp: Path) -> None:
         assert biggest(conn)["data_rows"] == SEQSCAN_ROWS, conn["id"]
     # message-aligned pieces of at most Pgpool-II's 8,192-byte write buffer
     assert relay["max_forward_chunk"] <= 8192
+
+
+def test_bridge_rate_shapes_the_transfer(lab_tmp: Path) -> None:
+    meta, report = recorded(lab_tmp, "seqscan-direct-bridge-100mbit",
+                            Recording("seqscan-10k", network="bridge", rate="100mbit"),
+                            BRIDGE_PROGRAMS | {"tc": "iproute2"})
+    assert_clean(meta, report)
+    assert meta["rate"].startswith("100mbit")
+    (conn,) = legs(report).values()
+    q = biggest(conn)
+    assert q["data_rows"] == SEQSCAN_ROWS
+    # 1.15 MB at 100 Mbit/s takes at least ~90 ms (the bucket's 64 KB burst goes faster)
+    seconds = q["last_response_s"] - q["first_response_s"]
+    assert seconds >= 0.8 * (q["response_bytes"] - 65536) * 8 / 100e6

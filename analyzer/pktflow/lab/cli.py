@@ -21,7 +21,7 @@ def add_subparser(sub: Any) -> None:
                           "(MTU 1500)")
     rec.add_argument("--offloads", choices=("on", "off"),
                      help="bridge only: TSO/GSO/GRO on every interface (default off)")
-    rec.add_argument("--rate", help="bridge only: tc tbf rate on each bridge port, "
+    rec.add_argument("--rate", help="bridge only: tc tbf rate on each namespace's eth0, "
                                     "e.g. 100mbit (default: unshaped)")
     rec.add_argument("--rows", type=int, help="table size (default: the scenario's)")
     rec.add_argument("--pool-mode", default=PGBOUNCER_DEFAULTS["pool_mode"],

@@ -5,9 +5,9 @@
 `bridge` builds, per run, four namespaces named `pktflow-<pid>-{bridge,client,pooler,server}`:
 the bridge namespace holds a Linux bridge and one veth per role; the peer of each veth is
 `eth0` in that role's namespace, with a private address. MTU 1500, TSO/GSO/GRO switched on or
-off with ethtool on every interface, an optional token-bucket rate (tc tbf) on each bridge port's
-egress. Nothing is created in the host's namespace, so its networking stays untouched and
-parallel runs never collide; `close()` deletes the namespaces (and with them every interface).
+off with ethtool on every interface, receive packet steering on every veth (see `_steer`), an
+optional token-bucket rate (tc tbf) on each role's `eth0` egress. Nothing is created in the
+host's namespace, so its networking stays untouched and parallel runs never collide; `close()` deletes the namespaces (and with them every interface).
 """
 
 from __future__ import annotations
@@ -97,11 +97,13 @@ class Bridge:
         for role, dev in [("bridge", "br0"), *((("bridge", f"to-{r}") for r in ROLES)),
                           *(((r, "eth0") for r in ROLES))]:
             self._ethtool(role, dev, state)
-            if self.rate and role == "bridge" and dev != "br0":
-                # egress of a bridge port = traffic towards that role: every packet is shaped
-                # once, on its way out of the bridge
+            if dev != "br0":
+                self._steer(role, dev)
+            if self.rate and role != "bridge":
+                # shape where the sender is, as a NIC's line rate does: the sending socket
+                # feels the full queue (TCP small queues) instead of packets being dropped
                 self._run(["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                           "burst", "64kb", "latency", "100ms"], "bridge")
+                           "burst", "64kb", "latency", "100ms"], role)
 
     def _run(self, argv: list[str], role: str) -> str:
         cmd = [*self.prefix(role), *argv]
@@ -110,6 +112,16 @@ class Bridge:
             raise LabError(f"{' '.join(argv)} in {self.ns[role]} failed: "
                            f"{out.stderr.strip()[-300:]}")
         return out.stdout
+
+    def _steer(self, role: str, dev: str) -> None:
+        """Receive packet steering by flow hash on a veth. Without it a veth delivers on the
+        CPU the sender runs on, so a sender moving between CPUs reorders its own segments
+        (SACKs, DSACKs and spurious retransmissions on long transfers, none of them loss)."""
+        cpus = os.sched_getaffinity(0)
+        mask = f"{sum(1 << c for c in cpus):x}"
+        groups = [mask[max(0, i - 8):i] for i in range(len(mask), 0, -8)][::-1]
+        self._run(["sh", "-c", f"for q in /sys/class/net/{dev}/queues/rx-*; do "
+                   f"echo {','.join(groups)} > $q/rps_cpus; done"], role)
 
     def _ethtool(self, role: str, dev: str, state: str) -> None:
         self._run(["ethtool", "-K", dev, *(x for f in OFFLOAD_FEATURES for x in (f, state))],
@@ -138,7 +150,10 @@ class Bridge:
     def metadata(self) -> dict[str, Any]:
         return {"mtu": MTU, "offloads": {f: "on" if self.offloads else "off"
                                          for f in OFFLOAD_FEATURES},
-                "offloads_seen": self.features, "rate": self.rate,
+                "offloads_seen": self.features,
+                "rate": f"{self.rate} (tc tbf on each namespace's eth0 egress)"
+                if self.rate else None,
+                "receive_steering": "RPS by flow hash on every veth, all CPUs",
                 "addresses": {r: ADDRESSES[r] for r in ROLES}, "subnet": SUBNET,
                 "namespaces": "pktflow-<pid>-{" + ",".join(self.ns) + "}"}
 

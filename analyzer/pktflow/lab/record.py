@@ -41,7 +41,7 @@ class Recording:
     pgbouncer: dict[str, Any] = field(default_factory=lambda: dict(PGBOUNCER_DEFAULTS))
     warm_pool: bool = True
     offloads: bool | None = None  # bridge only; None: off
-    rate: str | None = None  # bridge only: tc tbf rate per bridge port, e.g. "100mbit"
+    rate: str | None = None  # bridge only: tc tbf rate per sender, e.g. "100mbit"
 
 
 def record(rec: Recording, out: Path) -> dict[str, Any]:
