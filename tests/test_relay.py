@@ -120,10 +120,10 @@ def _pgbouncer_signature(meta: dict[str, Any], relay: dict[str, Any],
         assert bulk["segments_out"] > bulk["segments_in"]
         assert "pkt_buf" in (relay["verdict"]["setting"] or "")
     else:
-        # MTU 1,500: both legs are cut at the MSS; what shows is the coupling: the relay's
-        # window to the server closes while it drains to the client.
+        # MTU 1,500: both legs are cut at the MSS, so the re-split hides inside full segments
+        # (whether the relay's window to the server also closes varies from run to run).
         assert bulk["segment_median_in"] == bulk["segment_median_out"] == 1448
-        assert relay["coupling"]["back_window_zero_events"] > 0
+        assert relay["max_forward_chunk"] <= 1448
 
 
 def _pgpool_signature(meta: dict[str, Any], relay: dict[str, Any],

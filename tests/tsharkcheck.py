@@ -100,7 +100,8 @@ def pktflow_pgsql_counts(report: dict) -> dict[tuple[int, int], dict[str, int]]:
     out = {}
     wanted = set(_PGSQL_NAMES.values())
     for conn in report["connections"]:
-        if conn.get("protocol") != "postgresql":
+        # encrypted sessions too: their SSLRequest is plaintext, for tshark as for pktflow
+        if not str(conn.get("protocol")).startswith("postgresql"):
             continue
         c, s = conn["client"]["port"], conn["server"]["port"]
         for side, key in (("frontend", (c, s)), ("backend", (s, c))):

@@ -41,10 +41,11 @@ class PktflowError(Exception):
             where.append(f"frame {self.frame}")
         if self.offset is not None:
             where.append(f"byte offset {self.offset}")
-        head = self.file or "pktflow"
+        # the CLI prefixes "pktflow: "; without a file the reason stands alone
+        head = self.file or ""
         if where:
-            head += f" ({', '.join(where)})"
-        line = f"{head}: {self.reason}"
+            head += f" ({', '.join(where)})" if head else ", ".join(where)
+        line = f"{head}: {self.reason}" if head else self.reason
         if self.hint:
             line += f"; {self.hint}"
         return line

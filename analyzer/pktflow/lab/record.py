@@ -97,7 +97,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
     pg_host = net.host("server")
     # in namespaces of our own the usual ports are always free
     pg_port = free_port(POSTGRES_PORT) if rec.network == "loopback" else POSTGRES_PORT
-    svc.postgres(pg_host, pg_port)
+    svc.postgres(pg_host, pg_port, tls=scen.tls)
     setup = render_setup(scen, host=pg_host, port=pg_port, rows=rows)
     svc.run([need(setup[0], "postgresql-client-15"), *setup[1:]])
     host, port, ports = pg_host, pg_port, [pg_port]
@@ -121,7 +121,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
     dump = svc.tcpdump(iface, out, bpf, where)
     t0 = time.time()
     svc.run([need(argv[0], "postgresql-client-15"), *argv[1:]], role="client",
-            stdout=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, env=dict(scen.env), ok=scen.ok_codes)
     elapsed = time.time() - t0
     drops = svc.stop_tcpdump(dump)
     in_ns = " ".join(net.prefix(where)).replace(str(os.getpid()), "<pid>")
@@ -129,7 +129,8 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         "scenario": rec.scenario, "description": scen.description, "via": rec.via,
         "network": rec.network, **net.metadata(),
         "rows": rows, "row_layout": "id int, payload text of 96 characters (3 x md5)",
-        "client_command": " ".join(argv), "ports": {"postgres": pg_port} | (
+        "client_command": " ".join(f"{k}={v}" for k, v in scen.env) + (" " if scen.env
+                                                                        else "") + " ".join(argv), "ports": {"postgres": pg_port} | (
             {rec.via: port} if rec.via != "direct" else {}),
         "pgbouncer_settings": rec.pgbouncer if rec.via == "pgbouncer" else None,
         "pgpool_settings": PGPOOL_SETTINGS if rec.via == "pgpool" else None,

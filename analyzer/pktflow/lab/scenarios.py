@@ -50,6 +50,14 @@ class Scenario:
     command: tuple[str, ...]
     # argv template that builds the scenario's tables; None: the lab's CREATE TABLE AS
     setup: tuple[str, ...] | None = None
+    # environment for the client (e.g. PGSSLMODE), and whether the server offers TLS
+    env: tuple[tuple[str, str], ...] = ()
+    tls: bool = False
+    # the client's exit codes that mean the scenario ran (psql exits 1 when a statement fails)
+    ok_codes: tuple[int, ...] = (0,)
+    # part of compose.yaml's scenarios (the reference experiments); the others are the lab's
+    # protocol coverage
+    compose: bool = True
 
 
 SCENARIOS = {
@@ -71,6 +79,29 @@ SCENARIOS = {
                   "{port}", "-U", "{user}", "{db}"),
                  setup=("pgbench", "-i", "-q", "-s", "{scale}", "-h", "{host}", "-p", "{port}",
                         "-U", "{user}", "{db}")),
+        # The decoder's other paths, each recorded for real (issue: every message, tshark agrees)
+        Scenario("extended", "pgbench -M extended, select-only: Parse/Bind/Execute/Sync",
+                 "pgbench_accounts", 100_000,
+                 ("pgbench", "-n", "-M", "extended", "-S", "-c", "1", "-t", "20", "-h",
+                  "{host}", "-p", "{port}", "-U", "{user}", "{db}"),
+                 setup=("pgbench", "-i", "-q", "-s", "{scale}", "-h", "{host}", "-p", "{port}",
+                        "-U", "{user}", "{db}"), compose=False),
+        Scenario("copy-in", "psql \\copy FROM a client-side program: COPY FROM STDIN",
+                 "tcopy", 20_000,
+                 ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                  "{db}", "-c", "\\copy {table} from program 'seq 1 {rows}'"),
+                 setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                        "{db}", "-c", "CREATE TABLE {table} (id int)"), compose=False),
+        Scenario("error", "a failing statement, then a good one: ErrorResponse and recovery",
+                 SEQSCAN_TABLE, 100,
+                 ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                  "{db}", "-c", "SELECT 1/0", "-c", "SELECT count(*) FROM {table}"),
+                 ok_codes=(0, 1), compose=False),
+        Scenario("tls", "psql with sslmode=require: SSLRequest answered 'S', then TLS",
+                 SEQSCAN_TABLE, 1_000,
+                 ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                  "{db}", "-c", "SELECT * FROM {table}"),
+                 env=(("PGSSLMODE", "require"),), tls=True, compose=False),
     )
 }
 

@@ -107,11 +107,16 @@ class Services:
         return proc
 
     def run(self, argv: list[str], *, as_user: bool = True, role: str = "server",
-            stdout: int | None = None) -> subprocess.CompletedProcess[bytes]:
+            stdout: int | None = None, env: dict[str, str] | None = None,
+            ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
         argv, user = self._wrap(argv, as_user, role)
         out = subprocess.run(argv, cwd=self.workdir, stdout=stdout or subprocess.PIPE,  # type: ignore[call-overload]
-                             stderr=subprocess.PIPE, timeout=600, **user)
-        if out.returncode != 0:
+                             stderr=subprocess.PIPE, timeout=600,
+                             # HOME: libpq looks for client certificates there, and the
+                             # unprivileged user cannot read root's
+                             env=os.environ | {"HOME": str(self.workdir)} | env if env else None,
+                             **user)
+        if out.returncode not in ok:
             shown = argv[len(self.net.prefix(role)):]
             raise LabError(f"{' '.join(shown[:3])} ... failed: "
                            f"{out.stderr.decode(errors='replace').strip()[-300:]}")
@@ -119,15 +124,21 @@ class Services:
 
     # -- servers -----------------------------------------------------------------------
 
-    def postgres(self, host: str, port: int) -> None:
+    def postgres(self, host: str, port: int, tls: bool = False) -> None:
         data = self.workdir / "pgdata"
         self.run([need("initdb", "postgresql-15"), "-D", str(data), "-A", "trust", "-U", USER,
                   "--no-sync", "-E", "UTF8"])
+        ssl: list[str] = []
+        if tls:  # a throwaway self-signed certificate, made as the server's own user
+            self.run([need("openssl", "openssl"), "req", "-new", "-x509", "-nodes", "-days", "2",
+                      "-subj", "/CN=pktflow-lab", "-keyout", str(data / "server.key"),
+                      "-out", str(data / "server.crt")])
+            ssl = ["-c", "ssl=on"]
         with open(data / "pg_hba.conf", "a") as hba:  # the pooler and client namespaces
             hba.write("host all all samenet trust\n")
         self._spawn([need("postgres", "postgresql-15"), "-D", str(data), "-p", str(port),
                      "-k", str(self.workdir), "-c", f"listen_addresses={host}",
-                     "-c", "fsync=off", "-c", "synchronous_commit=off"], as_user=True)
+                     "-c", "fsync=off", "-c", "synchronous_commit=off", *ssl], as_user=True)
         self.wait_ready(host, port, "server")
         self.run([need("psql", "postgresql-client-15"), "-X", "-q", "-h", host, "-p", str(port),
                   "-U", USER, "-d", "postgres", "-c", f"CREATE DATABASE {DATABASE}"])

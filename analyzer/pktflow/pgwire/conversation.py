@@ -21,6 +21,7 @@ from pktflow.pgwire.framing import MAX_MESSAGE, find_boundary
 from pktflow.pgwire.query import Query
 
 START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
+MAX_ERROR_FINDINGS = 20  # failed queries listed one by one per connection, then counted
 SYNC_WINDOW = 256 * 1024  # bytes searched for a provable boundary before settling for less
 KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest skipped
 _D, _d = ord("D"), ord("d")
@@ -65,6 +66,7 @@ class Conversation:
         self.auth = 0  # last authentication request, names the frontend's 'p' reply
         self.encryption_asked: str | None = None
         self.batch_error = False  # an ErrorResponse since the last ReadyForQuery
+        self.query_errors = 0
 
     # -- public API ----------------------------------------------------------------------
 
@@ -119,6 +121,10 @@ class Conversation:
             self.conn_id, [frame]))
 
     def finish(self) -> None:
+        if self.query_errors > MAX_ERROR_FINDINGS:
+            self.findings.append(Finding(
+                "info", "query-error", f"{self.query_errors:,} queries failed in all (the first "
+                f"{MAX_ERROR_FINDINGS} are listed)", self.conn_id, []))
         for d, s in enumerate(self.sides):
             if s.state == SYNC and s.buf:
                 self._settle_sync(d, s, 0, 0.0)
@@ -448,6 +454,13 @@ class Conversation:
                        "hint": err.get("hint"), "position": err.get("position")}
             q.done = True
             self.last_done = q
+            self.query_errors += 1
+            if self.query_errors <= MAX_ERROR_FINDINGS:
+                sql = " ".join(q.sql.split())
+                self.findings.append(Finding(
+                    "info", "query-error", f"a query failed with {err.get('code', '?')} "
+                    f"({err.get('message', '')}): {sql[:60]}{'…' if len(sql) > 60 else ''}",
+                    self.conn_id, [q.sent_frame, frame]))
             self.batch_error = True
         elif t == 0x73:  # PortalSuspended: row limit reached
             q.tag = q.tag or "PortalSuspended"
