@@ -20,6 +20,9 @@ MAX_FRAME = 1 << 18
 MAX_BLOCK = 16 << 20
 
 Record = tuple[int, float, bytes, int]
+# Fixed fields each block type's body must hold before its data and options (block type ->
+# bytes): IDB, obsolete Packet Block, Simple Packet Block, Interface Statistics, Enhanced Packet.
+_MIN_BODY = {1: 8, 2: 20, 3: 4, 5: 12, 6: 20}
 
 
 class _Buffer:
@@ -156,6 +159,15 @@ def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Reco
         if not b.need(blen):
             _cut(st, frame + 1, b, f"the file ends inside a pcapng block (type {btype:#x}, "
                                    f"{blen:,} bytes announced)")
+            break
+        if blen - 12 < _MIN_BODY.get(btype, 0):
+            _cut(st, frame + 1, b, f"a pcapng block (type {btype:#x}) of {blen:,} bytes is too "
+                                   f"short for its fixed fields")
+            break
+        (trail,) = struct.unpack_from(order + "I", b.buf, b.pos + blen - 4)
+        if trail != blen:
+            _cut(st, frame + 1, b, f"a pcapng block (type {btype:#x}) announces {blen:,} bytes "
+                                   f"but ends with a length of {trail:,}")
             break
         body = b.buf[b.pos + 8:b.pos + blen - 4]
         b.pos += blen
