@@ -184,9 +184,6 @@ def test_regression_timestamp_jump_does_not_hang() -> None:
     assert report is not None and report["capture"]["damage"] is not None
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="relay/measure.py formats a segment median of None (bulk pairs whose "
-                          "response segments are unknown); relay/ belongs to another change")
 def test_regression_relay_segment_median_none() -> None:
     """Found by fuzzing the PgBouncer capture: verdict_json formats None with ',.0f'."""
     check_file(REGRESSIONS / "relay-segment-median-none.pcap")

@@ -97,9 +97,10 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
         med_in = _median([p["segment_median_in"] for p in bulk])
         med_out = _median([p["segment_median_out"] for p in bulk])
         ratio = _median([p["segments_out_per_in"] for p in bulk])
-        parts.append(f"the server sent bulk responses in {med_in:,.0f}-byte segments (median) "
-                     f"and the relay forwarded them in {med_out:,.0f}-byte segments, "
-                     f"{ratio:.2f} out per segment in")
+        if med_in is not None and med_out is not None:  # unknown when a leg's response is lost
+            parts.append(f"the server sent bulk responses in {med_in:,.0f}-byte segments "
+                         f"(median) and the relay forwarded them in {med_out:,.0f}-byte "
+                         f"segments" + (f", {ratio:.2f} out per segment in" if ratio else ""))
         if max_chunk and med_in and med_out and med_out < med_in and max_chunk < med_in:
             parts.append(f"its segments habitually stop at {max_chunk:,} bytes (larger ones "
                          f"are the kernel coalescing queued writes): it reads and forwards "
