@@ -290,3 +290,16 @@ def test_scram_exchange_names_without_secrets() -> None:
     assert out["messages"]["frontend"]["SASLResponse"] == 1
     assert out["messages"]["backend"]["AuthenticationSASLFinal"] == 1
     assert "PROOF" not in str(out) and "secretnonce" not in str(out)
+
+
+def test_function_call_is_a_query_with_its_response() -> None:
+    # FunctionCall (the fast path libpq's large-object API uses): OID 764 (lo_import), no args
+    call = msg("F", struct.pack(">IhhI", 764, 0, 0, 0) + struct.pack(">h", 1))
+    result = msg("V", struct.pack(">i", 4) + struct.pack(">I", 16385))
+    front = startup() + call + msg("X")
+    back = AUTH_OK + READY + result + READY
+    out = run(front, back)
+    (q,) = out["queries"]
+    assert q["kind"] == "function" and q["sql"] == "FunctionCall oid 764"
+    assert q["response_messages"] == 2 and q["response_bytes"] == len(result) + len(READY)
+    assert out["messages"]["backend"]["FunctionCallResponse"] == 1

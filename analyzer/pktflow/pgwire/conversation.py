@@ -399,6 +399,11 @@ class Conversation:
             q = Query(self.portals.get(portal, ""), "extended", ts, frame)
             self.queries.append(q)
             self.pending.append(q)
+        elif t == 0x46 and len(body) >= 4:  # FunctionCall: the fast-path call of a function OID
+            oid = M.INT32.unpack_from(body)[0]
+            q = Query(f"FunctionCall oid {oid}", "function", ts, frame)
+            self.queries.append(q)
+            self.pending.append(q)
 
     def _backend(self, s: _Side, t: int, body: bytes, ln: int, frame: int, ts: float) -> None:
         name = M.BACKEND[t]

@@ -18,7 +18,7 @@ class Query:
     def __init__(self, sql: str, kind: str, ts: float, frame: int) -> None:
         self.sql = sql[:SQL_CAP]
         self.sql_truncated = len(sql) > SQL_CAP
-        self.kind = kind  # "simple" | "extended" | "copy"
+        self.kind = kind  # "simple" | "extended" | "copy" | "function"
         self.tag: str | None = None
         self.tags_rows: int | None = None  # rows summed over the command tags
         self.data_rows = 0
