@@ -211,3 +211,14 @@ def test_study_pgbouncer_resplits_and_paces(pooled: dict[str, Any]) -> None:
     assert back["segment_size_median"] == 8192  # PostgreSQL's send buffer
     assert back["window"]["scaled"] is False  # the pooled leg began before the capture
     assert back["window"]["zero_window_periods"] >= 1  # PgBouncer stopped reading
+
+
+def test_reference_bridge_capture_shows_the_mss_pattern() -> None:
+    # The recorded counterpart of the crafted flow above: MTU 1500 between namespaces.
+    report = analyze(str(CAPTURES / "seqscan-10k-direct-bridge.pcap"))
+    (conn,) = report["connections"]
+    s2c = conn["directions"]["server_to_client"]
+    assert s2c["max_segment"] == s2c["segment_size_median"] == 1448  # MSS 1460 - timestamps
+    assert s2c["acks"]["segments_per_ack_median"] == 2
+    assert s2c["acks"]["bytes_acked_median"] == 2 * 1448
+    assert s2c["pattern"].startswith("1 ACK per 2 segments, 2,896 B")
