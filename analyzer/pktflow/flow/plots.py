@@ -63,57 +63,106 @@ def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
 
     series = [s for s in _series(report, got) if len(s["seg"]) + len(s["retr"]) >= 4][:3] \
         or _series(report, got)[:1]
+    relay_view = len({s["title"].split()[0] for s in series}) > 1
     n = max(1, len(series))
-    fig, axes = plt.subplots(n + 1, 1, figsize=(11, 3.2 * (n + 1)), squeeze=False)
+    rows = n + 2 + (1 if relay_view else 0)
+    fig, axes = plt.subplots(rows, 1, figsize=(11, 3.0 * rows), squeeze=False)
     for ax, s in zip(axes[:, 0], series):
-        base = s["base"]
-        for key, color, lw in (("seg", "#1f6fb2", 1.2), ("retr", "#c0392b", 2.0)):
-            if s[key]:
-                ax.vlines([t for t, _, _ in s[key]], [(q - base) / 1024 for _, q, _ in s[key]],
-                          [(e - base) / 1024 for _, _, e in s[key]], colors=color,
-                          linewidth=lw, zorder=3)
-                # a marker at each segment's end: at full zoom a segment is under a pixel tall
-                ax.plot([t for t, _, _ in s[key]], [(e - base) / 1024 for _, _, e in s[key]],
-                        ".", color=color, markersize=2.5, zorder=3,
-                        label="data segment" if key == "seg" else "retransmission")
-        if s["ack"]:
-            ax.step([t for t, _ in s["ack"]], [(a - base) / 1024 for _, a in s["ack"]],
-                    where="post", color="#2e8b57", linewidth=1, label="ACK")
-            if not s["raw_window"]:  # an unscaled raw window would draw a false limit
-                ax.step([t for t, _ in s["win"]], [(w - base) / 1024 for _, w in s["win"]],
-                        where="post", color="#c07000", linewidth=0.8, alpha=0.7,
-                        label="ACK + window")
-        if s["zero"]:
-            ax.plot([t for t, _ in s["zero"]], [(a - base) / 1024 for _, a in s["zero"]], "x",
-                    color="#c0392b", label="zero window")
-        note = " (window scale unknown: window line omitted)" if s["raw_window"] else ""
-        ax.set_title(f"time-sequence: {s['title']}{note}", fontsize=9, loc="left")
-        ax.set_ylabel("KiB in stream")
-        ax.legend(fontsize=7, loc="upper left")
-        ax.grid(alpha=0.3)
-    # bytes in flight of the biggest direction
-    ax = axes[n, 0]
+        _time_sequence(ax, s)
     if series:
-        s = series[0]
-        events = sorted([(t, "s", e) for t, _, e in s["seg"]] + [(t, "a", a) for t, a in s["ack"]])
-        hi = ack = s["base"]
-        xs, ys = [], []
-        for t, k, v in events:
-            if k == "s":
-                hi = max(hi, v)
-            else:
-                ack = max(ack, v)
-            xs.append(t)
-            ys.append(max(0, hi - ack) / 1024)
-        ax.step(xs, ys, where="post", color="#1f6fb2", label="bytes in flight")
-        ax.set_title(f"in flight: {s['title']}", fontsize=9, loc="left")
-        ax.set_ylabel("KiB")
-        ax.legend(fontsize=7, loc="upper left")
-        ax.grid(alpha=0.3)
-    ax.set_xlabel("ms from the first packet of the capture")
+        _in_flight(axes[n, 0], series[0])
+        _acks(axes[n + 1, 0], series[0])
+    if relay_view:
+        _relay(axes[n + 2, 0], series)
+    axes[n, 0].set_xlabel("ms from the first packet of the capture")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _time_sequence(ax: Any, s: dict[str, Any]) -> None:
+    base = s["base"]
+    for key, color, lw in (("seg", "#1f6fb2", 1.2), ("retr", "#c0392b", 2.0)):
+        if s[key]:
+            ax.vlines([t for t, _, _ in s[key]], [(q - base) / 1024 for _, q, _ in s[key]],
+                      [(e - base) / 1024 for _, _, e in s[key]], colors=color,
+                      linewidth=lw, zorder=3)
+            # a marker at each segment's end: at full zoom a segment is under a pixel tall
+            ax.plot([t for t, _, _ in s[key]], [(e - base) / 1024 for _, _, e in s[key]],
+                    ".", color=color, markersize=2.5, zorder=3,
+                    label="data segment" if key == "seg" else "retransmission")
+    if s["ack"]:
+        ax.step([t for t, _ in s["ack"]], [(a - base) / 1024 for _, a in s["ack"]],
+                where="post", color="#2e8b57", linewidth=1, label="ACK")
+        if not s["raw_window"]:  # an unscaled raw window would draw a false limit
+            ax.step([t for t, _ in s["win"]], [(w - base) / 1024 for _, w in s["win"]],
+                    where="post", color="#c07000", linewidth=0.8, alpha=0.7,
+                    label="ACK + window")
+    if s["zero"]:
+        ax.plot([t for t, _ in s["zero"]], [(a - base) / 1024 for _, a in s["zero"]], "x",
+                color="#c0392b", label="zero window")
+    note = " (window scale unknown: window line omitted)" if s["raw_window"] else ""
+    ax.set_title(f"time-sequence: {s['title']}{note}", fontsize=9, loc="left")
+    ax.set_ylabel("KiB in stream")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+
+
+def _in_flight(ax: Any, s: dict[str, Any]) -> None:
+    """Bytes in flight against the advertised window, over time (the biggest direction)."""
+    events = sorted([(t, 0, e) for t, _, e in s["seg"]] + [(t, 1, a) for t, a in s["ack"]])
+    hi = ack = s["base"]
+    xs, ys = [], []
+    for t, k, v in events:
+        if k == 0:
+            hi = max(hi, v)
+        else:
+            ack = max(ack, v)
+        xs.append(t)
+        ys.append(max(0, hi - ack) / 1024)
+    ax.step(xs, ys, where="post", color="#1f6fb2", label="bytes in flight")
+    if s["win"] and not s["raw_window"]:
+        ax.step([t for t, _ in s["win"]],
+                [(w - a) / 1024 for (t, w), (_, a) in zip(s["win"], s["ack"])],
+                where="post", color="#c07000", linewidth=0.8, label="advertised window")
+    ax.set_title(f"in flight and window: {s['title']}", fontsize=9, loc="left")
+    ax.set_ylabel("KiB")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+
+
+def _acks(ax: Any, s: dict[str, Any]) -> None:
+    """How many bytes each advancing ACK acknowledged: 16,384 on loopback, 2 x MSS on a NIC."""
+    sizes: dict[int, int] = {}
+    last = s["base"]
+    for _, a in s["ack"]:
+        if a > last:
+            sizes[a - last] = sizes.get(a - last, 0) + 1
+            last = a
+    top = sorted(sorted(sizes.items(), key=lambda kv: -kv[1])[:15])
+    ax.bar([f"{k:,}" for k, _ in top], [v for _, v in top], color="#2e8b57")
+    ax.set_title(f"bytes acknowledged per ACK (commonest 15): {s['title']}", fontsize=9,
+                 loc="left")
+    ax.set_ylabel("ACKs")
+    ax.tick_params(axis="x", labelsize=7, rotation=30)
+
+
+def _relay(ax: Any, series: list[dict[str, Any]]) -> None:
+    """Both legs of a relay on one time axis: the server's data arriving at the pooler and the
+    pooler's data leaving for the client, as bytes delivered so far."""
+    for s, color in zip(series, ("#1f6fb2", "#c07000", "#2e8b57")):
+        segs = sorted(s["seg"] + s["retr"])
+        hi, xs, ys = s["base"], [], []
+        for t, _, e in segs:
+            hi = max(hi, e)
+            xs.append(t)
+            ys.append((hi - s["base"]) / 1024)
+        ax.step(xs, ys, where="post", color=color, label=s["title"])
+    ax.set_title("relay view: each leg's progress on one time axis", fontsize=9, loc="left")
+    ax.set_ylabel("KiB sent")
+    ax.set_xlabel("ms from the first packet of the capture")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
 
 
 def render(report: dict[str, Any], got: Collected, title: str, fmt: str) -> bytes:
