@@ -220,7 +220,7 @@ class Conversation:
                 # The hot loop: a run of DataRow or CopyData, counted, never parsed.
                 start, count = pos, 0
                 while True:
-                    if ln < 4:
+                    if ln < 4 or ln > MAX_MESSAGE:  # PostgreSQL caps any message near 1 GiB
                         nbytes += pos - start
                         if t == _D:
                             rows += count
