@@ -3,36 +3,58 @@
 
     python3 bench/run.py [--generate] [--rounds 3] [CAPTURE ...]
 
---generate records the benchmark inputs with the lab first (root): a pg_dump of a 1,500,000-row
-table over the bridge (MTU 1500, offloads off), direct and through PgBouncer. Prints wall time,
-CPU time and peak RSS per tool, packets/s and the ratios, and writes bench/results.md.
+--generate records the benchmark inputs with the lab first (root), into bench/out/ (git-ignored):
+a pg_dump of a 1,500,000-row table over the bridge (MTU 1500, offloads off), direct and through
+PgBouncer, and four pooled dumps concatenated (mergecap -a) for the scale check. Prints wall
+time, CPU time and peak RSS per tool, packets/s and the ratios, pktflow's time per million
+packets and peak RSS on the 4x capture, and writes bench/results.md.
 Run by hand, never by the test suite: timings belong in a benchmark, not in assertions.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
+# pktflow's dependencies (rich) live in the checkout's venv (analyzer/bootstrap.sh)
+PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() \
+    else sys.executable
+ROWS = 1_500_000
+SCALE = 4  # the scale capture: a dump SCALE times as large, through PgBouncer
+
+RAW: dict[str, Any] = {}  # every measurement, written to bench/out/runs.json
+Run = tuple[float, float, int] | None  # wall s, CPU s, peak RSS KiB; None: timed out
 
 
-def measure(cmd: list[str]) -> tuple[float, float, int]:
-    """Run cmd; return wall seconds, CPU seconds (user+sys) and peak RSS in KiB of the child."""
+def measure(cmd: list[str], timeout: float) -> Run:
+    """Run cmd; return wall seconds, CPU seconds (user+sys) and peak RSS in KiB of the child,
+    or None when it ran longer than `timeout` seconds (it is killed)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, ru = os.wait4(proc.pid, 0)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        _, status, ru = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
     wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) not in (0, 6):
-        raise SystemExit(f"bench: {' '.join(cmd)} failed with status {status}")
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+    if wall >= timeout and proc.returncode < 0:
+        return None
+    if proc.returncode not in (0, 6):
+        raise SystemExit(f"bench: {' '.join(cmd)} failed with status {proc.returncode}")
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
@@ -44,32 +66,132 @@ def count_packets(path: Path) -> int:
     return 0
 
 
-def tools(path: Path, pooler_port: int) -> dict[str, list[str]]:
-    py = sys.executable
+def pooler_port(path: Path, default: int) -> int:
+    meta = path.with_suffix(".json")
+    if meta.exists():
+        return int(json.loads(meta.read_text()).get("ports", {}).get("pgbouncer") or default)
+    return default
+
+
+def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {
-        "pktflow": [py, "-m", "pktflow.cli", "analyze", "--format", "json", str(path)],
+        "pktflow": [PYTHON, "-m", "pktflow.cli", "analyze", "--format", "json", str(path)],
     }
+    if only_pktflow:
+        return out
     if shutil.which("tcptrace"):
         out["tcptrace -l"] = ["tcptrace", "-l", "-n", str(path)]
     if shutil.which("tshark"):
         out["tshark conv,tcp"] = ["tshark", "-n", "-r", str(path), "-q", "-z", "conv,tcp"]
+        # decode-as for the pooler's port; 5432 is PostgreSQL's already
         out["tshark pgsql.type"] = ["tshark", "-n", "-r", str(path), "-d",
-                                    f"tcp.port=={pooler_port},pgsql", "-T", "fields",
+                                    f"tcp.port=={port},pgsql", "-T", "fields",
                                     "-e", "pgsql.type"]
     return out
 
 
-def generate() -> list[Path]:
+def record(dest: Path, via: str, rows: int) -> Path:
+    if not dest.exists():
+        subprocess.run([PYTHON, "-m", "pktflow.lab", "record", "--scenario", "pgdump",
+                        "--rows", str(rows), "--via", via, "--network", "bridge",
+                        "--offloads", "off", "-o", str(dest)], check=True)
+    return dest
+
+
+def generate() -> tuple[list[Path], Path]:
+    """The benchmark inputs, and the scale capture: SCALE pooled dumps, recorded one after
+    the other and concatenated (mergecap -a), so it is SCALE times as large and clean. (One
+    dump of SCALE x ROWS rows, 1.4 GB, made tcpdump drop a few packets.)"""
     OUT.mkdir(parents=True, exist_ok=True)
-    made = []
-    for via in ("direct", "pgbouncer"):
-        dest = OUT / f"pgdump-1500k-{via}-bridge.pcap"
-        if not dest.exists():
-            subprocess.run([sys.executable, "-m", "pktflow.lab", "record", "--scenario", "pgdump",
-                            "--rows", "1500000", "--via", via, "--network", "bridge",
-                            "--offloads", "off", "-o", str(dest)], check=True)
-        made.append(dest)
-    return made
+    made = [record(OUT / f"pgdump-{ROWS // 1000}k-{via}-bridge.pcap", via, ROWS)
+            for via in ("direct", "pgbouncer")]
+    big = OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-x{SCALE}.pcap"
+    if not big.exists():
+        parts = [made[1]] + [record(OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-{i}.pcap",
+                                    "pgbouncer", ROWS) for i in range(2, SCALE + 1)]
+        subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(big), *map(str, parts)],
+                       check=True)
+        for part in parts[1:]:
+            part.unlink()
+            part.with_suffix(".json").unlink()
+    return made, big
+
+
+def summary(path: Path) -> list[str]:
+    """What pktflow finds in the capture: rows, segments and ACK cadence of each bulk leg."""
+    rep = json.loads(subprocess.run(tools(path, 0, True)["pktflow"], capture_output=True,
+                                    text=True, check=False).stdout)
+    lines = []
+    for c in rep["connections"]:
+        d = c["directions"]["server_to_client"]
+        bulk = max(c.get("queries") or [{}], key=lambda q: q.get("response_bytes", 0))
+        lines.append(f"- {c['id']} -> port {c['server']['port']}: {bulk.get('command_tag')}, "
+                     f"{bulk.get('copy_data', 0):,} CopyData; {d['data_segments']:,} data "
+                     f"segments (median {d['segment_size_median']:,} B, max "
+                     f"{d['max_segment']:,} B); ACK median {d['acks']['bytes_acked_median']:,} "
+                     f"B = {d['acks']['segments_per_ack_median']} segments; verdict "
+                     f"{d['verdict']['limit']}")
+    return lines
+
+
+def fmt(value: float | None, spec: str, timeout: float) -> str:
+    return f"> {timeout:.0f}" if value is None else format(value, spec)
+
+
+def compare(cap: Path, rounds: int, port: int, timeout: float) -> list[str]:
+    size = cap.stat().st_size
+    npk = count_packets(cap)
+    cmds = tools(cap, pooler_port(cap, port))
+    runs: dict[str, list[Run]] = {k: [] for k in cmds}
+    for _ in range(rounds):
+        for name, cmd in cmds.items():  # alternate tools so drift hits all alike
+            if None in runs[name]:
+                continue  # timed out once: do not spend the timeout again
+            runs[name].append(measure(cmd, timeout))
+            print(f"  {cap.name} {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    base = statistics.median(r[0] for r in runs["pktflow"] if r)
+    base_cpu = statistics.median(r[1] for r in runs["pktflow"] if r)
+    lines = [f"## {cap.name}: {size / 1e6:.0f} MB, {npk:,} packets", "",
+             "| tool | wall s | CPU s | peak RSS MB | packets/s | wall vs pktflow | "
+             "CPU vs pktflow |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, rs in runs.items():
+        done = [r for r in rs if r]
+        if len(done) < len(rs):
+            lines.append(f"| {name} | > {timeout:.0f} (killed) | - | - | < {npk / timeout:,.0f} "
+                         f"| > {timeout / base:.1f}x | - |")
+            continue
+        wall = statistics.median(r[0] for r in done)
+        cpu = statistics.median(r[1] for r in done)
+        rss = max(r[2] for r in done) / 1024
+        lines.append(f"| {name} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | "
+                     f"{npk / wall:,.0f} | {wall / base:.2f}x | {cpu / base_cpu:.2f}x |")
+    RAW.setdefault(cap.name, {})["tools"] = runs
+    return lines + ["", "pktflow's reading:", "", *summary(cap), ""]
+
+
+def scale(small: Path, big: Path, rounds: int, timeout: float) -> list[str]:
+    """pktflow's time per million packets and peak RSS on a capture and one SCALE times larger:
+    memory must stay flat, time linear."""
+    rows = []
+    for cap in (small, big):
+        npk = count_packets(cap)
+        rs = [measure(tools(cap, 0, True)["pktflow"], timeout) for _ in range(rounds)]
+        done = [r for r in rs if r]
+        if not done:
+            return [f"## Scale: pktflow ran longer than {timeout:.0f} s on {cap.name}", ""]
+        wall = statistics.median(r[0] for r in done)
+        rows.append((cap, npk, cap.stat().st_size, wall, max(r[2] for r in done) / 1024))
+        RAW.setdefault(cap.name, {})["scale"] = rs
+    (_, n1, _, w1, m1), (_, n2, _, w2, m2) = rows
+    lines = [f"## Scale: pktflow on a capture {n2 / n1:.1f}x as large", "",
+             "| capture | MB | packets | wall s | s per million packets | packets/s | "
+             "peak RSS MB |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for cap, npk, size, wall, rss in rows:
+        lines.append(f"| {cap.name} | {size / 1e6:.0f} | {npk:,} | {wall:.2f} | "
+                     f"{wall / npk * 1e6:.2f} | {npk / wall:,.0f} | {rss:.0f} |")
+    lines += ["", f"{n2 / n1:.2f}x the packets took {w2 / w1:.2f}x the time and "
+              f"{m2 / m1:.2f}x the peak RSS.", ""]
+    return lines
 
 
 def main() -> int:
@@ -77,40 +199,52 @@ def main() -> int:
     ap.add_argument("captures", nargs="*", type=Path)
     ap.add_argument("--generate", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--pooler-port", type=int, default=6432)
+    ap.add_argument("--pooler-port", type=int, default=6432,
+                    help="for tshark's decode-as when a capture has no .json metadata")
+    ap.add_argument("--timeout", type=float, default=600,
+                    help="seconds one tool may take on one capture before it is killed")
     args = ap.parse_args()
     os.environ["PYTHONPATH"] = str(ROOT / "analyzer") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    caps = list(args.captures) + (generate() if args.generate else [])
+    caps = list(args.captures)
+    big = None
+    if args.generate:
+        made, big = generate()
+        caps += made
     if not caps:
         ap.error("give captures or --generate")
     lines = ["# Benchmark results", "",
              f"- machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
              f"Python {platform.python_version()}, kernel {platform.release()}",
              f"- {time.strftime('%Y-%m-%d %H:%M')}, {args.rounds} alternating rounds, "
-             f"median of each", ""]
+             f"median of each; a tool killed after {args.timeout:.0f} s shows as > N; CPU "
+             f"time (user+sys) is the steadier measure when the machine is shared; load "
+             f"average at the start {os.getloadavg()[0]:.2f}",
+             f"- tools: {'; '.join(tool_versions())}", ""]
+    if args.generate:
+        lines += ["Inputs: `pktflow lab record --scenario pgdump --rows N --network bridge "
+                  "--offloads off` (namespaces on a Linux bridge, MTU 1500, no TSO/GSO/GRO), "
+                  "direct and through PgBouncer; metadata beside each capture.", ""]
     for cap in caps:
-        size = cap.stat().st_size
-        npk = count_packets(cap)
-        cmds = tools(cap, args.pooler_port)
-        runs: dict[str, list[tuple[float, float, int]]] = {k: [] for k in cmds}
-        for _ in range(args.rounds):
-            for name, cmd in cmds.items():  # alternate tools so drift hits all alike
-                runs[name].append(measure(cmd))
-        base = statistics.median(r[0] for r in runs["pktflow"])
-        lines += [f"## {cap.name}: {size / 1e6:.0f} MB, {npk:,} packets", "",
-                  "| tool | wall s | CPU s | peak RSS MB | packets/s | wall vs pktflow |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for name, rs in runs.items():
-            wall = statistics.median(r[0] for r in rs)
-            cpu = statistics.median(r[1] for r in rs)
-            rss = max(r[2] for r in rs) / 1024
-            lines.append(f"| {name} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | "
-                         f"{npk / wall:,.0f} | {wall / base:.2f}x |")
-        lines.append("")
+        lines += compare(cap, args.rounds, args.pooler_port, args.timeout)
+    if big is not None:
+        lines += scale(caps[-1], big, args.rounds, args.timeout)
     text = "\n".join(lines)
     print(text)
     (ROOT / "bench" / "results.md").write_text(text + "\n")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "runs.json").write_text(json.dumps(RAW, indent=1) + "\n")
     return 0
+
+
+def tool_versions() -> list[str]:
+    out = []
+    for argv in (["tcptrace", "-v"], ["tshark", "--version"]):
+        if shutil.which(argv[0]):
+            p = subprocess.run(argv, capture_output=True, text=True)
+            first = (p.stdout or p.stderr).strip().splitlines()
+            if first:
+                out.append(first[0].removeprefix("Version:").strip().rstrip("."))
+    return out
 
 
 if __name__ == "__main__":
