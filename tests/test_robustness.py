@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import socket
 import struct
 import subprocess
@@ -85,7 +86,8 @@ def pg_msg(t: bytes, body: bytes) -> bytes:
     return t + struct.pack("!I", 4 + len(body)) + body
 
 
-STARTUP = struct.pack("!II", 8 + 16, 196608) + b"user\0alice\0\0\0\0\0"[:16]
+_PARAMS = b"user\0alice\0database\0shop\0\0"
+STARTUP = struct.pack("!II", 8 + len(_PARAMS), 196608) + _PARAMS
 AUTH_OK = pg_msg(b"R", struct.pack("!I", 0)) + pg_msg(b"Z", b"I")
 QUERY = pg_msg(b"Q", b"select * from t\0")
 
@@ -286,3 +288,180 @@ def test_strict_on_damage_keeps_the_damage_code(tmp_path: Path) -> None:
     p = tmp_path / "cut.pcap"
     p.write_bytes(DIRECT.read_bytes()[:3000])
     assert cli("analyze", "--strict", str(p))[0] == ExitCode.DAMAGED
+
+
+def _segments(talk: Talk, count: int, size: int = 100) -> list[bytes]:
+    """`count` client data segments after the handshake, in stream order."""
+    return [talk._pkt(0, PSH | ACK, b"d" * size, seq=1000 + i * size) for i in range(count)]
+
+
+def _run_big(tmp_path: Path, name: str, frames: list[bytes]) -> tuple[dict[str, Any], int, float]:
+    p = write_pcap(tmp_path / name, frames, LINKTYPE_RAW, dt=1e-6)
+    t0 = time.perf_counter()
+    report, peak = _peak(lambda: analyze(str(p)))
+    return report, peak, time.perf_counter() - t0
+
+
+def _codes(report: dict[str, Any]) -> set[str]:
+    return {f["code"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize("order", ["hole-first", "reversed", "shuffled"])
+def test_100k_out_of_order_segments(tmp_path: Path, order: str) -> None:
+    """100,000 segments of one stream out of order: the reassembly buffer and the hole list
+    stay bounded, time stays linear (a shuffled stream took minutes before the hole list was
+    bounded), and a finding says the bound was hit."""
+    talk = Talk()
+    segs = _segments(talk, 100_001)
+    if order == "hole-first":
+        segs = segs[1:]  # the first segment never arrives
+    elif order == "reversed":
+        segs.reverse()
+    else:
+        random.Random(7).shuffle(segs)
+    report, peak, _ = _run_big(tmp_path, "ooo.pcap", talk.frames + segs)
+    assert peak < 24 << 20, peak  # 10 MB of payload; at most 2,048 segments / 4 MiB buffered
+    c2s = report["connections"][0]["directions"]["client_to_server"]
+    assert c2s["gaps"] >= 1
+    assert "reassembly-bound" in _codes(report)
+
+
+def test_stream_never_acknowledged(tmp_path: Path) -> None:
+    """The server answers with 100,000 segments and the client never acknowledges one (no ACK
+    flag at all): nothing waits for an ACK that never comes, so memory stays flat."""
+    talk = Talk()
+    pg_session(talk)
+    row = pg_msg(b"D", b"\0\1" + struct.pack("!i", 4) + b"abcd")
+    first = pg_msg(b"T", b"\0\0") + row
+    talk.frames.append(talk._pkt(1, PSH, first))
+    seq = talk.seq[1] + len(first)
+    talk.frames += [talk._pkt(1, PSH, row, seq=seq + i * len(row)) for i in range(99_999)]
+    report, peak, _ = _run_big(tmp_path, "noack.pcap", talk.frames)
+    assert peak < 24 << 20, peak
+    (conn,) = report["connections"]
+    assert conn["protocol"] == "postgresql"
+    assert conn["messages"]["backend"]["DataRow"] == 100_000
+    (q,) = conn["queries"]
+    assert q["data_rows"] == 100_000 and q["command_tag"] is None
+    s2c = conn["directions"]["server_to_client"]
+    assert s2c["payload_bytes"] == len(AUTH_OK) + len(first) + 99_999 * len(row)
+    assert s2c["gaps"] == 0
+
+
+def _syn_scan(path: Path, n: int) -> Path:
+    """n connection attempts to 5432, each a SYN answered by RST (a port scan)."""
+    frames = []
+    for i in range(n):
+        src = struct.pack("!I", 0x0A010000 + i // 50_000)
+        sport = 10_000 + i % 50_000
+        frames.append(ip_tcp(src, SERVER, sport, 5432, i * 7, 0, SYN))
+        frames.append(ip_tcp(SERVER, src, 5432, sport, 0, i * 7 + 1, RST | ACK))
+    return write_pcap(path, frames, LINKTYPE_RAW, dt=1e-6)
+
+
+_MEASURE = """
+import sys, time, tracemalloc
+from pktflow.pipeline import analyze
+trace = sys.argv[2] == "1"
+if trace:
+    tracemalloc.start()
+t0 = time.perf_counter()
+report = analyze(sys.argv[1])
+elapsed = time.perf_counter() - t0
+peak = tracemalloc.get_traced_memory()[1] if trace else 0
+print(len(report["connections"]), elapsed, peak)
+"""
+
+
+def _measure(paths: list[Path], trace: bool) -> list[tuple[int, float, int]]:
+    """analyze() each file in its own process, all at once: connections, seconds, peak bytes."""
+    env = {"PYTHONPATH": str(ROOT / "analyzer"), "PATH": "/usr/bin:/bin"}
+    procs = [subprocess.Popen([sys.executable, "-c", _MEASURE, str(p), "1" if trace else "0"],
+                              stdout=subprocess.PIPE, text=True, env=env) for p in paths]
+    out = []
+    for proc in procs:
+        stdout, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0
+        n, el, peak = stdout.split()
+        out.append((int(n), float(el), int(peak)))
+    return out
+
+
+SCAN = int(os.environ.get("PKTFLOW_SCAN_CONNECTIONS", "100000"))
+
+
+def test_syn_scan_of_100k_connections(tmp_path: Path) -> None:
+    """A SYN scan: every connection is reported, time grows linearly (25k vs 100k, plain
+    runs), and memory per connection stays flat (tracemalloc at a tenth of each size: tracing
+    every allocation of 100,000 connections takes minutes)."""
+    small, big = _syn_scan(tmp_path / "s.pcap", SCAN // 4), _syn_scan(tmp_path / "b.pcap", SCAN)
+    (n_s, t_s, _), (n_b, t_b, _) = _measure([small, big], trace=False)
+    assert (n_s, n_b) == (SCAN // 4, SCAN)
+    assert t_b / t_s < 7, (t_s, t_b)  # linear is 4; quadratic would be 16
+    small_t = _syn_scan(tmp_path / "st.pcap", SCAN // 40)
+    big_t = _syn_scan(tmp_path / "bt.pcap", SCAN // 10)
+    (_, _, m_s), (_, _, m_b) = _measure([small_t, big_t], trace=True)
+    assert m_b / m_s < 5, (m_s, m_b)  # linear is 4: per-connection state, no more
+    assert m_b / (SCAN // 10) < 64_000  # about 20 KB per connection in 2026: report + analyses
+    print(f"SYN scan: {SCAN // 4:,} vs {SCAN:,} connections: {t_s:.1f} s vs {t_b:.1f} s "
+          f"(x{t_b / t_s:.2f}); tracemalloc peak at {SCAN // 40:,} vs {SCAN // 10:,}: "
+          f"{m_s / 1e6:.0f} MB vs {m_b / 1e6:.0f} MB (x{m_b / m_s:.2f}, "
+          f"{m_b / (SCAN // 10):,.0f} B per connection)")
+
+
+# -- not PostgreSQL on PostgreSQL's ports -----------------------------------------------------
+
+HTTP_REQUEST = b"GET /index.html HTTP/1.1\r\nHost: db.example\r\nAccept: */*\r\n\r\n"
+HTTP_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2000\r\n\r\n"
+                 + b"<html>" + b"Q" * 1994)
+
+
+def _mysql(seq: int, body: bytes) -> bytes:
+    return struct.pack("<I", len(body))[:3] + bytes([seq]) + body
+
+
+MYSQL = [  # server greeting (protocol 10), client login, OK, a query and its answer
+    (1, _mysql(0, b"\x0a8.0.36\x00" + struct.pack("<I", 12) + b"abcdefgh\x00\xff\xff\x21"
+                  + struct.pack("<HH", 2, 0xDFFF) + b"\x15" + b"\x00" * 10
+                  + b"ijklmnopqrst\x00caching_sha2_password\x00")),
+    (0, _mysql(1, struct.pack("<IIB", 0x000FA685, 1 << 24, 33) + b"\x00" * 23 + b"root\x00\x20"
+                  + b"S" * 32 + b"caching_sha2_password\x00")),
+    (1, _mysql(2, b"\x00\x00\x00\x02\x00\x00\x00")),
+    (0, _mysql(0, b"\x03select @@version_comment limit 1")),
+    (1, _mysql(1, b"\x01") + _mysql(2, b"\x03def" * 10)),
+]
+_RANDOM = bytes((i * 2654435761 >> 13) & 0xFF for i in range(32))
+_HELLO = (b"\x03\x03" + _RANDOM + b"\x00\x00\x04\x13\x01\x13\x02\x01\x00\x00\x08"
+          + b"\x00\x2b\x00\x04\x03\x03\x04\x03")
+_HANDSHAKE = b"\x01" + len(_HELLO).to_bytes(3, "big") + _HELLO
+TLS = [  # a ClientHello with no SSLRequest before it, the server's reply, application data
+    (0, b"\x16\x03\x01" + len(_HANDSHAKE).to_bytes(2, "big") + _HANDSHAKE),
+    (1, b"\x16\x03\x03\x00\x30\x02\x00\x00\x2c\x03\x03" + _RANDOM + b"\x00\x13\x01\x00"
+        + b"\x17\x03\x03\x01\x00" + b"E" * 256),
+]
+FOREIGN = {"http-on-5432": (5432, [(0, HTTP_REQUEST), (1, HTTP_RESPONSE)]),
+           "mysql-on-6432": (6432, MYSQL), "tls-unrequested-on-5432": (5432, TLS)}
+
+
+@pytest.mark.parametrize("handshake", [True, False], ids=["from-syn", "mid-stream"])
+@pytest.mark.parametrize("name", sorted(FOREIGN))
+def test_not_postgresql_on_its_ports(tmp_path: Path, name: str, handshake: bool) -> None:
+    port, exchange = FOREIGN[name]
+    talk = Talk(port)
+    if not handshake:
+        talk.frames = []
+    for side, payload in exchange:
+        talk.send(side, payload)
+    code, out, err = cli("analyze", "--format", "json", str(talk.write(tmp_path / "x.pcap")))
+    assert code == ExitCode.OK and err == ""
+    report = json.loads(out)
+    (conn,) = report["connections"]
+    assert conn["protocol"] == "unknown"  # never "postgresql"
+    assert conn["queries"] == [] and conn["startup"] is None
+    assert conn["messages"] == {"frontend": {}, "backend": {}}
+    assert conn["decode_stopped"] is not None
+    (finding,) = [f for f in report["findings"] if f["code"] == "not-postgresql"]
+    assert "not PostgreSQL" in finding["message"]
+    assert not any(f["severity"] == "error" for f in report["findings"])
+    assert conn["directions"]["server_to_client"]["payload_bytes"] == sum(
+        len(p) for side, p in exchange if side == 1)

@@ -299,6 +299,9 @@ class Conversation:
             s.buf = b""
             if not any(x.decoded for x in self.sides) and self.protocol == "unknown":
                 s.state = STOPPED
+                if self.decode_stopped is None:
+                    self._not_postgres(d, s.base, frame, f"no PostgreSQL message framing in "
+                                                         f"{s.lost:,} bytes", stop=False)
             return
         pos, side = hit
         self._synced(d, s, side, s.base, pos, frame)
@@ -317,12 +320,19 @@ class Conversation:
             f"connection is {kind.upper()}-encrypted, so only its TCP transfer is analysed",
             self.conn_id, [frame]))
 
-    def _not_postgres(self, d: int, off: int, frame: int, reason: str) -> None:
+    def _not_postgres(self, d: int, off: int, frame: int, reason: str,
+                      stop: bool = True) -> None:
         self.protocol = "unknown"
-        self.decode_stopped = {"direction": self.sides[d].role, "offset": off, "frame": frame,
+        role = self.sides[d].role
+        self.decode_stopped = {"direction": role, "offset": off, "frame": frame or None,
                                "reason": reason}
-        for s in self.sides:
-            s.state = STOPPED
+        if stop:
+            for s in self.sides:
+                s.state = STOPPED
+        self.findings.append(Finding(
+            "warning", "not-postgresql", f"{role} stream at offset {off:,}: {reason}; the "
+            f"connection is not PostgreSQL as far as the capture shows, so only its TCP transfer "
+            f"is analysed", self.conn_id, [frame] if frame else []))
 
     def _malformed(self, d: int, s: _Side, t: int, ln: int, at: int, frame: int) -> None:
         reason = (f"length {ln} is under 4" if ln < 4 else

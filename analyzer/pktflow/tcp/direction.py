@@ -29,7 +29,7 @@ class Direction:
 
     __slots__ = (
         "base", "high", "next", "high_ts", "isn_seen", "syn", "fin_at", "rst",
-        "buffer", "buffered_bytes", "holes", "max_acked",
+        "buffer", "buffered_bytes", "holes", "holes_forgotten", "bound_gaps", "max_acked",
         "payload_bytes", "data_segments", "max_segment", "retrans_segments", "retrans_bytes",
         "ooo_segments", "gaps", "missing_bytes", "truncated_bytes", "truncated_segments",
         "zero_window_events", "window_updates", "above_mss_segments", "keepalives",
@@ -50,6 +50,8 @@ class Direction:
         self.buffer: dict[int, tuple[int, bytes, int, float]] = {}
         self.buffered_bytes = 0
         self.holes: list[list[float]] = []  # [start, end, opened_ts], never-seen ranges below high
+        self.holes_forgotten = 0  # holes not remembered past MAX_HOLES (late bytes: retransmits)
+        self.bound_gaps = 0  # gaps declared because the reassembly buffer reached its bounds
         self.max_acked = -1  # highest relative ack the peer sent for this stream
         self.payload_bytes = 0  # unique bytes on the wire
         self.data_segments = 0

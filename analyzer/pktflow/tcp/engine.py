@@ -168,6 +168,8 @@ class TcpEngine:
                 kind |= OUT_OF_ORDER
                 if len(mine.holes) < MAX_HOLES:
                     mine.holes.append([high, seq, ts])
+                else:
+                    mine.holes_forgotten += 1
             mine.payload_bytes += plen
             mine.data_segments += 1
             mine.high = end
@@ -220,15 +222,19 @@ class TcpEngine:
         holes = mine.holes
         for i in range(len(holes) - 1, -1, -1):
             h0, h1, opened = holes[i]
-            lo, hi = max(seq, int(h0)), min(end, int(h1))
-            if lo >= hi:
+            if h1 <= seq or h0 >= end:  # no overlap (the common case, checked cheaply)
                 continue
+            lo, hi = max(seq, int(h0)), min(end, int(h1))
             fresh += hi - lo
             del holes[i]
             if h0 < lo:
                 holes.append([h0, lo, opened])
             if hi < h1:
                 holes.append([hi, h1, opened])
+        if len(holes) > MAX_HOLES:  # splits past the bound: forget the holes furthest back
+            holes.sort(key=lambda h: h[0])
+            mine.holes_forgotten += len(holes) - MAX_HOLES
+            del holes[:len(holes) - MAX_HOLES]
         return fresh
 
     # -- reassembly --------------------------------------------------------------------
@@ -248,6 +254,7 @@ class TcpEngine:
                 mine.buffered_bytes += len(payload)
             if (mine.buffered_bytes > MAX_BUFFERED_BYTES
                     or len(mine.buffer) > MAX_BUFFERED_SEGMENTS):
+                mine.bound_gaps += 1
                 self._declare_gap(conn, d, mine, min(mine.buffer), frame, ts)
             return
         self._push(sink, d, mine, seq, end, payload, frame, ts)

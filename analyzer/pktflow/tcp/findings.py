@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pktflow.findings import Finding
 from pktflow.tcp.connection import Connection
+from pktflow.tcp.direction import MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES
 
 _SIDES = ("client", "server")
 
@@ -30,6 +31,14 @@ def connection_findings(conn: Connection) -> list[Finding]:
                 f"{name}: the capture missed {m.missing_bytes:,} bytes in {m.gaps} gap(s) that "
                 f"the receiver acknowledged or that later data skipped over; protocol decoding "
                 f"resynchronises after each", cid, list(m.ev_gap)))
+        if m.bound_gaps or m.holes_forgotten:
+            out.append(Finding(
+                "warning", "reassembly-bound",
+                f"{name}: reordering or loss exceeded pktflow's reassembly bounds "
+                f"({MAX_BUFFERED_SEGMENTS:,} segments or {MAX_BUFFERED_BYTES >> 20} MiB waiting, "
+                f"{MAX_HOLES} holes remembered): {m.bound_gaps:,} hole(s) were declared capture "
+                f"gaps before they could fill and {m.holes_forgotten:,} were forgotten, so late "
+                f"bytes there count as retransmissions", cid, list(m.ev_gap)))
         if m.retrans_segments:
             out.append(Finding(
                 "warning", "retransmission",
