@@ -30,12 +30,14 @@ from pktflow.tcp.engine import TcpEngine
 ROOT = Path(__file__).resolve().parent.parent
 SEED_FILE = ROOT / "captures" / "seqscan-10k-direct-loopback.pcap"
 SEED = SEED_FILE.read_bytes()[:8192]  # header, handshake, startup, the query, first rows
+# both legs through PgBouncer, so the relay pairing runs too
+POOLED = (ROOT / "captures" / "seqscan-10k-pgbouncer-bridge.pcap").read_bytes()[:16384]
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 
 # Bounded: the whole module stays well under a minute in the normal run, and derandomized so a
 # run is repeatable. PKTFLOW_FUZZ_EXAMPLES=5000 searches longer with fresh randomness.
 _LONG = os.environ.get("PKTFLOW_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_LONG or 150), deadline=None, derandomize=not _LONG,
+FUZZ = settings(max_examples=int(_LONG or 1500), deadline=None, derandomize=not _LONG,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PER_EXAMPLE_S = 20  # far above any real example (milliseconds); catches hangs
 
@@ -147,14 +149,14 @@ def check_file(path: Path) -> dict | None:  # type: ignore[type-arg]
 
 # -- capture reader (and everything after it) --------------------------------------------------
 
-@pytest.mark.parametrize("name", ["f.pcap", "f.pcapng"])
+@pytest.mark.parametrize("name", ["f.pcap", "f.pcapng", "pooled.pcap"])
 @FUZZ
 @given(cut=st.floats(0, 1, allow_nan=False), edits=st.lists(mutation, max_size=8))
 @example(cut=1.0, edits=[("u32", 0.5, b"\x01")])  # a record length or timestamp gone wild
 @example(cut=1.0, edits=[("set", 0.02, b"\x00\x00\x00\x00")])  # a zeroed header field
 def test_fuzz_capture_reader(tmp_path_factory: pytest.TempPathFactory, name: str, cut: float,
                              edits: list[tuple[str, float, bytes]]) -> None:
-    seed = SEED if name == "f.pcap" else SEED_NG
+    seed = {"f.pcap": SEED, "f.pcapng": SEED_NG, "pooled.pcap": POOLED}[name]
     p = tmp_path_factory.getbasetemp() / name
     p.write_bytes(mutate(seed[:round(cut * len(seed))], edits))
     check_file(p)
