@@ -8,6 +8,7 @@ kept as explicit examples and as files in tests/regressions/.
 
 from __future__ import annotations
 
+import gzip
 import os
 import signal
 import struct
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 
 from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
 from pktflow.capture.reader import open_capture
-from pktflow.errors import PktflowError
+from pktflow.errors import NotACaptureError, PktflowError
 from pktflow.pgwire.conversation import Conversation
 from pktflow.pipeline import Options, Run, analyze, build_report
 from pktflow.tcp.engine import TcpEngine
@@ -85,6 +86,7 @@ def _as_pcapng(frames: list[bytes]) -> bytes:
 
 SEED_FRAMES = _pcap_records(SEED)
 SEED_NG = _as_pcapng(SEED_FRAMES)
+SEED_GZ = gzip.compress(SEED, mtime=0)  # mutations hit the deflate stream and the gzip trailer
 
 
 def _seed_packets() -> list[tuple]:  # type: ignore[type-arg]
@@ -149,14 +151,14 @@ def check_file(path: Path) -> dict | None:  # type: ignore[type-arg]
 
 # -- capture reader (and everything after it) --------------------------------------------------
 
-@pytest.mark.parametrize("name", ["f.pcap", "f.pcapng", "pooled.pcap"])
+@pytest.mark.parametrize("name", ["f.pcap", "f.pcapng", "pooled.pcap", "f.pcap.gz"])
 @FUZZ
 @given(cut=st.floats(0, 1, allow_nan=False), edits=st.lists(mutation, max_size=8))
 @example(cut=1.0, edits=[("u32", 0.5, b"\x01")])  # a record length or timestamp gone wild
 @example(cut=1.0, edits=[("set", 0.02, b"\x00\x00\x00\x00")])  # a zeroed header field
 def test_fuzz_capture_reader(tmp_path_factory: pytest.TempPathFactory, name: str, cut: float,
                              edits: list[tuple[str, float, bytes]]) -> None:
-    seed = {"f.pcap": SEED, "f.pcapng": SEED_NG, "pooled.pcap": POOLED}[name]
+    seed = {"f.pcap": SEED, "f.pcapng": SEED_NG, "pooled.pcap": POOLED, "f.pcap.gz": SEED_GZ}[name]
     p = tmp_path_factory.getbasetemp() / name
     p.write_bytes(mutate(seed[:round(cut * len(seed))], edits))
     check_file(p)
@@ -177,6 +179,15 @@ def test_regression_short_pcapng_blocks(tmp_path: Path, btype: int, body: bytes)
     report = check_file(p)
     assert report is not None and report["capture"]["damage"] is not None
     assert "too short" in report["capture"]["damage"]["reason"]
+
+
+def test_regression_corrupt_deflate_at_the_start(tmp_path: Path) -> None:
+    """Found by probing cut gzip files: a deflate error in the first 4 bytes escaped as
+    zlib.error; it is 'not a valid gzip file' (exit 4)."""
+    p = tmp_path / "bad.pcap.gz"
+    p.write_bytes(SEED_GZ[:4] + b"\x00" * 6 + SEED_GZ[10:12] + b"\xff" * 32)
+    with pytest.raises(NotACaptureError, match="not a valid gzip file"):
+        analyze(str(p))
 
 
 def test_regression_timestamp_jump_does_not_hang() -> None:

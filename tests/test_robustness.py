@@ -7,6 +7,7 @@ tmp_path with struct (scapy would take minutes for 100,000 connections), never c
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -465,3 +466,23 @@ def test_not_postgresql_on_its_ports(tmp_path: Path, name: str, handshake: bool)
     assert not any(f["severity"] == "error" for f in report["findings"])
     assert conn["directions"]["server_to_client"]["payload_bytes"] == sum(
         len(p) for side, p in exchange if side == 1)
+
+
+@pytest.mark.parametrize("how", ["cut", "crc"])
+def test_damaged_gzip_keeps_what_precedes(tmp_path: Path, how: str) -> None:
+    """A gzipped capture cut short or with a bad CRC: the frames decompressed before the damage
+    are analysed (a 1 MiB read() used to lose them all with the exception)."""
+    plain = DIRECT.read_bytes()[:50_000]
+    gz = bytearray(gzip.compress(plain, mtime=0))
+    if how == "cut":
+        gz = gz[:len(gz) // 2]
+    else:
+        gz[-8] ^= 1  # the CRC32 in the trailer
+    p = tmp_path / "x.pcap.gz"
+    p.write_bytes(bytes(gz))
+    code, out, err = cli("analyze", "--format", "json", str(p))
+    assert code == ExitCode.DAMAGED
+    assert_one_line_error(err, p)
+    cap = json.loads(out)["capture"]
+    assert cap["compressed"] and "compressed stream is damaged" in cap["damage"]["reason"]
+    assert cap["packets"] >= (5 if how == "cut" else 10)

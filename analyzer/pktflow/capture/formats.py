@@ -46,7 +46,9 @@ class _Buffer:
         self.pos = 0
         while have < n:
             try:
-                more = self.fh.read(max(BLOCK, n - have))
+                # read1: one underlying read, so a damaged gzip stream loses only its last
+                # chunk, not the megabyte of good data a read() in progress would drop
+                more = self.fh.read1(max(BLOCK, n - have))  # type: ignore[attr-defined]
             except (EOFError, OSError, zlib.error) as exc:  # a cut or corrupt gzip stream
                 self.error = f"the compressed stream is damaged ({exc})"
                 more = b""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterator
 from types import TracebackType
 from typing import BinaryIO
@@ -34,7 +35,7 @@ class Capture:
             self.stats.compressed = True
             try:
                 head = self._fh.read(4)
-            except (OSError, EOFError) as exc:
+            except (OSError, EOFError, zlib.error) as exc:  # zlib: corrupt deflate data
                 raise NotACaptureError(f"not a valid gzip file ({exc})", file=path,
                                        offset=0) from None
         if not head:
