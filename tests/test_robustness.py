@@ -486,3 +486,14 @@ def test_damaged_gzip_keeps_what_precedes(tmp_path: Path, how: str) -> None:
     cap = json.loads(out)["capture"]
     assert cap["compressed"] and "compressed stream is damaged" in cap["damage"]["reason"]
     assert cap["packets"] >= (5 if how == "cut" else 10)
+
+
+def test_4gb_record_under_a_4gb_snaplen_reads_nothing_big(tmp_path: Path) -> None:
+    """A corrupt file header claiming a 4 GB snaplen once licensed a 4 GB read buffer for a
+    record claiming 4 GB: now records above 16 MiB are damage whatever the snaplen says."""
+    head = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 0xFFFFFFFF, LINKTYPE_RAW)
+    p = tmp_path / "huge.pcap"
+    p.write_bytes(head + struct.pack("<IIII", 1, 0, 0xFFFFFFF0, 0xFFFFFFF0) + b"x" * 1000)
+    report, peak = _peak(lambda: analyze(str(p)))
+    assert peak < 32 << 20, peak
+    assert "4,294,967,280 captured bytes" in report["capture"]["damage"]["reason"]

@@ -92,7 +92,8 @@ def pcap_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record
     b.pos += 20
     st.nanosecond = nano
     scale = 1e-9 if nano else 1e-6
-    limit = max(snaplen, MAX_FRAME)
+    # a corrupt snaplen must not license a 4 GB read: no capture tool writes frames that big
+    limit = min(max(snaplen, MAX_FRAME), MAX_BLOCK)
     rec = struct.Struct(order + "IIII").unpack_from
     frame = 0
     while True:
