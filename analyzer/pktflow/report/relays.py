@@ -47,14 +47,19 @@ def render_relay(relay: dict[str, Any]) -> RenderableType:
     if verdict.get("evidence_frames"):
         body.append(Text("evidence frames " + ", ".join(map(str, verdict["evidence_frames"])),
                          "dim"))
+    # Bulk results: the biggest responses tell the transfer's story. Many small statements
+    # (transaction pooling): the ones the relay delayed most.
+    bulk = any((p["segments_in"] or 0) >= 4 for p in relay["queries"])
+    order = "biggest responses first" if bulk else "most delayed by the relay first"
     table = Table(box=None, pad_edge=False, title_justify="left",
-                  title="matched queries (ms; segments and median sizes in -> out)")
+                  title=f"matched queries, {order} (ms; segments and median sizes in -> out)")
     for col in ("front", "back", "sql", "rows", "req delay", "1st byte", "last byte",
                 "relay cost", "segments", "median B"):
         table.add_column(col, justify="left" if col in ("sql", "front", "back") else "right",
                          no_wrap=col != "sql", ratio=1 if col == "sql" else None,
                          min_width=10 if col == "sql" else None)
-    pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0))
+    pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
+                   if bulk else -(p["relay_cost_ms"] or 0.0))
     for p in pairs[:MAX_ROWS]:
         table.add_row(f"{p['front']['connection']}#{p['front']['query_index']}",
                       f"{p['back']['connection']}#{p['back']['query_index']}", _sql(p["sql"]),
