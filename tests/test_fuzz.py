@@ -25,6 +25,7 @@ from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
 from pktflow.capture.reader import open_capture
 from pktflow.errors import NotACaptureError, PktflowError
 from pktflow.pgwire.conversation import Conversation
+from pktflow.pgwire.framing import BoundaryScan, chain_at
 from pktflow.pipeline import Options, Run, analyze, build_report
 from pktflow.tcp.engine import TcpEngine
 
@@ -319,3 +320,36 @@ def test_fuzz_conversation_random_bytes(data: list[bytes], sides: list[int]) -> 
             offs[d] += len(blob)
         conv.finish()
         conv.to_json()
+
+
+def _boundary_by_rescanning(buf: bytes, sides: tuple[str, ...], need_proof: bool
+                            ) -> tuple[int, str] | None:
+    """The original search: every position, every time."""
+    for pos in range(0, len(buf) - 4):
+        for side in sides:
+            hit = chain_at(buf, pos, side)
+            if hit is not None and (hit[1] or not need_proof):
+                return pos, side
+    return None
+
+
+@FUZZ
+@given(edits=st.lists(mutation, max_size=6), skip=st.integers(0, 4000),
+       cuts=st.lists(st.integers(1, 600), min_size=1, max_size=30),
+       sides=st.sampled_from((("frontend", "backend"), ("backend",), ("frontend",))),
+       need_proof=st.booleans())
+def test_incremental_boundary_search_matches_a_full_rescan(
+        edits: list[tuple[str, float, bytes]], skip: int, cuts: list[int],
+        sides: tuple[str, ...], need_proof: bool) -> None:
+    """BoundaryScan judges each position once as the buffer grows; at every step it must find
+    what a full rescan of the buffer finds."""
+    stream = mutate(SEED_STREAMS[1][skip:skip + 6000], edits)
+    scan = BoundaryScan(sides, need_proof)
+    end = 0
+    for n in cuts:
+        end += n
+        buf = stream[:end]
+        got = scan.find(buf, 1000)  # any stream offset: positions are kept as offsets
+        assert got == _boundary_by_rescanning(buf, sides, need_proof)
+        if got is not None:
+            break

@@ -17,7 +17,7 @@ from typing import Any
 
 from pktflow.findings import Finding
 from pktflow.pgwire import messages as M
-from pktflow.pgwire.framing import MAX_MESSAGE, find_boundary
+from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
 from pktflow.pgwire.query import Query
 
 START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
@@ -31,7 +31,7 @@ _BULK_FRONTEND = frozenset((_d,))  # CopyData of COPY FROM STDIN ('D' is Describ
 
 class _Side:
     __slots__ = ("role", "state", "buf", "base", "skip", "counts", "lost", "decoded",
-                 "skip_query")
+                 "skip_query", "scan")
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -42,6 +42,7 @@ class _Side:
         self.counts: dict[str, int] = {}
         self.lost = 0
         self.decoded = False
+        self.scan: BoundaryScan | None = None  # the boundary search while in SYNC
 
 
 class Conversation:
@@ -109,7 +110,7 @@ class Conversation:
             s.skip -= length  # inside a counted body: no boundary was lost
             return
         s.lost += length + len(s.buf) + s.skip
-        s.buf, s.skip, s.base = b"", 0, offset + length
+        s.buf, s.skip, s.base, s.scan = b"", 0, offset + length, None
         if s.state != START:
             s.state = SYNC
         for q in self.pending:
@@ -143,10 +144,14 @@ class Conversation:
         if s.state == STOPPED:
             return pos
         if s.state == SYNC:
-            hit = find_boundary(buf[pos:], (s.role,) if self.roles_known
-                                else ("frontend", "backend"), need_proof=not self.roles_known)
+            key = ((s.role,) if self.roles_known else ("frontend", "backend"),
+                   not self.roles_known)
+            if s.scan is None or s.scan.key != key:
+                s.scan = BoundaryScan(*key)
+            hit = s.scan.find(buf[pos:], off + pos)
             if hit is None:
                 return pos  # keep buffering (bounded by SYNC_WINDOW)
+            s.scan = None
             pos, side = pos + hit[0], hit[1]
             self._synced(d, s, side, off, pos, frame)
         return self._typed(d, s, buf, pos, off, frame, ts)
@@ -293,6 +298,7 @@ class Conversation:
 
     def _settle_sync(self, d: int, s: _Side, frame: int, ts: float) -> None:
         """No boundary with proof in a full window: accept one without, or give the side up."""
+        s.scan = None
         hit = find_boundary(s.buf, (s.role,), need_proof=False)
         if hit is None:
             s.lost += len(s.buf)
