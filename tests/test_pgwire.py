@@ -303,3 +303,35 @@ def test_function_call_is_a_query_with_its_response() -> None:
     assert q["kind"] == "function" and q["sql"] == "FunctionCall oid 764"
     assert q["response_messages"] == 2 and q["response_bytes"] == len(result) + len(READY)
     assert out["messages"]["backend"]["FunctionCallResponse"] == 1
+
+
+def test_queries_beyond_the_cap_are_counted_not_kept() -> None:
+    from pktflow.pgwire import conversation as C
+
+    n = C.MAX_QUERIES + 50
+    q = msg("Q", cstr("SELECT 1"))
+    answer = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + datarow(1) + \
+        msg("C", cstr("SELECT 1")) + READY
+    conv = Conversation("c1", start_seen=lambda d: True)
+    conv.feed(0, startup(), 0, 1, 0.0)
+    conv.feed(1, AUTH_OK + READY, 0, 2, 0.0)
+    off0, off1 = len(startup()), len(AUTH_OK + READY)
+    for i in range(n):
+        conv.feed(0, q, off0, 3 + 2 * i, float(i))
+        conv.feed(1, answer, off1, 4 + 2 * i, float(i))
+        off0, off1 = off0 + len(q), off1 + len(answer)
+    conv.finish()
+    out = conv.to_json()
+    assert out["queries_total"] == n and len(out["queries"]) == C.MAX_QUERIES
+    assert out["messages"]["backend"]["DataRow"] == n  # counts cover every query
+    assert len(conv.pending) == 0  # answered queries are not held on to
+    assert [f.code for f in conv.findings].count("queries-capped") == 1
+
+
+def test_named_statements_are_bounded() -> None:
+    from pktflow.pgwire import conversation as C
+
+    names: dict[str, str] = {}
+    for i in range(C.MAX_NAMES + 10):
+        C._bounded_put(names, f"S_{i}", "SELECT 1")
+    assert len(names) == C.MAX_NAMES and "S_0" not in names and f"S_{C.MAX_NAMES + 9}" in names

@@ -21,6 +21,8 @@ from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
 from pktflow.pgwire.query import Query
 
 START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
+MAX_QUERIES = 10_000  # queries listed per connection; the rest are counted
+MAX_NAMES = 10_000  # prepared statements and portals remembered per connection
 MAX_ERROR_FINDINGS = 20  # failed queries listed one by one per connection, then counted
 SYNC_WINDOW = 256 * 1024  # bytes searched for a provable boundary before settling for less
 KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest skipped
@@ -45,6 +47,15 @@ class _Side:
         self.scan: BoundaryScan | None = None  # the boundary search while in SYNC
 
 
+def _bounded_put(names: dict[str, str], key: str, value: str) -> None:
+    """Remember a statement or portal name; past MAX_NAMES, forget the oldest (a client that
+    never closes its named statements must not grow memory without bound)."""
+    names.pop(key, None)
+    if len(names) >= MAX_NAMES:
+        del names[next(iter(names))]
+    names[key] = value
+
+
 class Conversation:
     def __init__(self, conn_id: str, start_seen: Callable[[int], bool] | None = None) -> None:
         self.conn_id = conn_id
@@ -57,7 +68,9 @@ class Conversation:
         self.decode_started_at: str | None = None
         self.decode_stopped: dict[str, Any] | None = None
         self.findings: list[Finding] = []
-        self.queries: list[Query] = []
+        self.queries: list[Query] = []  # the first MAX_QUERIES
+        self.queries_total = 0
+        self.last_query: Query | None = None
         self.pending: deque[Query] = deque()  # sent, not finished
         self.last_done: Query | None = None
         self.statements: dict[str, str] = {}
@@ -347,7 +360,7 @@ class Conversation:
         s.state = STOPPED
         self.decode_stopped = {"direction": s.role, "offset": at, "frame": frame,
                                "reason": reason}
-        if not any(x.decoded for x in self.sides) and not self.queries:
+        if not any(x.decoded for x in self.sides) and not self.queries_total:
             self.protocol = "unknown"
             return
         self.findings.append(Finding(
@@ -375,8 +388,8 @@ class Conversation:
         if copies:
             s.counts["CopyData"] = s.counts.get("CopyData", 0) + copies
         if s.role == "frontend":  # COPY FROM STDIN: rows follow the query that asked for them
-            if self.queries:
-                self.queries[-1].copy_data += copies
+            if self.last_query is not None:
+                self.last_query.copy_data += copies
             return
         q = self._head()
         if q is None:
@@ -399,27 +412,36 @@ class Conversation:
             name = M.PASSWORD_REPLY.get(self.auth, "PasswordMessage")
         self._count(s, name)
         if t == 0x51:  # Query
-            q = Query(body.rstrip(b"\x00").decode("utf-8", "replace"), "simple", ts, frame)
-            self.queries.append(q)
-            self.pending.append(q)
+            self._add_query(Query(body.rstrip(b"\x00").decode("utf-8", "replace"), "simple",
+                                  ts, frame), frame)
         elif t == 0x50:  # Parse: statement name, SQL
             parts = M.cstrings(body, 2)
             if len(parts) >= 2:
-                self.statements[parts[0]] = parts[1]
+                _bounded_put(self.statements, parts[0], parts[1])
         elif t == 0x42:  # Bind: portal, statement
             parts = M.cstrings(body, 2)
             if len(parts) >= 2:
-                self.portals[parts[0]] = self.statements.get(parts[1], "")
+                _bounded_put(self.portals, parts[0], self.statements.get(parts[1], ""))
         elif t == 0x45:  # Execute: portal
             portal = M.cstrings(body, 1)[0]
-            q = Query(self.portals.get(portal, ""), "extended", ts, frame)
-            self.queries.append(q)
-            self.pending.append(q)
+            self._add_query(Query(self.portals.get(portal, ""), "extended", ts, frame), frame)
         elif t == 0x46 and len(body) >= 4:  # FunctionCall: the fast-path call of a function OID
             oid = M.INT32.unpack_from(body)[0]
-            q = Query(f"FunctionCall oid {oid}", "function", ts, frame)
+            self._add_query(Query(f"FunctionCall oid {oid}", "function", ts, frame), frame)
+
+    def _add_query(self, q: Query, frame: int) -> None:
+        """Every query is tracked until answered; the first MAX_QUERIES are kept for the report,
+        so a connection captured for hours does not grow without bound."""
+        self.queries_total += 1
+        self.last_query = q
+        self.pending.append(q)
+        if len(self.queries) < MAX_QUERIES:
             self.queries.append(q)
-            self.pending.append(q)
+        elif self.queries_total == MAX_QUERIES + 1:
+            self.findings.append(Finding(
+                "info", "queries-capped", f"more than {MAX_QUERIES:,} queries on this "
+                f"connection: the first {MAX_QUERIES:,} are listed, the message counts cover "
+                f"all of them (from frame {frame})", self.conn_id, [frame]))
 
     def _backend(self, s: _Side, t: int, body: bytes, ln: int, frame: int, ts: float) -> None:
         name = M.BACKEND[t]
@@ -508,4 +530,5 @@ class Conversation:
             "server_parameters": self.parameters,
             "messages": {"frontend": dict(front.counts), "backend": dict(back.counts)},
             "queries": [q.to_json() for q in self.queries],
+            "queries_total": self.queries_total,
         }
