@@ -115,12 +115,46 @@ def render_connection(conn: dict[str, Any]) -> RenderableType:
     return Panel(Group(*body), title=title, title_align="left")
 
 
+MAX_PANELS = 10  # connections drawn in full; the overview lists them all
+
+
+def _bytes(conn: dict[str, Any]) -> int:
+    return sum(d["payload_bytes"] for d in conn["directions"].values())
+
+
+def render_overview(conns: list[dict[str, Any]]) -> RenderableType:
+    """One line per connection: who, role, bytes each way, queries, the bulk direction's
+    verdict. The busiest first."""
+    table = Table(title=f"{len(conns):,} connections, busiest first", title_justify="left",
+                  box=None, pad_edge=False)
+    for col, just in (("conn", "left"), ("client -> server", "left"), ("role", "left"),
+                      ("packets", "right"), ("bytes c->s", "right"), ("bytes s->c", "right"),
+                      ("queries", "right"), ("limit", "left")):
+        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for c in sorted(conns, key=lambda c: -_bytes(c)):
+        c2s, s2c = c["directions"]["client_to_server"], c["directions"]["server_to_client"]
+        bulk = max((c2s, s2c), key=lambda d: d["payload_bytes"])
+        verdict = (bulk.get("verdict") or {}).get("limit", "-")
+        table.add_row(c["id"], f"{_endpoint(c['client'])} -> {_endpoint(c['server'])}",
+                      c.get("role", "-"), f"{c['packets']:,}", f"{c2s['payload_bytes']:,}",
+                      f"{s2c['payload_bytes']:,}",
+                      f"{c.get('queries_total', len(c.get('queries') or [])):,}", verdict)
+    return table
+
+
 def render(report: dict[str, Any], console: Console) -> None:
     console.print(render_findings(report["findings"]))
     console.print(render_capture(report["capture"]))
-    if not report["connections"]:
+    conns = report["connections"]
+    if not conns:
         console.print("No TCP connections.")
+    if len(conns) > 1:
+        console.print(render_overview(conns))
     for relay in render_relays(report):
         console.print(relay)
-    for conn in report["connections"]:
+    shown = sorted(conns, key=lambda c: -_bytes(c))[:MAX_PANELS]
+    for conn in (c for c in conns if c in shown):  # in capture order
         console.print(render_connection(conn))
+    if len(conns) > MAX_PANELS:
+        console.print(Text(f"{len(conns) - MAX_PANELS:,} smaller connections are in the "
+                           f"overview above; --format json has every one in full", "dim"))
