@@ -28,12 +28,12 @@ def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
             (s["retr"] if ev.kind & (RETRANS | PARTIAL_RETRANS) else s["seg"]).append(
                 (t, ev.seq, ev.end))
         if ev.flags & ACK and ev.ack >= 0:
-            s = out.get((ev.conn, 1 - ev.d))
-            if s is not None:
-                s["ack"].append((t, ev.ack))
-                s["win"].append((t, ev.ack + ev.win))
+            acked = out.get((ev.conn, 1 - ev.d))
+            if acked is not None:
+                acked["ack"].append((t, ev.ack))
+                acked["win"].append((t, ev.ack + ev.win))
                 if ev.win == 0:
-                    s["zero"].append((t, ev.ack))
+                    acked["zero"].append((t, ev.ack))
     series = []
     for (cid, d), s in out.items():
         if not s["seg"] and not s["retr"]:

@@ -159,7 +159,8 @@ class Services:
         while time.monotonic() < end:
             for p in self.procs:
                 if p.poll() is not None:
-                    raise LabError(f"{p.args[0]} exited early; see {self.log}")  # type: ignore[index]
+                    name = p.args[0] if isinstance(p.args, list) else p.args  # type: ignore[index]
+                    raise LabError(f"{name!s} exited early; see {self.log}")
             if self._listening(host, port, role):
                 return
             time.sleep(0.1)

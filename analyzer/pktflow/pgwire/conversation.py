@@ -64,7 +64,7 @@ class Conversation:
         self.roles_known = False
         self.protocol = "unknown"
         self.encryption = "none"
-        self.startup: dict[str, str] | None = None
+        self.startup: dict[str, str | None] | None = None
         self.decode_started_at: str | None = None
         self.decode_stopped: dict[str, Any] | None = None
         self.findings: list[Finding] = []

@@ -117,7 +117,7 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
         latest = ((float(first), int(f.q.get("first_frame") or 0)) if first is not None
                   else (float("inf"), 0))
         best: QueryRef | None = None
-        best_score: tuple[int, int, float] | None = None
+        best_score: tuple[int, int, tuple[float, int]] | None = None
         for b in cands[start:start + SCAN_LIMIT]:
             if b.sent > latest:
                 break
