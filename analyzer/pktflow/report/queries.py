@@ -57,23 +57,27 @@ def query_table(conn: dict[str, Any]) -> RenderableType | None:
     if not queries:
         return None
     table = Table(title=f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}",
-                  title_justify="left", box=None, pad_edge=False)
-    for col, just in (("at s", "right"), ("sql", "left"), ("rows", "right"), ("bytes", "right"),
-                      ("server ms", "right"), ("transfer ms", "right"), ("rate", "right"),
-                      ("frames", "right")):
-        table.add_column(col, justify=just, no_wrap=col != "sql",  # type: ignore[arg-type]
-                         min_width=12 if col == "sql" else None, ratio=1 if col == "sql" else None)
+                  title_justify="left", box=None, pad_edge=False, expand=True)
+    rows = []
     for q in queries:
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
         sql = Text(_sql(q))
         if q.get("error"):
             sql.append(f"  ERROR {q['error'].get('code', '')}", "red")
-        table.add_row(
-            "-" if sent is None else f"{sent:.3f}", sql,
-            "-" if q.get("rows") is None else f"{q['rows']:,}",
-            f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
-            _rate(q.get("response_bytes", 0), first, last),
-            f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}")
+        rows.append(["-" if sent is None else f"{sent:.3f}", sql,
+                     "-" if q.get("rows") is None else f"{q['rows']:,}",
+                     f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
+                     _rate(q.get("response_bytes", 0), first, last),
+                     f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}"])
+    heads = ("at s", "sql", "rows", "bytes", "server ms", "transfer ms", "rate", "frames")
+    for i, col in enumerate(heads):
+        # numbers keep their full width; only the SQL gives way in a narrow terminal
+        full = max([len(col), *(len(str(r[i])) for r in rows)])
+        table.add_column(col, justify="left" if col == "sql" else "right", no_wrap=True,
+                         overflow="ellipsis", ratio=1 if col == "sql" else None,
+                         min_width=12 if col == "sql" else full)
+    for r in rows:
+        table.add_row(*r)
     return table
 
 

@@ -51,22 +51,30 @@ def render_relay(relay: dict[str, Any]) -> RenderableType:
     # (transaction pooling): the ones the relay delayed most.
     bulk = any((p["segments_in"] or 0) >= 4 for p in relay["queries"])
     order = "biggest responses first" if bulk else "most delayed by the relay first"
-    table = Table(box=None, pad_edge=False, title_justify="left",
-                  title=f"matched queries, {order} (ms; segments and median sizes in -> out)")
-    for col in ("front", "back", "sql", "rows", "req delay", "1st byte", "last byte",
-                "relay cost", "segments", "median B"):
-        table.add_column(col, justify="left" if col in ("sql", "front", "back") else "right",
-                         no_wrap=col != "sql", ratio=1 if col == "sql" else None,
-                         min_width=10 if col == "sql" else None)
+    # Short headers, explained in the title, so the SQL keeps its room in a narrow terminal.
+    table = Table(box=None, pad_edge=False, title_justify="left", expand=True,
+                  title=f"matched queries, {order}; delays in ms: req = request in -> out, "
+                        f"first/last = response byte in -> out, cost = added by the relay; "
+                        f"segments and median sizes in -> out")
     pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
                    if bulk else -(p["relay_cost_ms"] or 0.0))
-    for p in pairs[:MAX_ROWS]:
-        table.add_row(f"{p['front']['connection']}#{p['front']['query_index']}",
-                      f"{p['back']['connection']}#{p['back']['query_index']}", _sql(p["sql"]),
-                      _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),
-                      _f(p["last_byte_delay_ms"]), _f(p["relay_cost_ms"]),
-                      f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
-                      f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}")
+    rows = [[f"{p['front']['connection']}#{p['front']['query_index']} via "
+             f"{p['back']['connection']}#{p['back']['query_index']}", _sql(p["sql"]),
+             _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),
+             _f(p["last_byte_delay_ms"]), _f(p["relay_cost_ms"]),
+             f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
+             f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}"]
+            for p in pairs[:MAX_ROWS]]
+    heads = ("front via back", "sql", "rows", "req", "first", "last", "cost", "segments",
+             "median B")
+    for i, col in enumerate(heads):
+        # numbers keep their full width; only the SQL gives way in a narrow terminal
+        full = max([len(col), *(len(r[i]) for r in rows)])
+        table.add_column(col, justify="left" if i < 2 else "right", no_wrap=True,
+                         overflow="ellipsis", ratio=1 if col == "sql" else None,
+                         min_width=10 if col == "sql" else full)
+    for r in rows:
+        table.add_row(*r)
     body.append(table)
     if len(pairs) > MAX_ROWS:
         body.append(Text(f"... {len(pairs) - MAX_ROWS:,} smaller matched queries in the JSON "
