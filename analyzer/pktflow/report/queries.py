@@ -58,7 +58,7 @@ def query_table(conn: dict[str, Any]) -> RenderableType | None:
         return None
     table = Table(title=f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}",
                   title_justify="left", box=None, pad_edge=False, expand=True)
-    rows = []
+    rows: list[list[str | Text]] = []
     for q in queries:
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
         sql = Text(_sql(q))
