@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pktflow.relay.measure import ms_between
 from pktflow.relay.topology import sql_key
 
 SCHEMA = "pktflow.compare/1"
@@ -34,10 +35,6 @@ def _s2c(conn: dict[str, Any]) -> dict[str, Any]:
     return conn["directions"]["server_to_client"]
 
 
-def _ms(a: Any, b: Any) -> float | None:
-    return None if a is None or b is None else round((b - a) * 1000, 3)
-
-
 def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Each client-visible query with the measures of both the client's and the server's leg."""
     conns = {c["id"]: c for c in report["connections"]}
@@ -54,8 +51,8 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
             server_conn = conns[pair["back"]["connection"]] if pair else c
             server_q = (server_conn["queries"][pair["back"]["query_index"]] if pair else q)
             d_client, d_server = _s2c(c), _s2c(server_conn)
-            took = _ms(q.get("sent_s"), q.get("last_response_s"))
-            transfer = _ms(q.get("first_response_s"), q.get("last_response_s"))
+            took = ms_between(q.get("sent_s"), q.get("last_response_s"))
+            transfer = ms_between(q.get("first_response_s"), q.get("last_response_s"))
             nbytes = q.get("response_bytes") or 0
             out.append({
                 "sql": q.get("sql"), "connection": c["id"], "query_index": i,

@@ -98,11 +98,6 @@ class Run:
             dirs["client_to_server"].update(ta.result(c2s, start))
             dirs["server_to_client"].update(ta.result(s2c, start))
             out["capture_point"] = capture_point(out)
-        for q in out.get("queries", []):
-            first, last = q.get("first_response_s"), q.get("last_response_s")
-            q["goodput_bps"] = (round(q["response_bytes"] / (last - first))
-                                if first is not None and last is not None and last > first
-                                else None)
 
     def findings(self, conn: Connection) -> list[Finding]:
         out: list[Finding] = []

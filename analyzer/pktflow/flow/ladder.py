@@ -89,40 +89,31 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(report: dict[str, Any], conn_ids: set[str]) -> tuple[list[str], dict[str, tuple[int, int]]]:
+def _lane_names(report: dict[str, Any], conn_ids: set[str]
+                ) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes."""
-    clients: list[str] = []
-    servers: list[str] = []
-    pooler = False
+    sel = [c for c in report["connections"] if c["id"] in conn_ids]
+
+    def endpoint(ep: dict[str, Any]) -> str:
+        return f"{ep['ip']}:{ep['port']}"
+
+    pooler = None
+    if any(c.get("role") in ("front", "back") for c in sel):
+        # one lane for the pooler: its listening port(s), or its address seen from the back
+        ports = sorted({c["server"]["port"] for c in sel if c.get("role") == "front"})
+        host = next(c["server"]["ip"] if c.get("role") == "front" else c["client"]["ip"]
+                    for c in sel if c.get("role") in ("front", "back"))
+        pooler = f"pooler {host}" + (f":{','.join(map(str, ports))}" if ports else "")
     ends: dict[str, tuple[str, str]] = {}
-    for c in report["connections"]:
-        if c["id"] not in conn_ids:
-            continue
-        cl = f"{c['client']['ip']}:{c['client']['port']}"
-        sv = f"{c['server']['ip']}:{c['server']['port']}"
+    for c in sel:
         role = c.get("role", "direct")
-        if role == "front":
-            pooler = True
-            cl_name, sv_name = f"client {cl}", "pooler"
-        elif role == "back":
-            pooler = True
-            cl_name, sv_name = "pooler", f"server {sv}"
-        else:
-            cl_name, sv_name = f"client {cl}", f"server {sv}"
-        if cl_name != "pooler" and cl_name not in clients:
-            clients.append(cl_name)
-        if sv_name != "pooler" and sv_name not in servers:
-            servers.append(sv_name)
-        ends[c["id"]] = (cl_name, sv_name)
-    lanes = clients + (["pooler"] if pooler else []) + servers
-    if pooler:
-        ports = sorted({c["server"]["port"] for c in report["connections"]
-                        if c["id"] in conn_ids and c.get("role") == "front"})
-        host = next(c["server"]["ip"] for c in report["connections"]
-                    if c["id"] in conn_ids and c.get("role") == "front") if ports else ""
-        lanes[lanes.index("pooler")] = f"pooler {host}:{','.join(map(str, ports))}"
-        ends = {k: tuple(lanes[len(clients)] if n == "pooler" else n for n in v)  # type: ignore[misc]
-                for k, v in ends.items()}
+        client = f"client {endpoint(c['client'])}"
+        server = f"server {endpoint(c['server'])}"
+        ends[c["id"]] = (pooler if role == "back" and pooler else client,
+                         pooler if role == "front" and pooler else server)
+    clients = list(dict.fromkeys(a for a, _ in ends.values() if a != pooler))
+    servers = list(dict.fromkeys(b for _, b in ends.values() if b != pooler))
+    lanes = clients + ([pooler] if pooler else []) + servers
     index = {name: i for i, name in enumerate(lanes)}
     return lanes, {k: (index[a], index[b]) for k, (a, b) in ends.items()}
 
@@ -212,8 +203,8 @@ def collapse(rows: list[Row]) -> list[Row | Group]:
         for k in range(1, MAX_PERIOD + 1):
             if i + 2 * k > n:
                 break
-            reps = 1
-            while i + (reps + 1) * k <= n and sigs[i + reps * k:i + (reps + 1) * k] == sigs[i:i + k]:
+            block, reps = sigs[i:i + k], 1
+            while i + (reps + 1) * k <= n and sigs[i + reps * k:i + (reps + 1) * k] == block:
                 reps += 1
             if reps >= 3 or (reps == 2 and k >= 2):
                 covered = reps * k

@@ -70,4 +70,11 @@ class Query:
             "response_segment_median": self.segments.median(),
             "response_segment_max": self.segments.hi,
             "response_segment_sizes": self.segments.top(6),
+            "goodput_bps": self.goodput(),
         }
+
+    def goodput(self) -> int | None:
+        """Response bytes per second from the first response byte to the last."""
+        if self.first_ts is None or self.last_ts is None or self.last_ts <= self.first_ts:
+            return None
+        return round(self.resp_bytes / (self.last_ts - self.first_ts))

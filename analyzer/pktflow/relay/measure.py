@@ -12,7 +12,8 @@ from pktflow.findings import Finding
 from pktflow.relay.topology import QueryRef, Relay, find_relays
 
 
-def _ms(a: Any, b: Any) -> float | None:
+def ms_between(a: Any, b: Any) -> float | None:
+    """b - a in milliseconds, for report times in seconds; None when either is unknown."""
     if a is None or b is None:
         return None
     return round((float(b) - float(a)) * 1000, 3)
@@ -20,17 +21,19 @@ def _ms(a: Any, b: Any) -> float | None:
 
 def pair_json(f: QueryRef, b: QueryRef) -> dict[str, Any]:
     fq, bq = f.q, b.q
-    through = _ms(fq.get("sent_s"), fq.get("last_response_s"))
-    own = _ms(bq.get("sent_s"), bq.get("last_response_s"))
+    through = ms_between(fq.get("sent_s"), fq.get("last_response_s"))
+    own = ms_between(bq.get("sent_s"), bq.get("last_response_s"))
     seg_in, seg_out = bq.get("response_segments") or 0, fq.get("response_segments") or 0
     return {
         "front": {"connection": f.conn, "query_index": f.index},
         "back": {"connection": b.conn, "query_index": b.index},
         "sql": fq.get("sql"), "rows": fq.get("rows"),
         "response_bytes": {"front": fq.get("response_bytes"), "back": bq.get("response_bytes")},
-        "request_delay_ms": _ms(fq.get("sent_s"), bq.get("sent_s")),
-        "first_byte_delay_ms": _ms(bq.get("first_response_s"), fq.get("first_response_s")),
-        "last_byte_delay_ms": _ms(bq.get("last_response_s"), fq.get("last_response_s")),
+        "request_delay_ms": ms_between(fq.get("sent_s"), bq.get("sent_s")),
+        "first_byte_delay_ms": ms_between(bq.get("first_response_s"),
+                                          fq.get("first_response_s")),
+        "last_byte_delay_ms": ms_between(bq.get("last_response_s"),
+                                         fq.get("last_response_s")),
         "through_relay_ms": through, "back_leg_ms": own,
         "relay_cost_ms": None if through is None or own is None else round(through - own, 3),
         "segments_in": seg_in, "segments_out": seg_out,

@@ -116,6 +116,7 @@ class TransferAnalyzer:
         # flows[d]'s windows are advertised by side 1-d
         self.flows = (Flow(self._scale_known(1)), Flow(self._scale_known(0)))
         self.syn_ts: dict[int, float] = {}
+        self.await_hs_ack = False  # SYN-ACK seen, the client's ACK not yet: one test per packet
         self.handshake: dict[str, float] | None = None
         self.info: tuple[DirectionInfo, DirectionInfo] | None = None
         self.relay_hint: dict[int, str] = {}
@@ -127,8 +128,9 @@ class TransferAnalyzer:
         if flags & SYN:
             self._syn(d, ts, flags)
             return
-        if 1 in self.syn_ts and 2 not in self.syn_ts and d == 0 and flags & 0x10:
+        if self.await_hs_ack and d == 0 and flags & 0x10:
             self.syn_ts[2] = ts  # the client's ACK completing the handshake
+            self.await_hs_ack = False
         if ack >= 0:
             # this packet's window and ACK speak about the other direction's data
             self._ack(self.flows[1 - d], 1 - d, frame, ts, ack, win, flags, end > seq)
@@ -140,6 +142,7 @@ class TransferAnalyzer:
             self.syn_ts[0] = ts
         elif 0 in self.syn_ts:
             self.syn_ts[1] = ts
+            self.await_hs_ack = 2 not in self.syn_ts
         for i in (0, 1):
             self.flows[i].scale_known = self._scale_known(1 - i)
 
