@@ -13,6 +13,13 @@ _LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "relay": "magenta
                 "loss": "red", "latency": "yellow", "none": "dim"}
 
 
+def _ms(v: float | None) -> str:
+    """Milliseconds; under one, in microseconds (loopback round trips are tens of them)."""
+    if v is None:
+        return "-"
+    return f"{v * 1000:,.0f} µs" if v < 1 else f"{v:,.1f} ms"
+
+
 def _n(v: float | int | None, unit: str = "") -> str:
     if v is None:
         return "-"
@@ -67,8 +74,8 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
                                  f"{_n(flight.get('bytes_median'))} B in "
                                  f"{_n(flight.get('segments_median'))} segments; ended: {ends}")
     if rtt:
-        table.add_row("RTT", f"min {_n(rtt.get('min'))} ms, median {_n(rtt.get('median'))} ms, "
-                             f"p95 {_n(rtt.get('p95'))} ms ({rtt.get('samples', 0):,} samples)")
+        table.add_row("RTT", f"min {_ms(rtt.get('min'))}, median {_ms(rtt.get('median'))}, "
+                             f"p95 {_ms(rtt.get('p95'))} ({rtt.get('samples', 0):,} samples)")
     table.add_row("goodput", _bps(d.get("goodput_bps")))
     return Group(head, table)
 
