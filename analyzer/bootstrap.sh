@@ -39,6 +39,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
+# The native speedups (analyzer/pktflow/_speedups.c) need a C compiler and Python's headers at
+# install time; without them pktflow installs and runs as pure Python, only slower.
+has_headers() { .venv/bin/python -c 'import os, sysconfig, sys
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
+if ! command -v cc >/dev/null 2>&1 || ! has_headers; then
+    apt_install gcc python3-dev 2>/dev/null || true
+fi
+
 if [ "$want_tests" = 1 ]; then
     pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose chromium"
     missing=""
@@ -53,3 +61,4 @@ if [ "$want_tests" = 1 ]; then
 else
     .venv/bin/python -m pip install -q -e .
 fi
+.venv/bin/pktflow --version >&2

@@ -1,7 +1,25 @@
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests run against the source tree even when the package is not installed.
 sys.path.insert(0, str(ROOT / "analyzer"))
 sys.path.insert(0, str(ROOT / "tests"))
+
+
+@pytest.fixture(scope="module", params=["native", "pure"])
+def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a module's tests with the native speedups and again with the pure-Python code."""
+    from pktflow import accel
+    saved = accel.native
+    if request.param == "native" and saved is None:
+        pytest.skip("pktflow._speedups is not built (no C compiler at install time)")
+    if request.param == "pure":
+        accel.native = None
+    try:
+        yield request.param
+    finally:
+        accel.native = saved

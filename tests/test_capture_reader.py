@@ -13,6 +13,9 @@ from craft import (LINKTYPE_ETHERNET, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_SLL,
 from pktflow.capture.reader import open_capture
 from pktflow.errors import NoFileError, NotACaptureError, UnsupportedCaptureError
 
+# with the native speedups and with the pure-Python code (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 def read(path: Path) -> tuple[list[tuple], object]:  # type: ignore[type-arg]
     with open_capture(str(path)) as cap:

@@ -29,6 +29,9 @@ from pktflow.pgwire.framing import BoundaryScan, chain_at
 from pktflow.pipeline import Options, Run, analyze, build_report
 from pktflow.tcp.engine import TcpEngine
 
+# with the native speedups and with the pure-Python code (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED_FILE = ROOT / "captures" / "seqscan-10k-direct-loopback.pcap"
 SEED = SEED_FILE.read_bytes()[:8192]  # header, handshake, startup, the query, first rows

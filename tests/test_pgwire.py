@@ -5,10 +5,15 @@ from __future__ import annotations
 import struct
 import tracemalloc
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pktflow.pgwire.conversation import Conversation
+
+# with the native speedups and with the pure-Python code (conftest.py)
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 
 def msg(t: str, body: bytes = b"") -> bytes:

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from pktflow import __version__
+from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
 from pktflow.report.text import render
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pktflow",
         description="Rebuild PostgreSQL conversations and TCP transfer dynamics from captures.")
-    parser.add_argument("--version", action="version", version=f"pktflow {__version__}")
+    parser.add_argument("--version", action="version", version=f"pktflow {__version__} ({accel.describe()})")
     parser.add_argument("--debug", action="store_true",
                         help="show a traceback for internal errors")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -44,11 +44,12 @@ def analyze(path: str, options: Options | None = None,
     with open_capture(path) as cap:
         feed = engine.feed
         n = 0
-        for pkt in cap:
-            feed(pkt)
-            n += 1
-            if progress is not None and not n & 0xFFFF:
-                progress(n)
+        for batch in cap.batches():
+            for pkt in batch:
+                feed(pkt)
+            if progress is not None and (n + len(batch)) >> 16 != n >> 16:
+                progress(n + len(batch))
+            n += len(batch)
         stats = cap.stats
     engine.finish()
     return build_report(stats, engine, run)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from pktflow.capture.packet import CaptureStats
 
@@ -83,37 +83,89 @@ def pcap_header(head: bytes, rest: bytes) -> tuple[str, bool, int, int]:
     return order, nano, snaplen, network & 0x0FFFFFFF
 
 
-def pcap_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record]:
-    b = _Buffer(fh, 4)
-    if not b.need(20):
-        _cut(st, 1, b, "the file ends inside the pcap file header")
-        return
-    order, nano, snaplen, linktype = pcap_header(head, b.buf[b.pos:b.pos + 20])
-    b.pos += 20
-    st.nanosecond = nano
-    scale = 1e-9 if nano else 1e-6
-    # a corrupt snaplen must not license a 4 GB read: no capture tool writes frames that big
-    limit = min(max(snaplen, MAX_FRAME), MAX_BLOCK)
-    rec = struct.Struct(order + "IIII").unpack_from
-    frame = 0
-    while True:
+class _PcapFile:
+    """A pcap file after its header: the read-ahead buffer and how to read its records."""
+
+    def __init__(self, fh: BinaryIO, head: bytes, st: CaptureStats) -> None:
+        self.st = st
+        self.b = _Buffer(fh, 4)
+        self.ok = self.b.need(20)
+        if not self.ok:
+            _cut(st, 1, self.b, "the file ends inside the pcap file header")
+            return
+        b = self.b
+        self.order, self.nano, self.snaplen, self.linktype = pcap_header(
+            head, b.buf[b.pos:b.pos + 20])
+        b.pos += 20
+        st.nanosecond = self.nano
+        # a corrupt snaplen must not license a 4 GB read: no capture tool writes frames that big
+        self.limit = min(max(self.snaplen, MAX_FRAME), MAX_BLOCK)
+        self.rec = struct.Struct(self.order + "IIII").unpack_from
+
+    def next_header(self, frame: int) -> tuple[int, int, int, int] | None:
+        """The header of record frame + 1, with the whole record in the buffer; None at the
+        end of the file or at damage, which it reports."""
+        b, st = self.b, self.st
         if not b.need(16):
             if len(b.buf) > b.pos or b.error:
                 _cut(st, frame + 1, b, f"the file ends inside the header of frame {frame + 1}")
-            return
-        sec, frac, caplen, orig = rec(b.buf, b.pos)
-        if caplen > limit:
+            return None
+        sec, frac, caplen, orig = self.rec(b.buf, b.pos)
+        if caplen > self.limit:
             _cut(st, frame + 1, b, f"frame {frame + 1} claims {caplen:,} captured bytes, more "
-                                   f"than any capture holds (snaplen {snaplen:,})")
-            return
+                                   f"than any capture holds (snaplen {self.snaplen:,})")
+            return None
         if not b.need(16 + caplen):
             _cut(st, frame + 1, b, f"the file ends inside frame {frame + 1} ({caplen:,} bytes "
                                    f"announced, {len(b.buf) - b.pos - 16:,} present)")
-            return
+            return None
+        return sec, frac, caplen, orig
+
+
+def pcap_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record]:
+    f = _PcapFile(fh, head, st)
+    if not f.ok:
+        return
+    b, linktype = f.b, f.linktype
+    scale = 1e-9 if f.nano else 1e-6
+    frame = 0
+    while (h := f.next_header(frame)) is not None:
+        sec, frac, caplen, orig = h
         p = b.pos + 16
         b.pos = p + caplen
         frame += 1
         yield linktype, sec + frac * scale, b.buf[p:p + caplen], orig
+
+
+def pcap_batches(fh: BinaryIO, head: bytes, st: CaptureStats, scan: Callable[..., Any],
+                 seen: Callable[[int], None]) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+    """pcap_records and the frame decoding in one, by the native `scan_pcap`: lists of TCP
+    packet tuples, with the same stats and the same damage reports as the Python path. The
+    scan stops before a record this read cuts or that claims too many bytes; next_header then
+    reads more, or reports the damage exactly as pcap_records does."""
+    f = _PcapFile(fh, head, st)
+    if not f.ok:
+        return
+    b, linktype = f.b, f.linktype
+    big = f.order == ">"
+    frame = 0
+    while True:
+        (b.pos, frame, packets, first, last, truncated, non_tcp, fragments,
+         undecodable) = scan(b.buf, b.pos, big, f.nano, linktype, frame, f.limit)
+        st.packets = frame
+        if first is not None:
+            if st.first_ts is None:  # the first record: its link type is now seen
+                seen(linktype)
+                st.first_ts = first
+            st.last_ts = last
+            st.truncated_packets += truncated
+            st.non_tcp_packets += non_tcp
+            st.ip_fragments += fragments
+            st.undecodable_packets += undecodable
+        if packets:
+            yield packets
+        if f.next_header(frame) is None:
+            return
 
 
 def _tsresol(v: int) -> float:

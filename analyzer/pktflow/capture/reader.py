@@ -10,10 +10,11 @@ import gzip
 import os
 import zlib
 from collections.abc import Iterator
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import BinaryIO
 
-from pktflow.capture.formats import PCAPNG_MAGIC, pcap_records, pcapng_records
+from pktflow import accel
+from pktflow.capture.formats import PCAPNG_MAGIC, pcap_batches, pcap_records, pcapng_records
 from pktflow.capture.ip import FRAGMENT, NOT_TCP, decode
 from pktflow.capture.link import DECODERS, link_name
 from pktflow.capture.packet import CaptureStats
@@ -58,35 +59,73 @@ class Capture:
         self._fh.close()
 
     def __iter__(self) -> Iterator[tuple]:  # type: ignore[type-arg]
+        for batch in self.batches():
+            yield from batch
+
+    def batches(self) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+        """The TCP packets in capture order, a list at a time: the per-packet loop's unit."""
+        st = self.stats
+        native = accel.native
+        self._seen_links: set[int] = set()
+        if native is not None and st.format == "pcap":
+            tcp = 0
+            for batch in pcap_batches(self._fh, self._head, st, native.scan_pcap, self._seen):
+                tcp += len(batch)
+                yield batch
+        else:
+            tcp = 0
+            pending: list[tuple] = []  # type: ignore[type-arg]
+            for pkt in self._decoded(native):
+                tcp += 1
+                pending.append(pkt)
+                if len(pending) >= 256:
+                    yield pending
+                    pending = []
+            if pending:
+                yield pending
+        frame = st.packets
+        st.tcp_packets = tcp
+        if frame and not tcp and not any(t in DECODERS for t in self._seen_links):
+            raise UnsupportedCaptureError(
+                f"no supported link type ({', '.join(st.link_types)})", file=self.path,
+                hint="pktflow reads Ethernet, Linux cooked (SLL/SLL2), BSD loopback and raw IP")
+
+    def _seen(self, linktype: int) -> None:
+        self._seen_links.add(linktype)
+        name = link_name(linktype)
+        if name not in self.stats.link_types:
+            self.stats.link_types.append(name)
+
+    def _decoded(self, native: ModuleType | None
+                 ) -> Iterator[tuple]:  # type: ignore[type-arg]
+        """TCP packets record by record: pcapng, or no native speedups."""
         st = self.stats
         if st.format == "pcap":
             records = pcap_records(self._fh, self._head, st)
         else:
             records = pcapng_records(self._fh, self._head, st)
         decoders = DECODERS
-        seen_links: set[int] = set()
+        seen_links = self._seen_links
         frame = 0
-        tcp = 0
         for linktype, ts, data, orig_len in records:
             frame += 1
             if linktype not in seen_links:
-                seen_links.add(linktype)
-                name = link_name(linktype)
-                if name not in st.link_types:
-                    st.link_types.append(name)
+                self._seen(linktype)
             if st.first_ts is None:
                 st.first_ts = ts
             st.last_ts = ts
             if len(data) < orig_len:
                 st.truncated_packets += 1
-            link = decoders.get(linktype)
-            where = link(data) if link is not None else None
-            if where is None:
-                st.non_tcp_packets += 1
-                continue
-            pkt = decode(data, where[0], where[1], frame, ts)
+            if native is not None:
+                pkt = native.decode(linktype, data, frame, ts)
+            else:
+                link = decoders.get(linktype)
+                where = link(data) if link is not None else None
+                if where is None:
+                    st.non_tcp_packets += 1
+                    continue
+                pkt = decode(data, where[0], where[1], frame, ts)
             if type(pkt) is tuple:
-                tcp += 1
                 yield pkt
             elif pkt == NOT_TCP:
                 st.non_tcp_packets += 1
@@ -95,11 +134,6 @@ class Capture:
             else:
                 st.undecodable_packets += 1
         st.packets = frame
-        st.tcp_packets = tcp
-        if frame and not tcp and not any(t in DECODERS for t in seen_links):
-            raise UnsupportedCaptureError(
-                f"no supported link type ({', '.join(st.link_types)})", file=self.path,
-                hint="pktflow reads Ethernet, Linux cooked (SLL/SLL2), BSD loopback and raw IP")
 
 
 def _open(path: str) -> BinaryIO:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from pktflow import accel
 from pktflow.findings import Finding
 from pktflow.pgwire import messages as M
 from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
@@ -230,6 +231,8 @@ class Conversation:
         types = M.BACKEND if backend else M.FRONTEND
         bulk_types = _BULK_BACKEND if backend else _BULK_FRONTEND
         hdr = M.HEADER.unpack_from
+        native = accel.native
+        run = native.message_run if native is not None else None
         n = len(buf)
         rows = copies = nbytes = 0  # bulk messages since the last control message
         while n - pos >= 5:
@@ -237,6 +240,10 @@ class Conversation:
             if t in bulk_types:
                 # The hot loop: a run of DataRow or CopyData, counted, never parsed.
                 start, count = pos, 0
+                if run is not None:  # the native twin of the loop below
+                    count, pos, bad = run(buf, pos, MAX_MESSAGE)
+                    if bad >= 0:
+                        ln = bad
                 while True:
                     if ln < 4 or ln > MAX_MESSAGE:  # PostgreSQL caps any message near 1 GiB
                         nbytes += pos - start
@@ -248,6 +255,8 @@ class Conversation:
                             self._bulk(s, rows, copies, nbytes, frame, ts)
                         self._malformed(d, s, t, ln, off + pos, frame)
                         return n
+                    if run is not None:
+                        break
                     count += 1
                     pos += 1 + ln
                     if n - pos < 5:

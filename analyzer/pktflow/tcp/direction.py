@@ -1,7 +1,8 @@
 """Per-direction TCP state: sequence bookkeeping, counters and the reassembly buffer.
 
 Sequence numbers are kept relative to the stream's first byte (SYN excluded) and unwrapped to
-unbounded ints, so 32-bit wraparound is handled once, in `unwrap`, and nowhere else.
+unbounded ints: TcpEngine.feed places each raw number in the 2**32 cycle nearest the highest
+byte seen, so 32-bit wraparound is handled there and nowhere else.
 """
 
 from __future__ import annotations
@@ -78,14 +79,6 @@ class Direction:
         self.ev_gap: list[int] = []
         self.ev_zero: list[int] = []
         self.ev_trunc: list[int] = []
-
-    def unwrap(self, raw: int) -> int:
-        """Relative offset of raw sequence number `raw`, the 2**32 cycle nearest `high`."""
-        delta = ((raw - self.base) & MASK32) - (self.high & MASK32)  # type: ignore[operator]
-        delta &= MASK32
-        if delta >= HALF32:
-            delta -= 1 << 32
-        return self.high + delta
 
     def window_scale(self, peer: Direction) -> tuple[int | None, bool]:
         """Shift this side applies to its windows, and whether the capture proves it."""

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable
 from pktflow.capture.packet import ACK, FIN, RST, SYN
 from pktflow.findings import Finding
 from pktflow.tcp.connection import Connection, StreamSink
-from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
-                                   OOO_THRESHOLD_S, Direction, note)
+from pktflow.tcp.direction import (HALF32, MASK32, MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS,
+                                   MAX_HOLES, OOO_THRESHOLD_S, Direction, note)
 from pktflow.tcp.observe import (FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS,
                                  RETRANS, PacketObserver)
 from pktflow.tcp.options import parse_syn_options
@@ -108,7 +108,10 @@ class TcpEngine:
         else:
             if mine.base is None:
                 mine.base = seq
-            seq_rel = mine.unwrap(seq)
+            # Direction.unwrap, inlined: this runs for every packet
+            high = mine.high
+            delta = (seq - mine.base - high) & MASK32
+            seq_rel = high + delta - (1 << 32 if delta >= HALF32 else 0)
             end = seq_rel + plen
 
         # The peer's stream: this packet acknowledges up to ack_rel.
@@ -116,7 +119,9 @@ class TcpEngine:
         if flags & ACK:
             if peer.base is None:
                 peer.base = ack
-            ack_rel = peer.unwrap(ack)
+            high = peer.high
+            delta = (ack - peer.base - high) & MASK32
+            ack_rel = high + delta - (1 << 32 if delta >= HALF32 else 0)
             if ack_rel > peer.max_acked:
                 peer.max_acked = ack_rel
                 if peer.buffer:
