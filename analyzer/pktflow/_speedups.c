@@ -11,6 +11,11 @@
  *      Decodes every whole pcap record in buf from pos on, stopping before a record that is
  *      cut by the end of buf or claims more than `limit` captured bytes (the caller decides
  *      whether that is damage or just the end of this read).
+ *   scan_pcapng(buf, pos, big_endian, interfaces, frame, max_block)
+ *       -> (pos, frame, packets, first_ts, last_ts, truncated, non_tcp, fragments, undecodable,
+ *           link types seen)
+ *      The same for a run of pcapng Enhanced Packet Blocks; any other block, or any doubt
+ *      about one, ends the run and is left to the Python code.
  *   message_run(buf, pos, max_message) -> (count, pos, bad_length | -1)
  *      Walks a run of messages of the type at buf[pos] (DataRow, CopyData), as the Python loop
  *      in Conversation._typed does.
@@ -205,6 +210,25 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     return r;
 }
 
+struct tally { long truncated, non_tcp, fragments, undecodable; };
+
+/* A decoded frame: a packet tuple goes to `packets`, a code is counted. -1 on error. */
+static int keep(PyObject *r, PyObject *packets, struct tally *t)
+{
+    if (r == NULL) return -1;
+    if (PyTuple_CheckExact(r)) {
+        int bad = PyList_Append(packets, r);
+        Py_DECREF(r);
+        return bad;
+    }
+    long c = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (c == NOT_TCP) t->non_tcp++;
+    else if (c == FRAGMENT) t->fragments++;
+    else t->undecodable++;
+    return 0;
+}
+
 static PyObject *py_scan_pcap(PyObject *self, PyObject *args)
 {
     Py_buffer view;
@@ -217,7 +241,7 @@ static PyObject *py_scan_pcap(PyObject *self, PyObject *args)
     const uint8_t *buf = view.buf;
     Py_ssize_t len = view.len;
     double scale = nano ? 1e-9 : 1e-6;
-    long truncated = 0, non_tcp = 0, fragments = 0, undecodable = 0;
+    struct tally tally = {0, 0, 0, 0};
     int any = 0;
     double first_ts = 0.0, last_ts = 0.0;
     PyObject *packets = PyList_New(0);
@@ -234,27 +258,91 @@ static PyObject *py_scan_pcap(PyObject *self, PyObject *args)
         double ts = (double)sec + (double)frac * scale;
         if (!any) { first_ts = ts; any = 1; }
         last_ts = ts;
-        if (caplen < orig) truncated++;
-        PyObject *r = decode_frame(linktype, h + 16, caplen, frame, ts);
-        if (r == NULL) goto fail;
-        if (PyTuple_CheckExact(r)) {
-            int bad = PyList_Append(packets, r);
-            Py_DECREF(r);
-            if (bad) goto fail;
-        } else {
-            long c = PyLong_AsLong(r);
-            Py_DECREF(r);
-            if (c == NOT_TCP) non_tcp++;
-            else if (c == FRAGMENT) fragments++;
-            else undecodable++;
-        }
+        if (caplen < orig) tally.truncated++;
+        if (keep(decode_frame(linktype, h + 16, caplen, frame, ts), packets, &tally)) goto fail;
         pos += 16 + caplen;
     }
     PyBuffer_Release(&view);
     PyObject *first = any ? PyFloat_FromDouble(first_ts) : (Py_INCREF(Py_None), Py_None);
     PyObject *last = any ? PyFloat_FromDouble(last_ts) : (Py_INCREF(Py_None), Py_None);
-    return Py_BuildValue("(nLNNNllll)", pos, frame, packets, first, last, truncated, non_tcp,
-                         fragments, undecodable);
+    return Py_BuildValue("(nLNNNllll)", pos, frame, packets, first, last, tally.truncated,
+                         tally.non_tcp, tally.fragments, tally.undecodable);
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(packets);
+    return NULL;
+}
+
+#define MAX_IFACES 256
+
+/* pcapng's Enhanced Packet Blocks, as pcapng_records reads them: every whole, well-formed EPB
+ * from pos on, stopping at any other block or any doubt, which the Python code then handles. */
+static PyObject *py_scan_pcapng(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t pos, max_block;
+    int big;
+    PyObject *ifaces;
+    long long frame;
+    if (!PyArg_ParseTuple(args, "y*npO!Ln:scan_pcapng", &view, &pos, &big, &PyList_Type,
+                          &ifaces, &frame, &max_block))
+        return NULL;
+    int links[MAX_IFACES];
+    double res[MAX_IFACES], offs[MAX_IFACES];
+    Py_ssize_t nif = PyList_GET_SIZE(ifaces);
+    if (nif > MAX_IFACES) nif = MAX_IFACES; /* the rest are left to the Python code */
+    for (Py_ssize_t i = 0; i < nif; i++) {
+        PyObject *it = PyList_GET_ITEM(ifaces, i);
+        PyObject *snap;
+        if (!PyArg_ParseTuple(it, "iddO", &links[i], &res[i], &offs[i], &snap)) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    const uint8_t *buf = view.buf;
+    Py_ssize_t len = view.len;
+    struct tally tally = {0, 0, 0, 0};
+    int any = 0, seen_n = 0, seen[MAX_IFACES];
+    double first_ts = 0.0, last_ts = 0.0;
+    PyObject *packets = PyList_New(0), *seen_list = NULL;
+    if (packets == NULL) goto fail;
+    if (pos < 0) pos = 0;
+    while (len - pos >= 12) {
+        const uint8_t *h = buf + pos;
+        uint32_t (*rd)(const uint8_t *) = big ? be32 : le32;
+        uint32_t btype = rd(h), blen = rd(h + 4);
+        if (btype != 6 || blen < 32 || blen % 4 || (Py_ssize_t)blen > max_block
+            || len - pos < (Py_ssize_t)blen || rd(h + blen - 4) != blen)
+            break;
+        const uint8_t *body = h + 8;
+        uint32_t iface = rd(body), hi = rd(body + 4), lo = rd(body + 8);
+        uint32_t caplen = rd(body + 12), orig = rd(body + 16);
+        if ((Py_ssize_t)iface >= nif || 20 + (uint64_t)caplen > blen - 12)
+            break;
+        frame++;
+        double ts = (double)((uint64_t)hi << 32 | lo) * res[iface] + offs[iface];
+        if (!any) { first_ts = ts; any = 1; }
+        last_ts = ts;
+        if (caplen < orig) tally.truncated++;
+        int k = 0;
+        while (k < seen_n && seen[k] != links[iface]) k++;
+        if (k == seen_n) seen[seen_n++] = links[iface];
+        if (keep(decode_frame(links[iface], body + 20, caplen, frame, ts), packets, &tally))
+            goto fail;
+        pos += blen;
+    }
+    PyBuffer_Release(&view);
+    seen_list = PyList_New(seen_n);
+    if (seen_list == NULL) { Py_DECREF(packets); return NULL; }
+    for (int k = 0; k < seen_n; k++) {
+        PyObject *v = PyLong_FromLong(seen[k]);
+        if (v == NULL) { Py_DECREF(packets); Py_DECREF(seen_list); return NULL; }
+        PyList_SET_ITEM(seen_list, k, v);
+    }
+    PyObject *first = any ? PyFloat_FromDouble(first_ts) : (Py_INCREF(Py_None), Py_None);
+    PyObject *last = any ? PyFloat_FromDouble(last_ts) : (Py_INCREF(Py_None), Py_None);
+    return Py_BuildValue("(nLNNNllllN)", pos, frame, packets, first, last, tally.truncated,
+                         tally.non_tcp, tally.fragments, tally.undecodable, seen_list);
 fail:
     PyBuffer_Release(&view);
     Py_XDECREF(packets);
@@ -291,6 +379,7 @@ static PyObject *py_message_run(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"decode", py_decode, METH_VARARGS, "Decode one captured frame to a packet tuple or a code."},
     {"scan_pcap", py_scan_pcap, METH_VARARGS, "Decode the whole pcap records in a buffer."},
+    {"scan_pcapng", py_scan_pcapng, METH_VARARGS, "Decode the whole pcapng EPBs in a buffer."},
     {"message_run", py_message_run, METH_VARARGS, "Walk a run of same-type messages."},
     {NULL, NULL, 0, NULL},
 };

@@ -152,20 +152,26 @@ def pcap_batches(fh: BinaryIO, head: bytes, st: CaptureStats, scan: Callable[...
     while True:
         (b.pos, frame, packets, first, last, truncated, non_tcp, fragments,
          undecodable) = scan(b.buf, b.pos, big, f.nano, linktype, frame, f.limit)
-        st.packets = frame
         if first is not None:
             if st.first_ts is None:  # the first record: its link type is now seen
                 seen(linktype)
-                st.first_ts = first
-            st.last_ts = last
-            st.truncated_packets += truncated
-            st.non_tcp_packets += non_tcp
-            st.ip_fragments += fragments
-            st.undecodable_packets += undecodable
-        if packets:
+            _scanned(st, frame, first, last, truncated, non_tcp, fragments, undecodable)
             yield packets
         if f.next_header(frame) is None:
             return
+
+
+def _scanned(st: CaptureStats, frame: int, first: float, last: float, truncated: int,
+             non_tcp: int, fragments: int, undecodable: int) -> None:
+    """Account for records a native scan read (it read at least one)."""
+    st.packets = frame
+    if st.first_ts is None:
+        st.first_ts = first
+    st.last_ts = last
+    st.truncated_packets += truncated
+    st.non_tcp_packets += non_tcp
+    st.ip_fragments += fragments
+    st.undecodable_packets += undecodable
 
 
 def _tsresol(v: int) -> float:
@@ -183,7 +189,13 @@ def _options(body: bytes, start: int, order: str) -> Iterator[tuple[int, bytes]]
         i += 4 + ((length + 3) & ~3)
 
 
-def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record]:
+def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats,
+                   scan: Callable[..., Any] | None = None,
+                   seen: Callable[[int], None] | None = None
+                   ) -> Iterator[Record | list[tuple]]:  # type: ignore[type-arg]
+    """The records of a pcapng file. With the native `scan_pcapng`, runs of Enhanced Packet
+    Blocks come out decoded instead: a list of TCP packet tuples, the stats (and st.packets)
+    updated and their link types passed to `seen`."""
     b = _Buffer(fh, 0)
     b.buf = head
     order = "<"
@@ -191,6 +203,14 @@ def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Reco
     drops: dict[int, int] = {}
     frame = 0
     while True:
+        if scan is not None and ifaces:
+            (b.pos, frame, packets, first, last, truncated, non_tcp, fragments, undecodable,
+             links) = scan(b.buf, b.pos, order == ">", ifaces, frame, MAX_BLOCK)
+            if first is not None:
+                _scanned(st, frame, first, last, truncated, non_tcp, fragments, undecodable)
+                for link in links:
+                    seen(link)  # type: ignore[misc]
+                yield packets
         if not b.need(12):
             if len(b.buf) > b.pos or b.error:
                 _cut(st, frame + 1, b, "the file ends inside a pcapng block header")

@@ -11,10 +11,11 @@ import os
 import zlib
 from collections.abc import Iterator
 from types import ModuleType, TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from pktflow import accel
-from pktflow.capture.formats import PCAPNG_MAGIC, pcap_batches, pcap_records, pcapng_records
+from pktflow.capture.formats import (PCAPNG_MAGIC, Record, pcap_batches, pcap_records,
+                                     pcapng_records)
 from pktflow.capture.ip import FRAGMENT, NOT_TCP, decode
 from pktflow.capture.link import DECODERS, link_name
 from pktflow.capture.packet import CaptureStats
@@ -100,14 +101,22 @@ class Capture:
                  ) -> Iterator[tuple]:  # type: ignore[type-arg]
         """TCP packets record by record: pcapng, or no native speedups."""
         st = self.stats
+        records: Iterator[Record | list[tuple]]  # type: ignore[type-arg]
         if st.format == "pcap":
             records = pcap_records(self._fh, self._head, st)
         else:
-            records = pcapng_records(self._fh, self._head, st)
+            records = pcapng_records(self._fh, self._head, st,
+                                     native.scan_pcapng if native is not None else None,
+                                     self._seen)
         decoders = DECODERS
         seen_links = self._seen_links
         frame = 0
-        for linktype, ts, data, orig_len in records:
+        for rec in records:
+            if type(rec) is list:  # packets the native scan decoded, stats already counted
+                frame = st.packets
+                yield from rec
+                continue
+            linktype, ts, data, orig_len = cast(Record, rec)
             frame += 1
             if linktype not in seen_links:
                 self._seen(linktype)
