@@ -98,18 +98,24 @@ class Conversation:
         if self.pending and s.role == "backend":
             q = self._head()
             if q is not None:
-                q.segments.add(len(data))
+                counts, n = q.segments.counts, len(data)
+                if n in counts:  # Histogram.add's common case, inlined: once per segment
+                    counts[n] += 1
+                else:
+                    q.segments.add(n)
+        start = 0  # where the next message starts in data (not sliced: a copy per segment)
         if s.skip:
-            k = min(s.skip, len(data))
-            s.skip -= k
-            if k == len(data):
+            start = min(s.skip, len(data))
+            s.skip -= start
+            if start == len(data):
                 return
-            data, offset = data[k:], offset + k
         if s.buf:
-            data, offset = s.buf + data, s.base
+            data, offset, start = s.buf + data[start:], s.base, 0
         if s.state == TYPED:  # the steady state: straight to the message walk
-            pos = self._typed(d, s, data, 0, offset, frame, ts)
+            pos = self._typed(d, s, data, start, offset, frame, ts)
         else:
+            if start:
+                data, offset = data[start:], offset + start
             pos = self._consume(d, s, data, offset, frame, ts)
         s.buf = data[pos:] if pos < len(data) else b""
         s.base = offset + pos

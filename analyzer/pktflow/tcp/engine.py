@@ -89,7 +89,10 @@ class TcpEngine:
     def feed(self, pkt: tuple) -> None:  # type: ignore[type-arg]
         (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
          options) = pkt
-        conn, d = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        hit = self._table.get((src, sport, dst, dport))
+        if hit is None or flags & (SYN | ACK) == SYN:
+            hit = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        conn, d = hit
         conn.packets += 1
         conn.end_ts = ts
         conn.last_frame = frame

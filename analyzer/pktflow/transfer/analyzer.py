@@ -157,7 +157,12 @@ class TransferAnalyzer:
         if f.pending is not None:
             self._close_flight(f, ts)
         f.segments += 1
-        f.seg_sizes.add(n)
+        # Histogram.add, its common case inlined here and below: these run per packet
+        counts = f.seg_sizes.counts
+        if n in counts:
+            counts[n] += 1
+        else:
+            f.seg_sizes.add(n)
         if n > f.maxseg:
             f.maxseg = n
         if kind & RETRANS:
@@ -180,7 +185,11 @@ class TransferAnalyzer:
         f.fl_segs += 1
         if f.acked >= 0:
             inflight = f.high - f.acked
-            f.inflight.add(inflight)
+            counts = f.inflight.counts
+            if inflight in counts:
+                counts[inflight] += 1
+            else:
+                f.inflight.add(inflight)
             if inflight > f.inflight_max:
                 f.inflight_max, f.inflight_max_frame = inflight, frame
             win = f.win
@@ -227,13 +236,18 @@ class TransferAnalyzer:
         segs = 0
         last_ts = None
         out = f.outstanding
+        rtts = f.rtt.counts
         while out and out[0][0] <= ack:
             end, sent = out.popleft()
             segs += 1
             last_ts = sent
             if end > f.karn_upto:  # Karn: no sample from retransmitted data
                 rtt = ts - sent
-                f.rtt.add(int(rtt * 1e6))
+                us = int(rtt * 1e6)
+                if us in rtts:
+                    rtts[us] += 1
+                else:
+                    f.rtt.add(us)
                 if f.rtt_min is None or rtt < f.rtt_min:
                     f.rtt_min = rtt
         f.acks += 1
