@@ -79,6 +79,8 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
     }
     if only_pktflow:
         return out
+    # the same analysis without the native speedups (what a machine without a compiler gets)
+    out["pktflow, pure Python"] = ["env", "PKTFLOW_PURE=1", *out["pktflow"]]
     if shutil.which("tcptrace"):
         out["tcptrace -l"] = ["tcptrace", "-l", "-n", str(path)]
     if shutil.which("tshark"):
@@ -237,7 +239,8 @@ def main() -> int:
 
 
 def tool_versions() -> list[str]:
-    out = []
+    out = [subprocess.run([PYTHON, "-m", "pktflow.cli", "--version"], capture_output=True,
+                          text=True).stdout.strip()]
     for argv in (["tcptrace", "-v"], ["tshark", "--version"]):
         if shutil.which(argv[0]):
             p = subprocess.run(argv, capture_output=True, text=True)
