@@ -340,3 +340,58 @@ def test_named_statements_are_bounded() -> None:
     for i in range(C.MAX_NAMES + 10):
         C._bounded_put(names, f"S_{i}", "SELECT 1")
     assert len(names) == C.MAX_NAMES and "S_0" not in names and f"S_{C.MAX_NAMES + 9}" in names
+
+
+def client_hello(alpn: list[str] | None) -> bytes:
+    """A real ClientHello, written by OpenSSL (Python's ssl module) into memory."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    out = ssl.MemoryBIO()
+    conn = ctx.wrap_bio(ssl.MemoryBIO(), out, server_hostname="db.example")
+    try:
+        conn.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def test_direct_tls_with_alpn_postgresql_is_postgres_encrypted() -> None:
+    """PostgreSQL 17 sslnegotiation=direct: no SSLRequest, a ClientHello offering ALPN
+    "postgresql", split across segments as a small MSS would."""
+    hello = client_hello(["postgresql"])
+    conv = Conversation("c1", start_seen=lambda d: True)
+    for i, at in enumerate(range(0, len(hello), 100)):
+        conv.feed(0, hello[at:at + 100], at, 1 + i, 1.0 + i)
+    conv.feed(1, b"\x16\x03\x03\x00\x7a\x02" + bytes(200), 0, 50, 2.0)  # the ServerHello
+    conv.finish()
+    assert conv.protocol == "postgresql-tls" and conv.queries == []
+    found = [f for f in conv.findings if f.code == "encrypted"]
+    assert len(found) == 1 and "directly" in found[0].message
+    assert found[0].frames == [1 + (len(hello) - 1) // 100]  # the segment completing it
+
+
+def test_tls_without_alpn_postgresql_is_not_postgres() -> None:
+    for alpn in (None, ["h2", "http/1.1"]):
+        conv = Conversation("c1", start_seen=lambda d: True)
+        conv.feed(0, client_hello(alpn), 0, 1, 1.0)
+        conv.finish()
+        assert conv.protocol == "unknown", alpn
+        assert "ALPN" in conv.decode_stopped["reason"]  # type: ignore[index]
+        assert ("h2" in conv.decode_stopped["reason"]) == bool(alpn)  # type: ignore[index]
+
+
+def test_client_hello_parser_on_every_prefix_and_junk() -> None:
+    from pktflow.pgwire.tls import NEED_MORE, NOT_TLS, client_hello_alpn
+    hello = client_hello(["postgresql", "x"])
+    assert client_hello_alpn(hello) == ["postgresql", "x"]
+    for n in range(len(hello)):
+        assert client_hello_alpn(hello[:n]) == NEED_MORE, n
+    assert client_hello_alpn(b"\x17\x03\x03\x00\x10" + bytes(16)) == NOT_TLS  # application data
+    assert client_hello_alpn(b"\x16\x03\x03\x00\x04\x02\x00\x00\x00") == NOT_TLS  # ServerHello
+    assert client_hello_alpn(b"GET / HTTP/1.1") == NOT_TLS
+    cut = bytearray(hello)
+    cut[3:5] = (60).to_bytes(2, "big")  # a record shorter than its ClientHello
+    assert client_hello_alpn(bytes(cut[:65])) in (NOT_TLS, [])

@@ -525,3 +525,21 @@ def test_noise_that_never_resynchronises_costs_linear_time(tmp_path: Path) -> No
     assert conn["protocol"] == "postgresql" and len(conn["queries"]) == 3
     assert conn["lost_bytes"]["backend"] >= 1_900_000
     assert times[1] / times[0] < 8, times  # linear is 4; the old rescan was 16
+
+
+def test_direct_tls_connection_through_the_cli(tmp_path: Path) -> None:
+    """A PostgreSQL 17 client with sslnegotiation=direct: the report calls it PostgreSQL over
+    TLS (not "not PostgreSQL") and still analyses its TCP transfer."""
+    from test_pgwire import client_hello
+    talk = Talk()
+    talk.send(0, client_hello(["postgresql"]))
+    talk.send(1, b"\x16\x03\x03\x00\x7a\x02" + bytes(1400))
+    talk.send(0, b"\x17\x03\x03\x01\x00" + bytes(256))
+    path = talk.write(tmp_path / "direct-tls.pcap")
+    code, out, err = cli("analyze", "--format", "json", str(path))
+    assert code == ExitCode.OK, err
+    conn = json.loads(out)["connections"][0]
+    assert conn["protocol"] == "postgresql-tls"
+    assert conn["directions"]["server_to_client"]["payload_bytes"] == 1406
+    code, text, err = cli("analyze", str(path))
+    assert code == ExitCode.OK and "directly" in text and "TLS" in text, text

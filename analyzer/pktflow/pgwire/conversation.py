@@ -20,6 +20,7 @@ from pktflow.findings import Finding
 from pktflow.pgwire import messages as M
 from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
 from pktflow.pgwire.query import Query
+from pktflow.pgwire.tls import NEED_MORE, client_hello_alpn
 
 START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
 MAX_QUERIES = 10_000  # queries listed per connection; the rest are counted
@@ -30,6 +31,7 @@ KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest s
 _D, _d = ord("D"), ord("d")
 _BULK_BACKEND = frozenset((_D, _d))  # DataRow, CopyData: counted, never parsed
 _BULK_FRONTEND = frozenset((_d,))  # CopyData of COPY FROM STDIN ('D' is Describe here)
+MAX_CLIENT_HELLO = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 
 
 class _Side:
@@ -193,6 +195,8 @@ class Conversation:
             # The frontend speaks first; with its start seen, the backend's is typed framing.
             s.state = TYPED if self.startup is not None or self._start_seen(d) else SYNC
             return 0
+        if buf[:1] == b"\x16":  # a TLS record, where a startup length would be >= 369 MB
+            return self._direct_tls(d, s, buf, off, frame)
         if len(buf) < 8:
             return 0
         ln, code = M.INT32.unpack_from(buf, 0)[0], M.INT32.unpack_from(buf, 4)[0]
@@ -344,15 +348,38 @@ class Conversation:
         done = self._typed(d, s, buf, pos, base, frame, ts)
         s.buf, s.base = buf[done:], base + done
 
-    def _encrypted(self, kind: str, frame: int) -> None:
+    def _direct_tls(self, d: int, s: _Side, buf: bytes, off: int, frame: int) -> int:
+        """PostgreSQL 17's direct TLS: a ClientHello offering ALPN "postgresql"."""
+        alpn = client_hello_alpn(buf)
+        if alpn == NEED_MORE and len(buf) <= MAX_CLIENT_HELLO:
+            return 0
+        if isinstance(alpn, list) and "postgresql" in alpn:
+            self.roles_known = True
+            s.decoded = True
+            self.decode_started_at = self.decode_started_at or "startup"
+            self.encryption = "tls-direct"
+            self._encrypted("tls", frame, "the client started TLS directly (PostgreSQL 17 "
+                                          "sslnegotiation=direct, ALPN \"postgresql\")")
+            return len(buf)
+        if self._start_seen(d):
+            offered = ", ".join(alpn) if isinstance(alpn, list) and alpn else "none"
+            self._not_postgres(d, off, frame, "the first message is a TLS ClientHello without "
+                                              f"ALPN \"postgresql\" (offered: {offered}), which "
+                                              "PostgreSQL's direct TLS requires")
+        else:
+            s.state = SYNC
+        return 0
+
+    def _encrypted(self, kind: str, frame: int, how: str | None = None) -> None:
         self.protocol = "postgresql-tls" if kind == "tls" else "postgresql-gss"
-        self.encryption = kind
+        if self.encryption == "none":
+            self.encryption = kind
         for s in self.sides:
             s.state = STOPPED
         self.findings.append(Finding(
-            "info", "encrypted", f"the server accepted {self.encryption_asked}: the rest of the "
-            f"connection is {kind.upper()}-encrypted, so only its TCP transfer is analysed",
-            self.conn_id, [frame]))
+            "info", "encrypted", f"{how or 'the server accepted ' + str(self.encryption_asked)}: "
+            f"the rest of the connection is {kind.upper()}-encrypted, so only its TCP transfer "
+            f"is analysed", self.conn_id, [frame]))
 
     def _not_postgres(self, d: int, off: int, frame: int, reason: str,
                       stop: bool = True) -> None:

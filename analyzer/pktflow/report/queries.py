@@ -41,8 +41,11 @@ def protocol_line(conn: dict[str, Any]) -> Text | None:
         return Text("not PostgreSQL (no valid wire-protocol framing)", "dim")
     if proto in ("postgresql-tls", "postgresql-gss"):
         kind = "TLS" if proto.endswith("tls") else "GSSAPI"
-        return Text(f"PostgreSQL, {kind}-encrypted after the startup request: only the TCP "
-                    f"transfer can be analysed", "yellow")
+        asked = conn.get("messages", {}).get("frontend", {})
+        when = ("after the startup request" if "SSLRequest" in asked or "GSSENCRequest" in asked
+                else "from its first byte (direct TLS)")
+        return Text(f"PostgreSQL, {kind}-encrypted {when}: only the TCP transfer can be "
+                    f"analysed", "yellow")
     st = conn.get("startup")
     who = (f"user {st.get('user')!r} database {st.get('database')!r}"
            + (f" application {st['application_name']!r}" if st.get("application_name") else "")
