@@ -39,7 +39,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
-# The native speedups (analyzer/pktflow/_speedups.c) need a C compiler and Python's headers at
+# The compiled hot path (analyzer/pktflow/_speedups.c and the mypyc-compiled per-packet modules)
+# needs a C compiler and Python's headers at
 # install time; without them pktflow installs and runs as pure Python, only slower.
 has_headers() { .venv/bin/python -c 'import os, sysconfig, sys
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }

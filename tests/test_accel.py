@@ -1,10 +1,14 @@
 """The native speedups (pktflow._speedups) against their pure-Python twins: same packets, same
 stats, same damage reports, same reports, on every shipped capture and on crafted and damaged
-input. Other test modules run both paths through the `both_paths` fixture (conftest.py)."""
+input. Other test modules run both paths through the `both_paths` fixture (conftest.py).
+The per-packet modules compiled by mypyc (pktflow.compiled) against their own source: the
+same reports, run in two processes."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
+import os
 import random
 import struct
 import subprocess
@@ -29,7 +33,7 @@ CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted(
     (ROOT / "tests" / "regressions").glob("*.pcap"))
 NATIVE = accel.native
 
-pytestmark = pytest.mark.skipif(
+needs_native = pytest.mark.skipif(
     NATIVE is None, reason="pktflow._speedups is not built (no C compiler at install time): "
                            "only the pure-Python path exists to test")
 
@@ -59,6 +63,7 @@ def both_read(path: Path) -> None:
         assert [type(x) for x in a] == [type(x) for x in b]
 
 
+@needs_native
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
 def test_same_packets_and_report_on_every_capture(path: Path) -> None:
     both_read(path)
@@ -89,6 +94,7 @@ def _variety() -> Iterator[tuple[int, bytes]]:
     yield LINKTYPE_ETHERNET, frame(seg, LINKTYPE_ETHERNET)[:12] + b"\x08\x06" + b"\x00" * 28
 
 
+@needs_native
 def test_decode_of_every_frame_shape() -> None:
     from pktflow.capture.ip import decode
     from pktflow.capture.link import DECODERS
@@ -102,6 +108,7 @@ def test_decode_of_every_frame_shape() -> None:
         assert NATIVE.decode(lt, data, 5, 1.5) == pure, (lt, data.hex())
 
 
+@needs_native
 @pytest.mark.parametrize("nano", [False, True])
 @pytest.mark.parametrize("big", [False, True])
 def test_crafted_pcaps_and_pcapng(tmp_path: Path, nano: bool, big: bool) -> None:
@@ -115,6 +122,7 @@ def test_crafted_pcaps_and_pcapng(tmp_path: Path, nano: bool, big: bool) -> None
                            lts, tsresol=9 if nano else None))
 
 
+@needs_native
 def test_every_cut_reports_the_same_damage(tmp_path: Path) -> None:
     data = (ROOT / "captures" / "extended-direct-loopback.pcap").read_bytes()
     p = tmp_path / "cut.pcap"
@@ -123,6 +131,7 @@ def test_every_cut_reports_the_same_damage(tmp_path: Path) -> None:
         both_read(p)
 
 
+@needs_native
 def test_absurd_record_length_and_random_tails(tmp_path: Path) -> None:
     data = (ROOT / "captures" / "error-direct-loopback.pcap").read_bytes()
     rng = random.Random(11)
@@ -141,6 +150,7 @@ def _message(t: bytes, body: bytes) -> bytes:
     return t + struct.pack(">I", len(body) + 4) + body
 
 
+@needs_native
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=40),
        bad=st.one_of(st.none(), st.integers(0, 3), st.just(0xFFFFFFFF)),
@@ -172,6 +182,7 @@ def test_message_runs_split_anywhere(sizes: list[int], bad: int | None, cuts: li
     assert _with(NATIVE, run) == _with(None, run)
 
 
+@needs_native
 def test_message_run_contract() -> None:
     rows = b"".join(_message(b"D", bytes(n)) for n in (0, 5, 9))
     assert NATIVE.message_run(rows + b"C", 0, 1 << 30) == (3, len(rows), -1)
@@ -200,12 +211,13 @@ def test_install_without_a_compiler_falls_back_to_pure_python(tmp_path: Path) ->
     assert len(wheels) == 1, wheels
     import zipfile
     names = zipfile.ZipFile(wheels[0]).namelist()
-    assert not any("_speedups" in n and n.endswith(".so") for n in names), names
+    assert not any(n.endswith(".so") for n in names), names  # neither C nor mypyc modules
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheels[0])], env=env, check=True, timeout=300)
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import pktflow.accel as a, "
-            "pktflow.pipeline as p; assert a.native is None, a.native; "
+            "pktflow.compiled as c, pktflow.pipeline as p; assert a.native is None, a.native; "
+            "assert c.REASON == 'not compiled', c.REASON; "
             "r = p.analyze(sys.argv[2]); print(r['capture']['tcp_packets'])")
     site_paths = [str(target)] + [p for p in sys.path if p.endswith("site-packages")]
     out = subprocess.run([sys.executable, "-S", "-c", code, str(target),
@@ -214,3 +226,59 @@ def test_install_without_a_compiler_falls_back_to_pure_python(tmp_path: Path) ->
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout) > 0
+
+
+# -- mypyc-compiled modules ------------------------------------------------------------------
+
+_REPORTS = """
+import json, sys
+from pktflow import compiled
+from pktflow.pipeline import analyze
+print(json.dumps({"mode": compiled.describe(),
+                  "reports": [analyze(p) for p in sys.argv[1:]]}, sort_keys=True))
+"""
+
+
+def test_compiled_modules_give_the_same_reports_as_their_source() -> None:
+    from pktflow import compiled
+    if compiled.REASON is not None:
+        pytest.skip(f"the per-packet modules run as source here: {compiled.REASON}")
+    paths = [str(p) for p in CAPTURES]
+    env = {k: v for k, v in os.environ.items() if k != "PKTFLOW_PURE"}
+    runs = {}
+    for mode, extra in (("compiled", {}), ("source", {"PKTFLOW_PURE": "1"})):
+        out = subprocess.run([sys.executable, "-c", _REPORTS, *paths], capture_output=True,
+                             text=True, env={**env, **extra,
+                                             "PYTHONPATH": str(ROOT / "analyzer")},
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs[mode] = json.loads(out.stdout)
+    assert runs["compiled"]["mode"] == "compiled"
+    assert runs["source"]["mode"].startswith("pure Python")
+    for path, a, b in zip(paths, runs["compiled"]["reports"], runs["source"]["reports"]):
+        assert a == b, path
+
+
+def test_source_runs_when_newer_than_its_build(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edited checkout that was not rebuilt must run the edits, not the old build."""
+    from pktflow import compiled
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    for module in compiled.MODULES:
+        base = tmp_path.joinpath(*module.split("."))
+        base.parent.mkdir(parents=True, exist_ok=True)
+        base.with_suffix(".py").write_text("")
+        Path(str(base) + suffix).write_bytes(b"")
+        os.utime(base.with_suffix(".py"), (1000, 1000))
+        os.utime(str(base) + suffix, (2000, 2000))
+    monkeypatch.setattr(compiled, "_HERE", str(tmp_path))
+    monkeypatch.delenv("PKTFLOW_PURE", raising=False)
+    assert compiled.why_source() is None
+    os.utime(tmp_path / "tcp" / "engine.py", (3000, 3000))  # edited after the build
+    assert "tcp.engine.py is newer" in (compiled.why_source() or "")
+    monkeypatch.setenv("PKTFLOW_PURE", "1")
+    assert compiled.why_source() == "PKTFLOW_PURE"
+    os.utime(tmp_path / "tcp" / "engine.py", (1000, 1000))
+    Path(str(tmp_path / "pgwire" / "query") + suffix).unlink()
+    monkeypatch.delenv("PKTFLOW_PURE")
+    assert compiled.why_source() == "not compiled"

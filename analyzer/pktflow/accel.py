@@ -1,4 +1,5 @@
 """The optional native speedups, or None: pure Python then, with identical results.
+(The per-packet modules compiled from their own source are pktflow.compiled's business.)
 
 pktflow._speedups is built from _speedups.c at install time when a C compiler is present.
 PKTFLOW_PURE=1 (or tests setting `native = None`) forces the pure-Python code; consumers read
@@ -21,4 +22,6 @@ if os.environ.get("PKTFLOW_PURE"):
 
 
 def describe() -> str:
-    return "native speedups" if native is not None else "pure Python"
+    from pktflow import compiled
+    c = "C speedups" if native is not None else "no C speedups"
+    return f"{c}; per-packet modules {compiled.describe()}"

@@ -20,6 +20,10 @@ ECE = 0x40
 CWR = 0x80
 
 
+# The tuple the reader yields, typed for the compiled engine (mypyc unboxes its ints).
+TcpTuple = tuple[int, float, bytes, bytes, int, int, int, int, int, int, int, bytes, bytes]
+
+
 class TcpPacket(NamedTuple):
     """Documentation of the tuple layout; the reader yields plain tuples in this order."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from pktflow.capture.packet import ACK, FIN, RST, SYN
+from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
 from pktflow.findings import Finding
 from pktflow.tcp.connection import Connection, StreamSink
 from pktflow.tcp.direction import (HALF32, MASK32, MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS,
@@ -86,7 +86,7 @@ class TcpEngine:
 
     # -- per packet --------------------------------------------------------------------
 
-    def feed(self, pkt: tuple) -> None:  # type: ignore[type-arg]
+    def feed(self, pkt: TcpTuple) -> None:
         (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
          options) = pkt
         hit = self._table.get((src, sport, dst, dport))

@@ -1,0 +1,68 @@
+"""The modules the build may compile with mypyc, and running their Python source instead.
+
+The build compiles MODULES from their own source when it has a C compiler
+(analyzer/pktflow_build.py); Python then imports the compiled module before the .py beside it.
+The source runs instead, with identical results, when PKTFLOW_PURE is set or when a source is
+newer than its compiled module (an edited checkout not rebuilt: its edits must not be ignored).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+
+# On the per-packet path; module names under pktflow.
+MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
+           "transfer.analyzer", "transfer.histogram", "pgwire.conversation", "pgwire.query")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _paths(module: str) -> tuple[str, list[str]]:
+    """The module's .py and the compiled files beside it."""
+    base = os.path.join(_HERE, *module.split("."))
+    folder, stem = os.path.split(base)
+    found = [os.path.join(folder, f) for f in os.listdir(folder)
+             if f.startswith(stem + ".")
+             and any(f.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES)]
+    return base + ".py", found
+
+
+def why_source() -> str | None:
+    """Why the Python source runs instead of compiled modules, or None when compiled ones do."""
+    if os.environ.get("PKTFLOW_PURE"):
+        return "PKTFLOW_PURE"
+    for module in MODULES:
+        source, built = _paths(module)
+        if not built:
+            return "not compiled"
+        if os.path.exists(source) and os.path.getmtime(source) > max(map(os.path.getmtime, built)):
+            return f"{module}.py is newer than its build: rerun bootstrap.sh"
+    return None
+
+
+class _SourceFirst(importlib.abc.MetaPathFinder):
+    """Finds MODULES as their .py files, ahead of the compiled ones."""
+
+    names = {f"pktflow.{m}": m for m in MODULES}
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        module = self.names.get(fullname)
+        if module is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, _paths(module)[0])
+
+
+REASON = why_source()
+if REASON is not None and not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
+    sys.meta_path.insert(0, _SourceFirst())
+
+
+def describe() -> str:
+    return "compiled" if REASON is None else f"pure Python ({REASON})"

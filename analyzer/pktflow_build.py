@@ -1,0 +1,65 @@
+"""pktflow's build backend: setuptools, plus the compiled hot path when a C compiler is there.
+
+Two kinds of extension, both optional (a failed compile leaves the pure-Python module in use,
+with identical results; PKTFLOW_PURE=1 forces pure Python at run time):
+- pktflow._speedups, hand-written C: record scanning, header decoding, message runs;
+- the per-packet modules (TCP engine, transfer analysis, PostgreSQL decoder) compiled from
+  their own Python source by mypyc, which turns their typed classes into C structs.
+Everything else is setuptools' own backend, configured by pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from setuptools import Extension, setup
+from setuptools import build_meta as _meta
+
+SRC = "analyzer"
+# Commands that only compute metadata: no need to generate C for them.
+_METADATA_ONLY = {"egg_info", "dist_info"}
+
+
+def _extensions() -> list[Any]:
+    exts: list[Any] = [Extension("pktflow._speedups", [f"{SRC}/pktflow/_speedups.c"],
+                                 optional=True, extra_compile_args=["-O2"])]
+    if _METADATA_ONLY.intersection(sys.argv) or os.environ.get("PKTFLOW_NO_MYPYC"):
+        return exts
+    try:
+        from mypyc.build import mypycify
+
+        from pktflow.compiled import MODULES  # the list lives with the code that honours it
+        files = ["pktflow/" + m.replace(".", "/") + ".py" for m in MODULES]
+        here = os.getcwd()
+        os.chdir(SRC)  # module names come from the package layout under analyzer/
+        try:
+            compiled = mypycify(["--ignore-missing-imports", *files], opt_level="3", group_name="pktflow_native",
+                                target_dir=os.path.join(here, "build", "mypyc"))
+        finally:
+            os.chdir(here)
+    except (Exception, SystemExit) as exc:  # mypy missing or refusing the code: pure Python
+        print(f"pktflow: not compiling with mypyc ({exc!r}); pure Python it is", file=sys.stderr)
+        return exts
+    for ext in compiled:
+        ext.optional = True
+        ext.sources = [s if os.path.isabs(s) or s.startswith("build") else f"{SRC}/{s}"
+                       for s in ext.sources]
+    return exts + compiled
+
+
+class _Backend(_meta._BuildMetaBackend):
+    def run_setup(self, setup_script: str = "setup.py") -> None:
+        setup(ext_modules=_extensions())
+
+
+_BACKEND = _Backend()
+get_requires_for_build_wheel = _BACKEND.get_requires_for_build_wheel
+get_requires_for_build_sdist = _BACKEND.get_requires_for_build_sdist
+get_requires_for_build_editable = _BACKEND.get_requires_for_build_editable
+prepare_metadata_for_build_wheel = _BACKEND.prepare_metadata_for_build_wheel
+prepare_metadata_for_build_editable = _BACKEND.prepare_metadata_for_build_editable
+build_wheel = _BACKEND.build_wheel
+build_sdist = _BACKEND.build_sdist
+build_editable = _BACKEND.build_editable
