@@ -39,9 +39,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
-# The compiled hot path (analyzer/pktflow/_speedups.c and the mypyc-compiled per-packet modules)
-# needs a C compiler and Python's headers at
-# install time; without them pktflow installs and runs as pure Python, only slower.
+# The compiled hot path (analyzer/pktflow/_speedups.c and the per-packet modules mypyc
+# compiles) needs a C compiler and Python's headers at install time; without them pktflow
+# installs and runs as pure Python, only slower.
 has_headers() { .venv/bin/python -c 'import os, sysconfig, sys
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
 if ! command -v cc >/dev/null 2>&1 || ! has_headers; then
