@@ -12,12 +12,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from rich.console import Console
 
 from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
-from pktflow.report.text import render
 
 
 @dataclass
@@ -70,6 +68,7 @@ def _progress_bar(env: Env, label: str) -> Any:
     """A rich progress bar on stderr, only when stderr is a terminal."""
     if not env.stderr_isatty:
         return None
+    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"),
@@ -134,9 +133,11 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         elif args.format == "jsonl":
             json.dump(report, env.stdout, separators=(",", ":"))
             env.stdout.write("\n")
-        else:
-            console = Console(file=env.stdout, width=env.width)
-            render(report, console)
+        else:  # rich only here: JSON runs skip importing it (a tenth of a small run)
+            from rich.console import Console
+
+            from pktflow.report.text import render
+            render(report, Console(file=env.stdout, width=env.width))
         damage = report["capture"]["damage"]
         if damage is not None:
             print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
@@ -148,6 +149,8 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:
+    from rich.console import Console
+
     from pktflow.compare import compare
     from pktflow.report.compare import render as render_compare
 

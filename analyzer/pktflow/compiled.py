@@ -8,7 +8,6 @@ newer than its compiled module (an edited checkout not rebuilt: its edits must n
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -46,8 +45,9 @@ def why_source() -> str | None:
     return None
 
 
-class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Finds MODULES as their .py files, ahead of the compiled ones."""
+class _SourceFirst:
+    """A meta path finder (only find_spec is needed; importlib.abc costs 13 ms to import):
+    finds MODULES as their .py files, ahead of the compiled ones."""
 
     names = {f"pktflow.{m}": m for m in MODULES}
 

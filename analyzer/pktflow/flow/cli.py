@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:  # rich loads when a diagram is drawn, not when the parser is built
+    from rich.console import Console
 
 from pktflow.errors import UsageError
 from pktflow.flow.events import collect
@@ -120,6 +121,8 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         ladder.explain = notes(ladder)
     fmt = args.format
     if fmt == "text":
+        from rich.console import Console
+
         if args.output:
             with open(args.output, "w") as fh:
                 render_text(ladder, Console(file=fh, width=env.width or 120), args)
