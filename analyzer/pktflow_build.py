@@ -30,12 +30,13 @@ def _extensions() -> list[Any]:
     try:
         from mypyc.build import mypycify
 
-        from pktflow.compiled import MODULES  # the list lives with the code that honours it
+        from pktflow.compiled import MODULES, SHARED  # the code that honours them
         files = ["pktflow/" + m.replace(".", "/") + ".py" for m in MODULES]
         here = os.getcwd()
         os.chdir(SRC)  # module names come from the package layout under analyzer/
         try:
-            compiled = mypycify(["--ignore-missing-imports", *files], opt_level="3", group_name="pktflow_native",
+            compiled = mypycify(["--ignore-missing-imports", *files], opt_level="3",
+                                group_name=SHARED.removesuffix("__mypyc"),
                                 target_dir=os.path.join(here, "build", "mypyc"))
         finally:
             os.chdir(here)

@@ -272,6 +272,7 @@ def test_source_runs_when_newer_than_its_build(tmp_path: Path,
         os.utime(base.with_suffix(".py"), (1000, 1000))
         os.utime(str(base) + suffix, (2000, 2000))
     monkeypatch.setattr(compiled, "_HERE", str(tmp_path))
+    monkeypatch.setattr(compiled, "SHARED", "json")  # stands in for a built runtime
     monkeypatch.delenv("PKTFLOW_PURE", raising=False)
     assert compiled.why_source() is None
     os.utime(tmp_path / "tcp" / "engine.py", (3000, 3000))  # edited after the build
@@ -279,6 +280,8 @@ def test_source_runs_when_newer_than_its_build(tmp_path: Path,
     monkeypatch.setenv("PKTFLOW_PURE", "1")
     assert compiled.why_source() == "PKTFLOW_PURE"
     os.utime(tmp_path / "tcp" / "engine.py", (1000, 1000))
-    Path(str(tmp_path / "pgwire" / "query") + suffix).unlink()
     monkeypatch.delenv("PKTFLOW_PURE")
+    monkeypatch.setattr(compiled, "SHARED", "pktflow_no_such_runtime__mypyc")
+    assert "runtime" in (compiled.why_source() or "")  # a partial build: run the source
+    Path(str(tmp_path / "pgwire" / "query") + suffix).unlink()
     assert compiled.why_source() == "not compiled"

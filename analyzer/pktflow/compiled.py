@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+# The runtime mypyc builds for the group, a top-level module the compiled modules import.
+SHARED = "pktflow_native__mypyc"
 # On the per-packet path; module names under pktflow.
 MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
            "transfer.analyzer", "transfer.histogram", "pgwire.conversation", "pgwire.query")
@@ -42,6 +44,8 @@ def why_source() -> str | None:
             return "not compiled"
         if os.path.exists(source) and os.path.getmtime(source) > max(map(os.path.getmtime, built)):
             return f"{module}.py is newer than its build: rerun bootstrap.sh"
+    if importlib.util.find_spec(SHARED) is None:  # a partial build must not break imports
+        return f"the compiled modules' runtime ({SHARED}) is missing"
     return None
 
 
