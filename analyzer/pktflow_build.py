@@ -43,10 +43,8 @@ def _extensions() -> list[Any]:
     except (Exception, SystemExit) as exc:  # mypy missing or refusing the code: pure Python
         print(f"pktflow: not compiling with mypyc ({exc!r}); pure Python it is", file=sys.stderr)
         return exts
-    for ext in compiled:
+    for ext in compiled:  # their C sources are absolute paths under target_dir
         ext.optional = True
-        ext.sources = [s if os.path.isabs(s) or s.startswith("build") else f"{SRC}/{s}"
-                       for s in ext.sources]
     return exts + compiled
 
 

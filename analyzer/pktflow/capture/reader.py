@@ -69,24 +69,15 @@ class Capture:
         native = accel.native
         self._seen_links: set[int] = set()
         if native is not None and st.format == "pcap":
-            tcp = 0
-            for batch in pcap_batches(self._fh, self._head, st, native.scan_pcap, self._seen):
-                tcp += len(batch)
-                yield batch
+            batches = pcap_batches(self._fh, self._head, st, native.scan_pcap, self._seen)
         else:
-            tcp = 0
-            pending: list[tuple] = []  # type: ignore[type-arg]
-            for pkt in self._decoded(native):
-                tcp += 1
-                pending.append(pkt)
-                if len(pending) >= 256:
-                    yield pending
-                    pending = []
-            if pending:
-                yield pending
-        frame = st.packets
+            batches = self._record_batches(native)
+        tcp = 0
+        for batch in batches:
+            tcp += len(batch)
+            yield batch
         st.tcp_packets = tcp
-        if frame and not tcp and not any(t in DECODERS for t in self._seen_links):
+        if st.packets and not tcp and not any(t in DECODERS for t in self._seen_links):
             raise UnsupportedCaptureError(
                 f"no supported link type ({', '.join(st.link_types)})", file=self.path,
                 hint="pktflow reads Ethernet, Linux cooked (SLL/SLL2), BSD loopback and raw IP")
@@ -97,9 +88,10 @@ class Capture:
         if name not in self.stats.link_types:
             self.stats.link_types.append(name)
 
-    def _decoded(self, native: ModuleType | None
-                 ) -> Iterator[tuple]:  # type: ignore[type-arg]
-        """TCP packets record by record: pcapng, or no native speedups."""
+    def _record_batches(self, native: ModuleType | None
+                        ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+        """Batches decoded record by record (pcapng, or no native speedups); runs of pcapng
+        packet blocks a native scan decoded pass through as they are, stats already counted."""
         st = self.stats
         records: Iterator[Record | list[tuple]]  # type: ignore[type-arg]
         if st.format == "pcap":
@@ -111,10 +103,14 @@ class Capture:
         decoders = DECODERS
         seen_links = self._seen_links
         frame = 0
+        pending: list[tuple] = []  # type: ignore[type-arg]
         for rec in records:
-            if type(rec) is list:  # packets the native scan decoded, stats already counted
+            if type(rec) is list:
                 frame = st.packets
-                yield from rec
+                if pending:
+                    yield pending
+                    pending = []
+                yield rec
                 continue
             linktype, ts, data, orig_len = cast(Record, rec)
             frame += 1
@@ -135,13 +131,18 @@ class Capture:
                     continue
                 pkt = decode(data, where[0], where[1], frame, ts)
             if type(pkt) is tuple:
-                yield pkt
+                pending.append(pkt)
+                if len(pending) >= 256:
+                    yield pending
+                    pending = []
             elif pkt == NOT_TCP:
                 st.non_tcp_packets += 1
             elif pkt == FRAGMENT:
                 st.ip_fragments += 1
             else:
                 st.undecodable_packets += 1
+        if pending:
+            yield pending
         st.packets = frame
 
 

@@ -100,11 +100,7 @@ class Conversation:
         if self.pending and s.role == "backend":
             q = self._head()
             if q is not None:
-                counts, n = q.segments.counts, len(data)
-                if n in counts:  # Histogram.add's common case, inlined: once per segment
-                    counts[n] += 1
-                else:
-                    q.segments.add(n)
+                q.segments.add(len(data))
         start = 0  # where the next message starts in data (not sliced: a copy per segment)
         if s.skip:
             start = min(s.skip, len(data))
@@ -357,7 +353,6 @@ class Conversation:
             self.roles_known = True
             s.decoded = True
             self.decode_started_at = self.decode_started_at or "startup"
-            self.encryption = "tls-direct"
             self._encrypted("tls", frame, "the client started TLS directly (PostgreSQL 17 "
                                           "sslnegotiation=direct, ALPN \"postgresql\")")
             return len(buf)
@@ -372,8 +367,7 @@ class Conversation:
 
     def _encrypted(self, kind: str, frame: int, how: str | None = None) -> None:
         self.protocol = "postgresql-tls" if kind == "tls" else "postgresql-gss"
-        if self.encryption == "none":
-            self.encryption = kind
+        self.encryption = kind
         for s in self.sides:
             s.state = STOPPED
         self.findings.append(Finding(

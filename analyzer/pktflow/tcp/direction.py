@@ -1,8 +1,7 @@
 """Per-direction TCP state: sequence bookkeeping, counters and the reassembly buffer.
 
 Sequence numbers are kept relative to the stream's first byte (SYN excluded) and unwrapped to
-unbounded ints: TcpEngine.feed places each raw number in the 2**32 cycle nearest the highest
-byte seen, so 32-bit wraparound is handled there and nowhere else.
+unbounded ints, so 32-bit wraparound is handled once, in `unwrap`, and nowhere else.
 """
 
 from __future__ import annotations
@@ -79,6 +78,12 @@ class Direction:
         self.ev_gap: list[int] = []
         self.ev_zero: list[int] = []
         self.ev_trunc: list[int] = []
+
+    def unwrap(self, raw: int) -> int:
+        """Relative offset of raw sequence number `raw`, the 2**32 cycle nearest `high`."""
+        high = self.high
+        delta = (raw - self.base - high) & MASK32  # type: ignore[operator]
+        return high + delta - (1 << 32 if delta >= HALF32 else 0)
 
     def window_scale(self, peer: Direction) -> tuple[int | None, bool]:
         """Shift this side applies to its windows, and whether the capture proves it."""

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable
 from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
 from pktflow.findings import Finding
 from pktflow.tcp.connection import Connection, StreamSink
-from pktflow.tcp.direction import (HALF32, MASK32, MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS,
-                                   MAX_HOLES, OOO_THRESHOLD_S, Direction, note)
+from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
+                                   OOO_THRESHOLD_S, Direction, note)
 from pktflow.tcp.observe import (FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS,
                                  RETRANS, PacketObserver)
 from pktflow.tcp.options import parse_syn_options
@@ -89,10 +89,7 @@ class TcpEngine:
     def feed(self, pkt: TcpTuple) -> None:
         (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
          options) = pkt
-        hit = self._table.get((src, sport, dst, dport))
-        if hit is None or flags & (SYN | ACK) == SYN:
-            hit = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
-        conn, d = hit
+        conn, d = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
         conn.packets += 1
         conn.end_ts = ts
         conn.last_frame = frame
@@ -111,10 +108,7 @@ class TcpEngine:
         else:
             if mine.base is None:
                 mine.base = seq
-            # Direction.unwrap, inlined: this runs for every packet
-            high = mine.high
-            delta = (seq - mine.base - high) & MASK32
-            seq_rel = high + delta - (1 << 32 if delta >= HALF32 else 0)
+            seq_rel = mine.unwrap(seq)
             end = seq_rel + plen
 
         # The peer's stream: this packet acknowledges up to ack_rel.
@@ -122,9 +116,7 @@ class TcpEngine:
         if flags & ACK:
             if peer.base is None:
                 peer.base = ack
-            high = peer.high
-            delta = (ack - peer.base - high) & MASK32
-            ack_rel = high + delta - (1 << 32 if delta >= HALF32 else 0)
+            ack_rel = peer.unwrap(ack)
             if ack_rel > peer.max_acked:
                 peer.max_acked = ack_rel
                 if peer.buffer:

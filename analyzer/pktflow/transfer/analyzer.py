@@ -157,12 +157,7 @@ class TransferAnalyzer:
         if f.pending is not None:
             self._close_flight(f, ts)
         f.segments += 1
-        # Histogram.add, its common case inlined here and below: these run per packet
-        counts = f.seg_sizes.counts
-        if n in counts:
-            counts[n] += 1
-        else:
-            f.seg_sizes.add(n)
+        f.seg_sizes.add(n)
         if n > f.maxseg:
             f.maxseg = n
         if kind & RETRANS:
@@ -185,11 +180,7 @@ class TransferAnalyzer:
         f.fl_segs += 1
         if f.acked >= 0:
             inflight = f.high - f.acked
-            counts = f.inflight.counts
-            if inflight in counts:
-                counts[inflight] += 1
-            else:
-                f.inflight.add(inflight)
+            f.inflight.add(inflight)
             if inflight > f.inflight_max:
                 f.inflight_max, f.inflight_max_frame = inflight, frame
             win = f.win
@@ -236,18 +227,13 @@ class TransferAnalyzer:
         segs = 0
         last_ts = None
         out = f.outstanding
-        rtts = f.rtt.counts
         while out and out[0][0] <= ack:
             end, sent = out.popleft()
             segs += 1
             last_ts = sent
             if end > f.karn_upto:  # Karn: no sample from retransmitted data
                 rtt = ts - sent
-                us = int(rtt * 1e6)
-                if us in rtts:
-                    rtts[us] += 1
-                else:
-                    f.rtt.add(us)
+                f.rtt.add(int(rtt * 1e6))
                 if f.rtt_min is None or rtt < f.rtt_min:
                     f.rtt_min = rtt
         f.acks += 1
