@@ -7,17 +7,17 @@ unpacks it at once, so a class would only cost time. Field order is fixed by `Tc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 # TCP flag bits as they sit in the header's flags byte.
-FIN = 0x01
-SYN = 0x02
-RST = 0x04
-PSH = 0x08
-ACK = 0x10
-URG = 0x20
-ECE = 0x40
-CWR = 0x80
+FIN: Final = 0x01
+SYN: Final = 0x02
+RST: Final = 0x04
+PSH: Final = 0x08
+ACK: Final = 0x10
+URG: Final = 0x20
+ECE: Final = 0x40
+CWR: Final = 0x80
 
 
 # The tuple the reader yields, typed for the compiled engine (mypyc unboxes its ints).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from pktflow import accel
 from pktflow.findings import Finding
@@ -22,16 +22,20 @@ from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
 from pktflow.pgwire.query import Query
 from pktflow.pgwire.tls import NEED_MORE, client_hello_alpn
 
-START, TYPED, SYNC, STOPPED = "start", "typed", "sync", "stopped"
-MAX_QUERIES = 10_000  # queries listed per connection; the rest are counted
-MAX_NAMES = 10_000  # prepared statements and portals remembered per connection
-MAX_ERROR_FINDINGS = 20  # failed queries listed one by one per connection, then counted
-SYNC_WINDOW = 256 * 1024  # bytes searched for a provable boundary before settling for less
-KEEP_CAP = 1 << 20  # larger control messages are read up to here and the rest skipped
-_D, _d = ord("D"), ord("d")
+START: Final = "start"
+TYPED: Final = "typed"
+SYNC: Final = "sync"
+STOPPED: Final = "stopped"
+MAX_QUERIES: Final = 10_000  # queries listed per connection; the rest are counted
+MAX_NAMES: Final = 10_000  # prepared statements and portals remembered per connection
+MAX_ERROR_FINDINGS: Final = 20  # failed queries listed one by one per connection, then counted
+SYNC_WINDOW: Final = 256 * 1024  # bytes searched for a provable boundary before settling for less
+KEEP_CAP: Final = 1 << 20  # larger control messages are read up to here and the rest skipped
+_D: Final = 0x44  # ord("D")
+_d: Final = 0x64  # ord("d")
 _BULK_BACKEND = frozenset((_D, _d))  # DataRow, CopyData: counted, never parsed
 _BULK_FRONTEND = frozenset((_d,))  # CopyData of COPY FROM STDIN ('D' is Describe here)
-MAX_CLIENT_HELLO = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
+MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 
 
 class _Side:

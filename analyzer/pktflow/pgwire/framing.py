@@ -9,15 +9,17 @@ Z, T, 1, 2 for the backend).
 
 from __future__ import annotations
 
+from typing import Final
+
 import itertools
 
 from pktflow.pgwire.messages import BACKEND, BACKEND_ONLY, FRONTEND, FRONTEND_ONLY, HEADER
 
 # PostgreSQL caps a message near 1 GiB; anything claiming more is not PostgreSQL framing.
-MAX_MESSAGE = (1 << 30) + 64
+MAX_MESSAGE: Final = (1 << 30) + 64
 # Messages other than DataRow/CopyData this long are implausible in a chain we try to trust.
-MAX_CONTROL = 1 << 24
-CHAIN = 3  # messages a boundary needs behind it
+MAX_CONTROL: Final = 1 << 24
+CHAIN: Final = 3  # messages a boundary needs behind it
 TYPES = {"frontend": frozenset(FRONTEND), "backend": frozenset(BACKEND)}
 ONLY = {"frontend": FRONTEND_ONLY, "backend": BACKEND_ONLY}
 _BULK = (ord("D"), ord("d"))

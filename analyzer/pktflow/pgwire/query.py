@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pktflow.pgwire.messages import command_rows
 from pktflow.transfer.histogram import Histogram
 
-SQL_CAP = 64 * 1024  # SQL kept per query; longer text is cut and marked
+SQL_CAP: Final = 64 * 1024  # SQL kept per query; longer text is cut and marked
 
 
 class Query:

@@ -6,22 +6,22 @@ unbounded ints, so 32-bit wraparound is handled once, in `unwrap`, and nowhere e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pktflow.tcp.options import SynOptions
 
-MASK32 = 0xFFFFFFFF
-HALF32 = 0x80000000
+MASK32: Final = 0xFFFFFFFF
+HALF32: Final = 0x80000000
 
 # Reassembly bounds per direction: beyond these, the oldest hole is declared a capture gap
 # rather than buffering without limit (a stream whose hole never fills must not eat memory).
-MAX_BUFFERED_BYTES = 4 << 20
-MAX_BUFFERED_SEGMENTS = 2048
+MAX_BUFFERED_BYTES: Final = 4 << 20
+MAX_BUFFERED_SEGMENTS: Final = 2048
 # Open holes remembered for classifying late arrivals (out-of-order vs retransmission).
-MAX_HOLES = 64
+MAX_HOLES: Final = 64
 # tshark's default: a hole filled within this time of opening is reordering, not loss.
-OOO_THRESHOLD_S = 0.003
-MAX_EVIDENCE = 20
+OOO_THRESHOLD_S: Final = 0.003
+MAX_EVIDENCE: Final = 20
 
 
 class Direction:
@@ -38,7 +38,7 @@ class Direction:
     )
 
     def __init__(self) -> None:
-        self.base: int | None = None  # raw 32-bit sequence number of relative byte 0
+        self.base = -1  # raw 32-bit sequence number of relative byte 0; -1 until known
         self.high = 0  # highest relative end seen (exclusive)
         self.next = 0  # next relative byte to hand to the stream consumer
         self.high_ts = 0.0
@@ -82,7 +82,7 @@ class Direction:
     def unwrap(self, raw: int) -> int:
         """Relative offset of raw sequence number `raw`, the 2**32 cycle nearest `high`."""
         high = self.high
-        delta = (raw - self.base - high) & MASK32  # type: ignore[operator]
+        delta = (raw - self.base - high) & MASK32
         return high + delta - (1 << 32 if delta >= HALF32 else 0)
 
     def window_scale(self, peer: Direction) -> tuple[int | None, bool]:

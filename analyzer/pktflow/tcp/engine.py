@@ -106,7 +106,7 @@ class TcpEngine:
             peer.update_scale(mine)
             seq_rel = end = 0
         else:
-            if mine.base is None:
+            if mine.base < 0:
                 mine.base = seq
             seq_rel = mine.unwrap(seq)
             end = seq_rel + plen
@@ -114,7 +114,7 @@ class TcpEngine:
         # The peer's stream: this packet acknowledges up to ack_rel.
         ack_rel = -1
         if flags & ACK:
-            if peer.base is None:
+            if peer.base < 0:
                 peer.base = ack
             ack_rel = peer.unwrap(ack)
             if ack_rel > peer.max_acked:

@@ -8,15 +8,15 @@ they happen once per packet.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 # Classification of a packet's payload in its own direction's stream (bits of `kind`).
-NEW = 0x01  # carries bytes beyond the highest byte seen so far
-RETRANS = 0x02  # carries only bytes already seen (a retransmission, or a duplicate on the capture)
-PARTIAL_RETRANS = 0x04  # overlaps seen bytes and also carries new ones
-OUT_OF_ORDER = 0x08  # starts beyond the next expected byte: a hole precedes it
-FILLS_HOLE = 0x10  # carries bytes below the highest seen that the capture had not seen
-KEEPALIVE = 0x20  # one byte (or none) just below the next expected byte, on an idle stream
+NEW: Final = 0x01  # carries bytes beyond the highest byte seen so far
+RETRANS: Final = 0x02  # carries only bytes already seen (a retransmission, or a duplicate on the capture)
+PARTIAL_RETRANS: Final = 0x04  # overlaps seen bytes and also carries new ones
+OUT_OF_ORDER: Final = 0x08  # starts beyond the next expected byte: a hole precedes it
+FILLS_HOLE: Final = 0x10  # carries bytes below the highest seen that the capture had not seen
+KEEPALIVE: Final = 0x20  # one byte (or none) just below the next expected byte, on an idle stream
 
 
 @dataclass(frozen=True)

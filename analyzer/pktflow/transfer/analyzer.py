@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from pktflow.capture.packet import FIN, RST, SYN
 from pktflow.findings import Finding
@@ -30,13 +30,13 @@ from pktflow.tcp.observe import NEW, RETRANS, DirectionInfo
 from pktflow.transfer.histogram import Histogram
 from pktflow.transfer.verdict import direction_json, direction_findings
 
-DELAYED_ACK_S = 0.040  # Linux's minimum delayed-ACK timeout
-CONTINUOUS_S = 0.001  # a sender pausing less than this between segments was not waiting
-ACK_CLOCK_S = 0.0005  # a sender resuming this soon after an ACK was waiting for it
-IDLE_S = 0.010  # idle periods reported
-MAX_OUTSTANDING = 4096  # segments remembered for RTT and segments-per-ACK
-MAX_IDLE_KEPT = 20
-MAX_BINS = 200_000  # 100 ms goodput bins: over five hours
+DELAYED_ACK_S: Final = 0.040  # Linux's minimum delayed-ACK timeout
+CONTINUOUS_S: Final = 0.001  # a sender pausing less than this between segments was not waiting
+ACK_CLOCK_S: Final = 0.0005  # a sender resuming this soon after an ACK was waiting for it
+IDLE_S: Final = 0.010  # idle periods reported
+MAX_OUTSTANDING: Final = 4096  # segments remembered for RTT and segments-per-ACK
+MAX_IDLE_KEPT: Final = 20
+MAX_BINS: Final = 200_000  # 100 ms goodput bins: over five hours
 
 
 class Flow:
