@@ -16,17 +16,29 @@ def _coarse(v: int) -> int:
 
 
 class Histogram:
-    """`add` is on the per-packet path: one dict lookup in the common case; the count, the
-    smallest and the largest value are derived from the keys when asked."""
+    """`add` is on the per-packet path. Values repeat in runs (segment sizes, bytes per ACK),
+    so the current run is counted in two unboxed ints and reaches the dict when the value
+    changes or the counts are read. The count, the smallest and the largest value are derived
+    from the keys when asked."""
 
-    __slots__ = ("counts", "cap")
+    __slots__ = ("_counts", "cap", "_last", "_run")
 
     def __init__(self, cap: int = 4096) -> None:
-        self.counts: dict[int, int] = {}
+        self._counts: dict[int, int] = {}
         self.cap = cap
+        self._last = -1  # the value of the run not yet in _counts (values are >= 0)
+        self._run = 0  # its count
 
-    def add(self, v: int, k: int = 1) -> None:
-        counts = self.counts
+    def add(self, v: int) -> None:
+        if v == self._last:
+            self._run += 1
+            return
+        if self._run:
+            self._put(self._last, self._run)
+        self._last, self._run = v, 1
+
+    def _put(self, v: int, k: int) -> None:
+        counts = self._counts
         if v in counts:
             counts[v] += k
         elif len(counts) < self.cap:
@@ -34,6 +46,14 @@ class Histogram:
         else:
             v = _coarse(v)
             counts[v] = counts.get(v, 0) + k
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """Value -> count (read-only: add() is how counts change)."""
+        if self._run:
+            self._put(self._last, self._run)
+            self._last, self._run = -1, 0
+        return self._counts
 
     @property
     def n(self) -> int:
