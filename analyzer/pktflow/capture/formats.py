@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from pktflow.capture.packet import CaptureStats
 
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
-BLOCK = 1 << 20
+BLOCK = 1 << 17  # 128 KiB reads: larger ones cost more in page faults than they save
 # Largest frame any capture tool writes is 262,144 bytes; a record claiming more is corrupt.
 MAX_FRAME = 1 << 18
 MAX_BLOCK = 16 << 20
