@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 
@@ -18,11 +17,14 @@ from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
 
 
-@dataclass
 class Env:
-    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
-    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
-    width: int | None = None  # terminal width override (tests)
+    """Where a run writes: the process's streams, or a test's."""
+
+    def __init__(self, stdout: IO[str] | None = None, stderr: IO[str] | None = None,
+                 width: int | None = None) -> None:
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self.width = width  # terminal width override (tests)
 
     @property
     def stderr_isatty(self) -> bool:

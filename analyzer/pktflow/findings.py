@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
 
 Severity = Literal["info", "warning", "error"]
 
@@ -11,17 +11,16 @@ Severity = Literal["info", "warning", "error"]
 MAX_EVIDENCE_FRAMES = 20
 
 
-@dataclass
-class Finding:
+class Finding(NamedTuple):
     severity: Severity
     code: str  # stable, kebab-case: "capture-gap", "retransmission", "tls", ...
     message: str  # one sentence, with numbers
     connection: str | None = None  # "c1", ... or None for the capture as a whole
-    frames: list[int] = field(default_factory=list)  # Wireshark frame numbers, from 1
+    frames: Sequence[int] = ()  # Wireshark frame numbers, from 1
 
     def to_json(self) -> dict[str, Any]:
         return {"severity": self.severity, "code": self.code, "message": self.message,
-                "connection": self.connection, "frames": self.frames[:MAX_EVIDENCE_FRAMES]}
+                "connection": self.connection, "frames": list(self.frames[:MAX_EVIDENCE_FRAMES])}
 
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}

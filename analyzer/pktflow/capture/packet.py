@@ -6,7 +6,6 @@ unpacks it at once, so a class would only cost time. Field order is fixed by `Tc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 # TCP flag bits as they sit in the header's flags byte.
@@ -42,24 +41,29 @@ class TcpPacket(NamedTuple):
     options: bytes  # raw TCP options (b"" when none)
 
 
-@dataclass
 class CaptureStats:
-    """Counters about the file as a whole, filled in by the reader as it goes."""
+    """Counters about the file as a whole, filled in by the reader as it goes. (A plain class:
+    dataclasses would import inspect, a sixth of a small run's start-up.)"""
 
-    file: str = ""
-    format: str = ""  # "pcap" | "pcapng"
-    compressed: bool = False
-    nanosecond: bool = False
-    link_types: list[str] = field(default_factory=list)
-    packets: int = 0  # every record, TCP or not
-    tcp_packets: int = 0
-    non_tcp_packets: int = 0
-    truncated_packets: int = 0  # captured length < original length
-    undecodable_packets: int = 0  # TCP over IP but headers cut by snaplen, or malformed
-    ip_fragments: int = 0
-    first_ts: float | None = None
-    last_ts: float | None = None
-    # tcpdump's own drop counter, where the format records it (pcapng Interface Statistics)
-    if_drops: int | None = None
-    # set when the file ended early or was corrupt: (frame, offset, reason)
-    damage: tuple[int, int, str] | None = None
+    def __init__(self, file: str = "", format: str = "", packets: int = 0, tcp_packets: int = 0,
+                 first_ts: float | None = None, last_ts: float | None = None) -> None:
+        self.file = file
+        self.format = format  # "pcap" | "pcapng"
+        self.compressed = False
+        self.nanosecond = False
+        self.link_types: list[str] = []
+        self.packets = packets  # every record, TCP or not
+        self.tcp_packets = tcp_packets
+        self.non_tcp_packets = 0
+        self.truncated_packets = 0  # captured length < original length
+        self.undecodable_packets = 0  # TCP over IP but headers cut by snaplen, or malformed
+        self.ip_fragments = 0
+        self.first_ts = first_ts
+        self.last_ts = last_ts
+        # tcpdump's own drop counter, where the format records it (pcapng Interface Statistics)
+        self.if_drops: int | None = None
+        # set when the file ended early or was corrupt: (frame, offset, reason)
+        self.damage: tuple[int, int, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"CaptureStats({vars(self)})"

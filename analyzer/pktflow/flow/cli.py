@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich loads when a diagram is drawn, not when the parser is built
+    from pathlib import Path
+
     from rich.console import Console
 
 from pktflow.errors import UsageError
-from pktflow.flow.events import collect
-from pktflow.flow.ladder import build, to_json
-from pktflow.flow.select import select
+
+# The ladder's modules load when a ladder is drawn: every `pktflow analyze` builds this parser.
 
 FORMATS = ("text", "json", "svg", "html", "mermaid", "plantuml")
+
+
+def _path(arg: str) -> Path:
+    """argparse type: pathlib loads only when a command takes a path (not for analyze)."""
+    from pathlib import Path
+
+    return Path(arg)
 
 
 def _selection_args(p: Any) -> None:
@@ -35,10 +42,10 @@ def add_subparser(sub: Any) -> None:
     rep = sub.add_parser("report", help="one self-contained HTML report: summary, findings, "
                          "queries, verdicts, the ladder and plots")
     _selection_args(rep)
-    rep.add_argument("-o", "--output", type=Path, required=True, help="the .html file to write")
+    rep.add_argument("-o", "--output", type=_path, required=True, help="the .html file to write")
     pl = sub.add_parser("plot", help="time-sequence and in-flight plots (PNG or SVG)")
     _selection_args(pl)
-    pl.add_argument("-o", "--output", type=Path, required=True,
+    pl.add_argument("-o", "--output", type=_path, required=True,
                     help="file to write; its suffix (.png or .svg) picks the format")
     fl = sub.add_parser(
         "flow", help="ladder (sequence) diagram of a query, a relay's legs or a time span",
@@ -53,12 +60,16 @@ def add_subparser(sub: Any) -> None:
     fl.add_argument("--explain", action="store_true",
                     help="teaching mode: one sentence on each message type and ACK pattern shown")
     fl.add_argument("--format", choices=FORMATS, default="text")
-    fl.add_argument("-o", "--output", type=Path,
+    fl.add_argument("-o", "--output", type=_path,
                     help="write to this file (default: stdout)")
 
 
 def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any, Any]:
     """The analysis report, the selective pass over the chosen span, and its ladder."""
+    from pktflow.flow.events import collect
+    from pktflow.flow.ladder import build
+    from pktflow.flow.select import select
+
     report = analyze(args.capture)
     try:
         sel = select(report, query=args.query, connections=args.connection, t_from=args.t_from,
@@ -130,6 +141,8 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
             render_text(ladder, Console(file=env.stdout, width=env.width), args)
         return 0
     if fmt == "json":
+        from pktflow.flow.ladder import to_json
+
         out = json.dumps(to_json(ladder), indent=2) + "\n"
     elif fmt in ("svg", "html"):
         from pktflow.flow.svg import html, svg

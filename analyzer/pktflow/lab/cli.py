@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS, SCENARIOS
+
+
+def _path(arg: str) -> Path:
+    """argparse type: pathlib loads only when a command takes a path (not for analyze)."""
+    from pathlib import Path
+
+    return Path(arg)
 
 
 def add_subparser(sub: Any) -> None:
@@ -33,7 +42,7 @@ def add_subparser(sub: Any) -> None:
                           "(fewer than clients makes transaction pooling multiplex)")
     rec.add_argument("--cold-pool", action="store_true",
                      help="do not open the pooled server connection before capturing")
-    rec.add_argument("-o", "--output", required=True, type=Path)
+    rec.add_argument("-o", "--output", required=True, type=_path)
 
 
 def run(args: argparse.Namespace) -> int:

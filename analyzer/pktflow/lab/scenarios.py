@@ -6,7 +6,7 @@ names the same ones, so the two ways of recording cannot drift apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 POSTGRES_MAJOR = 15
 PGBOUNCER_VERSION = "1.18"
@@ -40,8 +40,7 @@ def create_table_sql(table: str, rows: int) -> str:
             f"FROM generate_series(1, {rows}) AS i")
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(NamedTuple):
     name: str
     description: str
     table: str

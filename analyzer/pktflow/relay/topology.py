@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 # How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
@@ -24,11 +23,16 @@ def sql_key(sql: str | None) -> str:
     return " ".join((sql or "").split()).rstrip(";").strip()
 
 
-@dataclass
 class QueryRef:
-    conn: str
-    index: int
-    q: dict[str, Any]
+    __slots__ = ("conn", "index", "q")
+
+    def __init__(self, conn: str, index: int, q: dict[str, Any]) -> None:
+        self.conn = conn
+        self.index = index
+        self.q = q
+
+    def __repr__(self) -> str:
+        return f"QueryRef({self.conn}#{self.index})"
 
     @property
     def sent(self) -> tuple[float, int]:
@@ -36,17 +40,20 @@ class QueryRef:
         return (float(self.q.get("sent_s") or 0.0), int(self.q.get("sent_frame") or 0))
 
 
-@dataclass
 class Relay:
-    host: str
-    front_port: int
-    front: list[str] = field(default_factory=list)  # connection ids
-    back: list[str] = field(default_factory=list)
-    pairs: list[tuple[QueryRef, QueryRef]] = field(default_factory=list)
-    unmatched_front: list[QueryRef] = field(default_factory=list)
-    unmatched_back: list[QueryRef] = field(default_factory=list)
-    own: list[QueryRef] = field(default_factory=list)  # the pooler's own statements
-    back_ports: list[int] = field(default_factory=list)
+    def __init__(self, host: str, front_port: int) -> None:
+        self.host = host
+        self.front_port = front_port
+        self.front: list[str] = []  # connection ids
+        self.back: list[str] = []
+        self.pairs: list[tuple[QueryRef, QueryRef]] = []
+        self.unmatched_front: list[QueryRef] = []
+        self.unmatched_back: list[QueryRef] = []
+        self.own: list[QueryRef] = []  # the pooler's own statements
+        self.back_ports: list[int] = []
+
+    def __repr__(self) -> str:
+        return f"Relay({self.host}:{self.front_port}, front={self.front}, back={self.back})"
 
 
 def _is_pg(conn: dict[str, Any]) -> bool:

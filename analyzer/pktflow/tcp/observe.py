@@ -7,8 +7,7 @@ they happen once per packet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 # Classification of a packet's payload in its own direction's stream (bits of `kind`).
 NEW: Final = 0x01  # carries bytes beyond the highest byte seen so far
@@ -19,8 +18,7 @@ FILLS_HOLE: Final = 0x10  # carries bytes below the highest seen that the captur
 KEEPALIVE: Final = 0x20  # one byte (or none) just below the next expected byte, on an idle stream
 
 
-@dataclass(frozen=True)
-class DirectionInfo:
+class DirectionInfo(NamedTuple):
     """Facts about one direction known at the end, for an observer's `finish`."""
 
     mss: int | None  # from this side's SYN

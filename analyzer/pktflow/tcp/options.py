@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _EOL, _NOP, _MSS, _WSCALE, _SACK_OK, _TIMESTAMP = 0, 1, 2, 3, 4, 8
 
@@ -10,8 +10,7 @@ _EOL, _NOP, _MSS, _WSCALE, _SACK_OK, _TIMESTAMP = 0, 1, 2, 3, 4, 8
 MAX_WINDOW_SCALE = 14
 
 
-@dataclass(frozen=True)
-class SynOptions:
+class SynOptions(NamedTuple):
     mss: int | None = None
     window_scale: int | None = None
     sack_permitted: bool = False
