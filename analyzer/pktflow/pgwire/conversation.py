@@ -88,6 +88,9 @@ class Conversation:
         self.encryption_asked: str | None = None
         self.batch_error = False  # an ErrorResponse since the last ReadyForQuery
         self.query_errors = 0
+        # bound once per connection, not looked up in other modules per segment
+        self._header = M.HEADER.unpack_from
+        self._message_run = accel.native.message_run if accel.native is not None else None
 
     # -- public API ----------------------------------------------------------------------
 
@@ -240,9 +243,8 @@ class Conversation:
         backend = s.role == "backend"
         types = M.BACKEND if backend else M.FRONTEND
         bulk_types = _BULK_BACKEND if backend else _BULK_FRONTEND
-        hdr = M.HEADER.unpack_from
-        native = accel.native
-        run = native.message_run if native is not None else None
+        hdr = self._header
+        run = self._message_run
         n = len(buf)
         rows = copies = nbytes = 0  # bulk messages since the last control message
         while n - pos >= 5:
