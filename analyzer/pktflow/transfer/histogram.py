@@ -7,6 +7,8 @@ bounds the number of keys whatever the capture's length.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def _coarse(v: int) -> int:
     if v < 16:
@@ -39,10 +41,12 @@ class Histogram:
 
     def _put(self, v: int, k: int) -> None:
         counts = self._counts
-        if v in counts:
-            counts[v] += k
+        key: Any = v  # boxed once for both dict operations (compiled, each would box anew)
+        c = counts.get(key)
+        if c is not None:
+            counts[key] = c + k
         elif len(counts) < self.cap:
-            counts[v] = k
+            counts[key] = k
         else:
             v = _coarse(v)
             counts[v] = counts.get(v, 0) + k
