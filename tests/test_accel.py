@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from pktflow import accel
 from pktflow.capture.reader import open_capture
+from pktflow.pgwire import framing
 from pktflow.pgwire.conversation import Conversation
 from pktflow.pipeline import analyze
 
@@ -182,15 +183,20 @@ def test_message_runs_split_anywhere(sizes: list[int], bad: int | None, cuts: li
     assert _with(NATIVE, run) == _with(None, run)
 
 
-@needs_native
-def test_message_run_contract() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["native", "pure"])
+def test_message_run_contract(native: bool) -> None:
+    if native and NATIVE is None:
+        pytest.skip("pktflow._speedups is not built (no C compiler at install time)")
+    message_run = NATIVE.message_run if native else framing.message_run
     rows = b"".join(_message(b"D", bytes(n)) for n in (0, 5, 9))
-    assert NATIVE.message_run(rows + b"C", 0, 1 << 30) == (3, len(rows), -1)
-    assert NATIVE.message_run(rows + _message(b"C", b""), 0, 1 << 30) == (3, len(rows), -1)
-    assert NATIVE.message_run(rows + b"D\x00\x00\x00\x02", 0, 1 << 30) == (3, len(rows), 2)
-    assert NATIVE.message_run(rows[:-3], 0, 1 << 30) == (3, len(rows), -1)  # last one runs on
+    assert message_run(rows + b"C", 0, 1 << 30) == (3, len(rows), -1)
+    assert message_run(rows + _message(b"C", b""), 0, 1 << 30) == (3, len(rows), -1)
+    assert message_run(rows + b"D\x00\x00\x00\x02", 0, 1 << 30) == (3, len(rows), 2)
+    assert message_run(rows[:-3], 0, 1 << 30) == (3, len(rows), -1)  # last one runs on
+    assert message_run(b"D\x00\x00\x00\x03", 0, 1 << 30) == (0, 0, 3)  # malformed first
+    assert message_run(rows, 0, 9) == (2, 15, 13)  # a length over the cap stops the run
     with pytest.raises(ValueError):
-        NATIVE.message_run(b"D\x00", 0, 1 << 30)
+        message_run(b"D\x00", 0, 1 << 30)
 
 
 # -- installing without a compiler -------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any, Final
 from pktflow import accel
 from pktflow.findings import Finding
 from pktflow.pgwire import messages as M
-from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary
+from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary, message_run
 from pktflow.pgwire.query import Query
 from pktflow.pgwire.tls import NEED_MORE, client_hello_alpn
 
@@ -31,10 +31,8 @@ MAX_NAMES: Final = 10_000  # prepared statements and portals remembered per conn
 MAX_ERROR_FINDINGS: Final = 20  # failed queries listed one by one per connection, then counted
 SYNC_WINDOW: Final = 256 * 1024  # bytes searched for a provable boundary before settling for less
 KEEP_CAP: Final = 1 << 20  # larger control messages are read up to here and the rest skipped
-_D: Final = 0x44  # ord("D")
-_d: Final = 0x64  # ord("d")
-_BULK_BACKEND = frozenset((_D, _d))  # DataRow, CopyData: counted, never parsed
-_BULK_FRONTEND = frozenset((_d,))  # CopyData of COPY FROM STDIN ('D' is Describe here)
+_D: Final = 0x44  # "D": DataRow from the backend, Describe from the frontend
+_d: Final = 0x64  # "d": CopyData, either way
 MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 
 
@@ -90,7 +88,8 @@ class Conversation:
         self.query_errors = 0
         # bound once per connection, not looked up in other modules per segment
         self._header = M.HEADER.unpack_from
-        self._message_run = accel.native.message_run if accel.native is not None else None
+        self._message_run: Callable[[bytes, int, int], tuple[int, int, int]] = (
+            accel.native.message_run if accel.native is not None else message_run)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -242,50 +241,33 @@ class Conversation:
                ts: float) -> int:
         backend = s.role == "backend"
         types = M.BACKEND if backend else M.FRONTEND
-        bulk_types = _BULK_BACKEND if backend else _BULK_FRONTEND
+        big_d = _D if backend else -1  # 'D' is DataRow from the backend, Describe from the front
         hdr = self._header
         run = self._message_run
         n = len(buf)
         rows = copies = nbytes = 0  # bulk messages since the last control message
         while n - pos >= 5:
-            t, ln = hdr(buf, pos)
-            if t in bulk_types:
-                # The hot loop: a run of DataRow or CopyData, counted, never parsed.
-                start, count = pos, 0
-                if run is not None:  # the native twin of the loop below
-                    count, pos, bad = run(buf, pos, MAX_MESSAGE)
-                    if bad >= 0:
-                        ln = bad
-                while True:
-                    if ln < 4 or ln > MAX_MESSAGE:  # PostgreSQL caps any message near 1 GiB
-                        nbytes += pos - start
-                        if t == _D:
-                            rows += count
-                        else:
-                            copies += count
-                        if rows or copies:
-                            self._bulk(s, rows, copies, nbytes, frame, ts)
-                        self._malformed(d, s, t, ln, off + pos, frame)
-                        return n
-                    if run is not None:
-                        break
-                    count += 1
-                    pos += 1 + ln
-                    if n - pos < 5:
-                        break
-                    t2, ln = hdr(buf, pos)
-                    if t2 != t:
-                        break
+            t = buf[pos]
+            if t == _d or t == big_d:
+                # The hot path: a run of DataRow or CopyData, counted, never parsed.
+                start = pos
+                count, pos, bad = run(buf, pos, MAX_MESSAGE)
                 nbytes += pos - start
                 if t == _D:
                     rows += count
                 else:
                     copies += count
+                if bad >= 0:  # a length PostgreSQL never sends (it caps messages near 1 GiB)
+                    if rows or copies:
+                        self._bulk(s, rows, copies, nbytes, frame, ts)
+                    self._malformed(d, s, t, bad, off + pos, frame)
+                    return n
                 if pos > n:  # the last one continues in the next segment
                     s.skip = pos - n
                     pos = n
                     break
                 continue
+            ln = hdr(buf, pos)[1]
             if rows or copies:
                 self._bulk(s, rows, copies, nbytes, frame, ts)
                 rows = copies = nbytes = 0

@@ -9,9 +9,8 @@ Z, T, 1, 2 for the backend).
 
 from __future__ import annotations
 
-from typing import Final
-
 import itertools
+from typing import Final
 
 from pktflow.pgwire.messages import BACKEND, BACKEND_ONLY, FRONTEND, FRONTEND_ONLY, HEADER
 
@@ -24,6 +23,24 @@ TYPES = {"frontend": frozenset(FRONTEND), "backend": frozenset(BACKEND)}
 ONLY = {"frontend": FRONTEND_ONLY, "backend": BACKEND_ONLY}
 _BULK = (ord("D"), ord("d"))
 _Z = ord("Z")
+
+
+def message_run(buf: bytes, pos: int, max_message: int) -> tuple[int, int, int]:
+    """Walk the run of messages of buf[pos]'s type from pos, a whole header there: (how many,
+    where the run ends, the malformed length that stopped it or -1). The last message may run
+    past the buffer (then the end is beyond len(buf)). Twin of pktflow._speedups.message_run."""
+    if pos < 0 or len(buf) - pos < 5:
+        raise ValueError("message_run needs a whole header at pos")
+    n, t, count = len(buf), buf[pos], 0
+    unpack = HEADER.unpack_from
+    while True:
+        ln = unpack(buf, pos)[1]
+        if ln < 4 or ln > max_message:
+            return count, pos, ln
+        count += 1
+        pos += 1 + ln
+        if n - pos < 5 or buf[pos] != t:
+            return count, pos, -1
 
 
 def plausible(t: int, ln: int, side: str) -> bool:
