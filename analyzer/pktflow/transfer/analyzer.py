@@ -50,7 +50,7 @@ class Flow:
         "inflight_max_frame", "ratio_max", "fl_bytes", "fl_segs", "fl_full", "fl_first_frame",
         "pending", "flights", "fl_bytes_hist", "fl_segs_hist", "end_reasons", "end_frames",
         "rtt", "rtt_min", "idle", "idle_count", "idle_total", "bins", "maxseg", "scale_known",
-        "last_ack_ts", "full_frames", "idle_waiting",
+        "last_ack_ts", "full_frames", "idle_waiting", "bin_cur", "bin_new",
     )
 
     def __init__(self, scale_known: bool) -> None:
@@ -101,12 +101,20 @@ class Flow:
         self.idle: list[dict[str, Any]] = []
         self.idle_count = 0
         self.idle_total = 0.0
-        self.bins: dict[int, int] = {}
+        self.bins: dict[int, int] = {}  # complete after finish(): the current bin is in bin_*
+        self.bin_cur = -1  # the 100 ms bin being filled, and its new bytes not yet in bins
+        self.bin_new = 0
         self.maxseg = 0
         self.scale_known = scale_known
         self.last_ack_ts = 0.0
         self.full_frames: list[int] = []
         self.idle_waiting = 0.0  # idle time with data unacknowledged or the window shut
+
+
+def _flush_bin(f: Flow) -> None:
+    if f.bin_new:
+        f.bins[f.bin_cur] = f.bins.get(f.bin_cur, 0) + f.bin_new
+        f.bin_new = 0
 
 
 class TransferAnalyzer:
@@ -170,7 +178,10 @@ class TransferAnalyzer:
             f.high = end
             b = int((ts - f.first_ts) * 10)
             if b < MAX_BINS:
-                f.bins[b] = f.bins.get(b, 0) + new
+                if b != f.bin_cur:  # thousands of segments share a bin: one dict update each
+                    _flush_bin(f)
+                    f.bin_cur = b
+                f.bin_new += new
             if len(f.outstanding) >= MAX_OUTSTANDING:
                 f.outstanding.popleft()
             f.outstanding.append((end, ts))
@@ -294,6 +305,7 @@ class TransferAnalyzer:
     def finish(self, info: tuple[DirectionInfo, DirectionInfo]) -> None:
         self.info = info
         for d, f in enumerate(self.flows):
+            _flush_bin(f)
             if f.fl_segs and f.pending is None:  # the last flight: data simply ended
                 f.pending = (f.fl_bytes, f.fl_segs, f.fl_full, f.last_ts, f.last_ts,
                              f.last_frame)
