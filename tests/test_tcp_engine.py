@@ -218,3 +218,44 @@ def test_random_reordering_always_reassembles_exactly() -> None:
         eng, sinks, _ = run(body + [(i + 4, p[1], *p[2:]) for i, p in enumerate(data)])
         assert bytes(sinks[0].data[1]) == b"".join(chunks), trial
         assert d(eng)["payload_bytes"] == sum(map(len, chunks))
+
+
+def test_compiled_and_python_consumers_get_the_same_calls() -> None:
+    """pktflow's own analyses are called directly when compiled, others through Python; a
+    connection with both kinds gives each every packet and byte, in capture order."""
+    from pktflow.pgwire.conversation import Conversation
+    from pktflow.tcp.connection import CompiledSink
+    from pktflow.tcp.observe import CompiledObserver
+    from pktflow.transfer.analyzer import TransferAnalyzer
+
+    f = Flow()
+    f.handshake()
+    f.send(0, b"Q\x00\x00\x00\x0dSELECT 1\x00", win=100)
+    for _ in range(3):
+        f.send(1, b"x" * 1000, win=50)
+    f.ack(0)
+    f.fin(0)
+    f.fin(1)
+    recs: list[Recorder] = []
+    tas: list[TransferAnalyzer] = []
+
+    class Both:  # the observer factory may mix both kinds
+        def __call__(self, conn: object) -> list[object]:
+            recs.append(Recorder())
+            tas.append(TransferAnalyzer("c1"))
+            return [recs[-1], tas[-1]]
+
+    eng = TcpEngine(sink_factory=lambda conn: Conversation(conn.id),  # type: ignore[attr-defined]
+                    observer_factory=Both())  # type: ignore[arg-type]
+    for p in f.packets:
+        eng.feed(p)
+    eng.finish()
+    conn = eng.connections[0]
+    assert isinstance(conn.sink, CompiledSink) and conn.compiled_sink is conn.sink
+    assert conn.compiled_observers == (tas[0],) and conn.other_observers == (recs[0],)
+    assert all(isinstance(o, CompiledObserver) for o in conn.compiled_observers)
+    assert len(recs[0].calls) == len(f.packets) and recs[0].info is not None
+    assert tas[0].info is not None
+    out = tas[0].result(1)
+    assert out["segment_size_histogram"] == {"1000": 3}
+    assert conn.sink.to_json()["messages"]["frontend"] == {"Query": 1}  # type: ignore[union-attr]

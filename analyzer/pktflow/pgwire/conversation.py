@@ -21,6 +21,7 @@ from pktflow.pgwire import messages as M
 from pktflow.pgwire.framing import MAX_MESSAGE, BoundaryScan, find_boundary, message_run
 from pktflow.pgwire.query import Query
 from pktflow.pgwire.tls import NEED_MORE, client_hello_alpn
+from pktflow.tcp.connection import CompiledSink
 
 START: Final = "start"
 TYPED: Final = "typed"
@@ -61,7 +62,7 @@ def _bounded_put(names: dict[str, str], key: str, value: str) -> None:
     names[key] = value
 
 
-class Conversation:
+class Conversation(CompiledSink):
     def __init__(self, conn_id: str, start_seen: Callable[[int], bool] | None = None) -> None:
         self.conn_id = conn_id
         self._start_seen = start_seen or (lambda d: False)

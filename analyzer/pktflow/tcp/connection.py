@@ -6,7 +6,7 @@ import socket
 from typing import Any, Protocol
 
 from pktflow.tcp.direction import Direction
-from pktflow.tcp.observe import DirectionInfo, PacketObserver
+from pktflow.tcp.observe import CompiledObserver, DirectionInfo, PacketObserver
 
 
 class StreamSink(Protocol):
@@ -19,6 +19,20 @@ class StreamSink(Protocol):
     def finish(self) -> None: ...
 
 
+class CompiledSink:
+    """Base of pktflow's own stream consumer (the PostgreSQL decoder): called directly when
+    compiled, like CompiledObserver."""
+
+    def feed(self, d: int, data: bytes, offset: int, frame: int, ts: float) -> None:
+        raise NotImplementedError
+
+    def gap(self, d: int, offset: int, length: int, frame: int, ts: float) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        raise NotImplementedError
+
+
 def format_ip(raw: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
@@ -26,6 +40,7 @@ def format_ip(raw: bytes) -> str:
 class Connection:
     __slots__ = ("id", "client", "server", "dirs", "handshake_seen", "start_ts", "end_ts",
                  "first_frame", "last_frame", "packets", "closed_by", "sink", "observers",
+                 "compiled_sink", "compiled_observers", "other_observers",
                  "swapped", "role_source", "syn_frames", "finished")
 
     def __init__(self, conn_id: str, client: tuple[bytes, int], server: tuple[bytes, int],
@@ -43,6 +58,10 @@ class Connection:
         self.closed_by: str | None = None
         self.sink: StreamSink | None = None
         self.observers: tuple[PacketObserver, ...] = ()
+        # the same consumers split by how the engine calls them per packet (see CompiledSink)
+        self.compiled_sink: CompiledSink | None = None
+        self.compiled_observers: tuple[CompiledObserver, ...] = ()
+        self.other_observers: tuple[PacketObserver, ...] = ()
         # True when the application protocol showed the engine's client/server guess was wrong;
         # the report swaps labels, the engine's own numbering never changes mid-connection.
         self.swapped = False

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 
 from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
 from pktflow.findings import Finding
-from pktflow.tcp.connection import Connection, StreamSink
+from pktflow.tcp.connection import CompiledSink, Connection, StreamSink
 from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
                                    OOO_THRESHOLD_S, Direction, note)
 from pktflow.tcp.observe import (FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS,
-                                 RETRANS, PacketObserver)
+                                 RETRANS, CompiledObserver, PacketObserver)
 from pktflow.tcp.options import parse_syn_options
 
 SinkFactory = Callable[[Connection], StreamSink | None]
@@ -51,9 +51,15 @@ class TcpEngine:
         self._table[(client[0], client[1], server[0], server[1])] = (conn, 0)
         self._table[(server[0], server[1], client[0], client[1])] = (conn, 1)
         if self._sink_factory is not None:
-            conn.sink = self._sink_factory(conn)
+            conn.sink = sink = self._sink_factory(conn)
+            if isinstance(sink, CompiledSink):
+                conn.compiled_sink = sink
         if self._observer_factory is not None:
             conn.observers = tuple(self._observer_factory(conn))
+            conn.compiled_observers = tuple(o for o in conn.observers
+                                            if isinstance(o, CompiledObserver))
+            conn.other_observers = tuple(o for o in conn.observers
+                                         if not isinstance(o, CompiledObserver))
         return conn
 
     def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
@@ -154,7 +160,9 @@ class TcpEngine:
         if flags & RST:
             mine.rst = True
             conn.closed_by = "rst"
-        for obs in conn.observers:
+        for cobs in conn.compiled_observers:  # a direct call when compiled
+            cobs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
+        for obs in conn.other_observers:
             obs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
 
     def _data(self, conn: Connection, d: int, mine: Direction, seq: int, end: int, plen: int,
@@ -241,7 +249,6 @@ class TcpEngine:
 
     def _deliver(self, conn: Connection, d: int, mine: Direction, seq: int, end: int,
                  payload: bytes, frame: int, ts: float) -> None:
-        sink = conn.sink
         nxt = mine.next
         if end <= nxt:
             return
@@ -257,18 +264,23 @@ class TcpEngine:
                 mine.bound_gaps += 1
                 self._declare_gap(conn, d, mine, min(mine.buffer), frame, ts)
             return
-        self._push(sink, d, mine, seq, end, payload, frame, ts)
+        self._push(conn, d, mine, seq, end, payload, frame, ts)
         if mine.buffer:
             self._drain(conn, d, mine)
 
     @staticmethod
-    def _push(sink: StreamSink | None, d: int, mine: Direction, seq: int, end: int,
+    def _push(conn: Connection, d: int, mine: Direction, seq: int, end: int,
               payload: bytes, frame: int, ts: float) -> None:
         """Hand [mine.next, end) to the sink; seq <= mine.next < end."""
         skip = mine.next - seq
         data = payload[skip:] if skip else payload
+        sink = conn.sink
         if sink is not None and data:
-            sink.feed(d, data, mine.next, frame, ts)
+            compiled = conn.compiled_sink
+            if compiled is not None:  # a direct call when compiled
+                compiled.feed(d, data, mine.next, frame, ts)
+            else:
+                sink.feed(d, data, mine.next, frame, ts)
         got = mine.next + len(data)
         if got < end and sink is not None:  # snaplen cut the payload: say so, never invent it
             sink.gap(d, got, end - got, frame, ts)
@@ -283,7 +295,7 @@ class TcpEngine:
             end, payload, frame, ts = buf.pop(start)
             mine.buffered_bytes -= len(payload)
             if end > mine.next:
-                self._push(conn.sink, d, mine, start, end, payload, frame, ts)
+                self._push(conn, d, mine, start, end, payload, frame, ts)
 
     def _declare_gap(self, conn: Connection, d: int, mine: Direction, upto: int, frame: int,
                      ts: float) -> None:

@@ -48,3 +48,17 @@ class PacketObserver(Protocol):
 
     def finish(self, info: tuple[DirectionInfo, DirectionInfo]) -> None:
         """The capture ended; info[d] describes direction d."""
+
+
+class CompiledObserver:
+    """Base of pktflow's own observers (the transfer analysis). When the per-packet modules are
+    compiled, the engine calls these directly, its ints unboxed, where a PacketObserver costs a
+    Python-level call per packet; without compilation it is an ordinary base class. Only
+    compiled-together classes may derive from it (tests and plugins implement PacketObserver)."""
+
+    def on_packet(self, d: int, frame: int, ts: float, seq: int, end: int, ack: int,
+                  win: int, flags: int, kind: int) -> None:
+        raise NotImplementedError
+
+    def finish(self, info: tuple[DirectionInfo, DirectionInfo]) -> None:
+        raise NotImplementedError

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from pktflow.capture.packet import FIN, RST, SYN
 from pktflow.findings import Finding
-from pktflow.tcp.observe import NEW, RETRANS, DirectionInfo
+from pktflow.tcp.observe import NEW, RETRANS, CompiledObserver, DirectionInfo
 from pktflow.transfer.histogram import Histogram
 from pktflow.transfer.verdict import direction_json, direction_findings
 
@@ -117,7 +117,7 @@ def _flush_bin(f: Flow) -> None:
         f.bin_new = 0
 
 
-class TransferAnalyzer:
+class TransferAnalyzer(CompiledObserver):
     def __init__(self, conn_id: str, scale_known: Callable[[int], bool] | None = None) -> None:
         self.conn_id = conn_id
         self._scale_known = scale_known or (lambda d: True)
