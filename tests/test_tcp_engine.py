@@ -259,3 +259,40 @@ def test_compiled_and_python_consumers_get_the_same_calls() -> None:
     out = tas[0].result(1)
     assert out["segment_size_histogram"] == {"1000": 3}
     assert conn.sink.to_json()["messages"]["frontend"] == {"Query": 1}  # type: ignore[union-attr]
+
+
+def _fresh_addresses(packets: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
+    """The same packets, each with address objects of its own (as the pure-Python reader
+    makes them): the engine's identity shortcut never applies, the table answers."""
+    return [(p[0], p[1], bytes(bytearray(p[2])), bytes(bytearray(p[3])), *p[4:])
+            for p in packets]
+
+
+def test_connection_shortcut_agrees_with_the_table() -> None:
+    """Three connections interleaved, one 4-tuple reused after close, a retransmitted SYN:
+    finding connections by address identity gives what the table gives."""
+    rng = random.Random(7)
+    flows = []
+    for port, isn in ((40000, 1000), (40001, 50_000), (40000, 9_000_000)):
+        f = Flow(isn_c=isn, t=1_700_000_000.0 + (1 if isn == 9_000_000 else 0))
+        f.handshake()
+        if isn == 50_000:
+            f.packets.insert(1, (0, f.packets[0][1] + 1e-6, *f.packets[0][2:]))  # SYN again
+        for _ in range(20):
+            f.send(rng.choice((0, 1)), bytes(rng.randrange(1, 300)))
+        f.fin(0)
+        f.fin(1)
+        flows.append([p[:4] + (port if p[4] == 40000 else p[4],
+                               port if p[5] == 40000 else p[5]) + p[6:] for p in f.packets])
+    # interleave the first two, the third (same 4-tuple as the first) after both
+    mixed = sorted(flows[0] + flows[1], key=lambda p: p[1]) + flows[2]
+    packets = [(i + 1, *p[1:]) for i, p in enumerate(mixed)]
+
+    def report(pkts: list[tuple]) -> list[object]:  # type: ignore[type-arg]
+        eng, sinks, recs = run(pkts)
+        return [[c.to_json(0.0) for c in eng.connections], [s.data for s in sinks],
+                [r.calls for r in recs]]
+
+    shared = report(packets)
+    assert len(shared[0]) == 3  # type: ignore[arg-type]
+    assert shared == report(_fresh_addresses(packets))

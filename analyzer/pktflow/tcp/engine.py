@@ -33,12 +33,28 @@ ObserverFactory = Callable[[Connection], Iterable[PacketObserver]]
 Key = tuple[bytes, int, bytes, int]
 
 
+def _side(conn: Connection, src: bytes, sport: int, dst: bytes, dport: int) -> int:
+    """The direction of a packet with these very address objects in conn, or -1 (which only
+    means: look in the table)."""
+    c, s = conn.client, conn.server
+    if sport == c[1] and dport == s[1] and src is c[0] and dst is s[0]:
+        return 0
+    if sport == s[1] and dport == c[1] and src is s[0] and dst is c[0]:
+        return 1
+    return -1
+
+
 class TcpEngine:
     def __init__(self, sink_factory: SinkFactory | None = None,
                  observer_factory: ObserverFactory | None = None) -> None:
         self._sink_factory = sink_factory
         self._observer_factory = observer_factory
         self._table: dict[Key, tuple[Connection, int]] = {}
+        # The two connections last found in the table. A capture interleaves few busy
+        # connections, and the native reader hands out one object per address, so identity
+        # finds most packets' connection without building and hashing a key.
+        self._hot: Connection | None = None
+        self._warm: Connection | None = None
         self.connections: list[Connection] = []
         self.findings: list[Finding] = []
 
@@ -64,7 +80,21 @@ class TcpEngine:
 
     def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
                 ts: float, frame: int) -> tuple[Connection, int]:
-        hit = self._table.get((src, sport, dst, dport))
+        hit: tuple[Connection, int] | None = None
+        hot, warm = self._hot, self._warm
+        if hot is not None:
+            side = _side(hot, src, sport, dst, dport)
+            if side >= 0:
+                hit = (hot, side)
+            elif warm is not None:
+                side = _side(warm, src, sport, dst, dport)
+                if side >= 0:
+                    hit = (warm, side)
+        if hit is None:
+            hit = self._table.get((src, sport, dst, dport))
+            if hit is not None and hit[0] is not hot:
+                self._warm = hot
+                self._hot = hit[0]
         syn_only = flags & (SYN | ACK) == SYN
         if hit is not None:
             if not syn_only:
@@ -85,6 +115,10 @@ class TcpEngine:
 
     def _retire(self, conn: Connection) -> None:
         """Finish a connection whose 4-tuple is being reused."""
+        if conn is self._hot:
+            self._hot = None
+        if conn is self._warm:
+            self._warm = None
         a, b = conn.client, conn.server
         self._table.pop((a[0], a[1], b[0], b[1]), None)
         self._table.pop((b[0], b[1], a[0], a[1]), None)
