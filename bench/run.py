@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Time pktflow against tcptrace and tshark on the same captures, in one run, alternating.
 
-    python3 bench/run.py [--generate] [--rounds 3] [CAPTURE ...]
+    python3 bench/run.py [--generate | --reuse] [--rounds 3] [CAPTURE ...]
 
 --generate records the benchmark inputs with the lab first (root), into bench/out/ (git-ignored):
 a pg_dump of a 1,500,000-row table over the bridge (MTU 1500, offloads off), direct and through
 PgBouncer, and four pooled dumps concatenated (mergecap -a) for the scale check. Prints wall
 time, CPU time and peak RSS per tool, packets/s and the ratios, pktflow's time per million
-packets and peak RSS on the 4x capture, and writes bench/results.md.
+packets and peak RSS on the 4x capture, and writes bench/results.md. --reuse times the inputs
+an earlier --generate left in bench/out/ again (after a change to pktflow).
 Run by hand, never by the test suite: timings belong in a benchmark, not in assertions.
 """
 
@@ -100,13 +101,16 @@ def record(dest: Path, via: str, rows: int) -> Path:
     return dest
 
 
-def generate() -> tuple[list[Path], Path]:
+def generate(reuse: bool = False) -> tuple[list[Path], Path]:
     """The benchmark inputs, and the scale capture: SCALE pooled dumps, recorded one after
     the other and concatenated (mergecap -a), so it is SCALE times as large and clean. (One
-    dump of SCALE x ROWS rows, 1.4 GB, made tcpdump drop a few packets.)"""
+    dump of SCALE x ROWS rows, 1.4 GB, made tcpdump drop a few packets.) With `reuse`, inputs
+    an earlier run left in bench/out/ are timed again rather than recorded anew."""
     OUT.mkdir(parents=True, exist_ok=True)
-    made = [record(OUT / f"pgdump-{ROWS // 1000}k-{via}-bridge.pcap", via, ROWS)
-            for via in ("direct", "pgbouncer")]
+    made = []
+    for via in ("direct", "pgbouncer"):
+        path = OUT / f"pgdump-{ROWS // 1000}k-{via}-bridge.pcap"
+        made.append(path if reuse and path.exists() else record(path, via, ROWS))
     big = OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-x{SCALE}.pcap"
     if not big.exists():
         parts = [made[1]] + [record(OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-{i}.pcap",
@@ -200,6 +204,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("captures", nargs="*", type=Path)
     ap.add_argument("--generate", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="like --generate, but time the inputs already in bench/out/ again")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pooler-port", type=int, default=6432,
                     help="for tshark's decode-as when a capture has no .json metadata")
@@ -209,8 +215,8 @@ def main() -> int:
     os.environ["PYTHONPATH"] = str(ROOT / "analyzer") + os.pathsep + os.environ.get("PYTHONPATH", "")
     caps = list(args.captures)
     big = None
-    if args.generate:
-        made, big = generate()
+    if args.generate or args.reuse:
+        made, big = generate(reuse=args.reuse)
         caps += made
     if not caps:
         ap.error("give captures or --generate")
@@ -222,7 +228,7 @@ def main() -> int:
              f"time (user+sys) is the steadier measure when the machine is shared; load "
              f"average at the start {os.getloadavg()[0]:.2f}",
              f"- tools: {'; '.join(tool_versions())}", ""]
-    if args.generate:
+    if args.generate or args.reuse:
         lines += ["Inputs: `pktflow lab record --scenario pgdump --rows N --network bridge "
                   "--offloads off` (namespaces on a Linux bridge, MTU 1500, no TSO/GSO/GRO), "
                   "direct and through PgBouncer; metadata beside each capture.", ""]
