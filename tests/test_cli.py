@@ -114,3 +114,29 @@ def test_many_captures_in_parallel_keep_order_and_errors(tmp_path: Path) -> None
     assert files == [str(p) for p in caps]
     assert code == ExitCode.NO_FILE
     assert err.strip().splitlines() == [f"pktflow: {missing}: no such file"]
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_overview_is_whole_in_a_narrow_terminal(width: int) -> None:
+    """The connection overview at 80 columns: every header, endpoint, count and verdict in
+    full (endpoints and a long verdict take a second line), nothing cut with an ellipsis."""
+    capture = str(ROOT / "captures" / "seqscan-10k-pgbouncer-bridge.pcap")
+    _, report, _ = cli("analyze", "--format", "json", capture)
+    code, out, _ = cli("analyze", capture, width=width)
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "connections, busiest first" in line)
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("╭"))
+    overview = "\n".join(lines[start:end])
+    assert code == 0 and "…" not in overview
+    assert all(len(line) <= width for line in lines[start:end])
+    words = overview.split()
+    for head in ("conn", "role", "packets", "queries", "limit"):
+        assert head in words
+    for c in json.loads(report)["connections"]:
+        for end_ in ("client", "server"):
+            assert f"{c[end_]['ip']}:{c[end_]['port']}" in words
+        assert f"{c['packets']:,}" in words
+        s2c = c["directions"]["server_to_client"]
+        assert f"{s2c['payload_bytes']:,}" in words
+        limit = s2c["verdict"]["limit"]
+        assert limit in words or all(part in words for part in limit.split("_"))

@@ -122,23 +122,42 @@ def _bytes(conn: dict[str, Any]) -> int:
     return sum(d["payload_bytes"] for d in conn["directions"].values())
 
 
-def render_overview(conns: list[dict[str, Any]]) -> RenderableType:
+_OVERVIEW = (("conn", "left"), ("client -> server", "left"), ("role", "left"),
+             ("packets", "right"), ("bytes c->s", "right"), ("bytes s->c", "right"),
+             ("queries", "right"), ("limit", "left"))
+
+
+def render_overview(conns: list[dict[str, Any]], width: int = 120) -> RenderableType:
     """One line per connection: who, role, bytes each way, queries, the bulk direction's
-    verdict. The busiest first."""
-    table = Table(title=f"{len(conns):,} connections, busiest first", title_justify="left",
-                  box=None, pad_edge=False)
-    for col, just in (("conn", "left"), ("client -> server", "left"), ("role", "left"),
-                      ("packets", "right"), ("bytes c->s", "right"), ("bytes s->c", "right"),
-                      ("queries", "right"), ("limit", "left")):
-        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    verdict. The busiest first. When one line is wider than `width`, the endpoints and the
+    verdict take two lines; numbers always keep their full width."""
+    rows = []
     for c in sorted(conns, key=lambda c: -_bytes(c)):
         c2s, s2c = c["directions"]["client_to_server"], c["directions"]["server_to_client"]
         bulk = max((c2s, s2c), key=lambda d: d["payload_bytes"])
-        verdict = (bulk.get("verdict") or {}).get("limit", "-")
-        table.add_row(c["id"], f"{_endpoint(c['client'])} -> {_endpoint(c['server'])}",
-                      c.get("role", "-"), f"{c['packets']:,}", f"{c2s['payload_bytes']:,}",
-                      f"{s2c['payload_bytes']:,}",
-                      f"{c.get('queries_total', len(c.get('queries') or [])):,}", verdict)
+        rows.append([c["id"], f"{_endpoint(c['client'])} -> {_endpoint(c['server'])}",
+                     c.get("role", "-"), f"{c['packets']:,}", f"{c2s['payload_bytes']:,}",
+                     f"{s2c['payload_bytes']:,}",
+                     f"{c.get('queries_total', len(c.get('queries') or [])):,}",
+                     (bulk.get("verdict") or {}).get("limit", "-")])
+
+    def widths() -> list[int]:
+        return [max(len(line) for text in [head] + [r[i] for r in rows]
+                    for line in text.split("\n"))
+                for i, (head, _) in enumerate(_OVERVIEW)]
+
+    gaps = len(_OVERVIEW) - 1
+    narrow = sum(widths()) + 2 * gaps > width  # then one space between columns
+    if narrow and sum(widths()) + gaps > width:
+        for r in rows:
+            r[1] = r[1].replace(" -> ", " ->\n")
+            r[7] = r[7].replace("_", "\n")
+    table = Table(title=f"{len(conns):,} connections, busiest first", title_justify="left",
+                  box=None, pad_edge=False, collapse_padding=narrow)
+    for (head, just), w in zip(_OVERVIEW, widths()):
+        table.add_column(head, justify=just, no_wrap=True, min_width=w)  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(*r)
     return table
 
 
@@ -149,7 +168,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     if not conns:
         console.print("No TCP connections.")
     if len(conns) > 1:
-        console.print(render_overview(conns))
+        console.print(render_overview(conns, console.width))
     for relay in render_relays(report):
         console.print(relay)
     shown = sorted(conns, key=lambda c: -_bytes(c))[:MAX_PANELS]
