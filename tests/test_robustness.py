@@ -7,11 +7,13 @@ tmp_path with struct (scapy would take minutes for 100,000 connections), never c
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
 import os
 import random
+import re
 import socket
 import struct
 import subprocess
@@ -543,3 +545,45 @@ def test_direct_tls_connection_through_the_cli(tmp_path: Path) -> None:
     assert conn["directions"]["server_to_client"]["payload_bytes"] == 1406
     code, text, err = cli("analyze", str(path))
     assert code == ExitCode.OK and "directly" in text and "TLS" in text, text
+
+
+# -- the cyclic collector is off during a pass ----------------------------------------------
+
+@pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),
+                         ids=lambda p: p.stem)
+def test_a_pass_leaves_no_cyclic_garbage(capture: Path) -> None:
+    """analyze() turns the cyclic collector off while it runs (with many connections the
+    collector cost more than the analysis). That is only sound while the analysis builds no
+    reference cycles: after a pass, a collection must find nothing to free."""
+    gc.collect()
+    report = analyze(str(capture))
+    del report
+    assert gc.collect() == 0
+    assert gc.isenabled()
+
+
+def test_a_pass_restores_the_collector_as_it_found_it() -> None:
+    capture = str(ROOT / "captures" / "error-direct-loopback.pcap")
+    gc.disable()
+    try:
+        analyze(capture)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    analyze(capture)
+    assert gc.isenabled()
+
+
+def test_text_overview_lists_the_busiest_connections_only(tmp_path: Path) -> None:
+    """A capture of thousands of connections: the text report lists the busiest 50 and says
+    how many it left out (drawing all of them took longer than the analysis); JSON has all."""
+    from pktflow.report.text import MAX_OVERVIEW
+
+    capture = str(_syn_scan(tmp_path / "scan.pcap", MAX_OVERVIEW + 7))
+    code, out, _ = cli("analyze", capture)
+    rows = [line for line in out.splitlines() if re.match(r"c\d+ +\S+ ->", line)]
+    assert code == 0 and len(rows) == MAX_OVERVIEW
+    assert "... and 7 smaller connections: --format json lists every one" in out
+    assert f"{MAX_OVERVIEW + 7 - 10:,} smaller connections are not drawn" in out
+    _, js, _ = cli("analyze", "--format", "json", capture)
+    assert len(json.loads(js)["connections"]) == MAX_OVERVIEW + 7
