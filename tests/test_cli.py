@@ -140,3 +140,17 @@ def test_overview_is_whole_in_a_narrow_terminal(width: int) -> None:
         assert f"{s2c['payload_bytes']:,}" in words
         limit = s2c["verdict"]["limit"]
         assert limit in words or all(part in words for part in limit.split("_"))
+
+
+@pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),
+                         ids=lambda p: p.stem)
+def test_jsonl_is_the_compact_encoding_of_the_report(capture: Path) -> None:
+    """--format jsonl writes a connection at a time; the line must be exactly what json.dumps
+    makes of the whole report, compact."""
+    from pktflow.cli import write_jsonl
+    from pktflow.pipeline import analyze
+
+    report = analyze(str(capture))
+    out = io.StringIO()
+    write_jsonl(report, out)
+    assert out.getvalue() == json.dumps(report, separators=(",", ":")) + "\n"
