@@ -115,7 +115,8 @@ def render_connection(conn: dict[str, Any]) -> RenderableType:
     return Panel(Group(*body), title=title, title_align="left")
 
 
-MAX_PANELS = 10  # connections drawn in full; the overview lists them all
+MAX_PANELS = 10  # connections drawn in full
+MAX_OVERVIEW = 50  # connections listed in the overview; --format json has every one
 
 
 def _bytes(conn: dict[str, Any]) -> int:
@@ -132,7 +133,7 @@ def render_overview(conns: list[dict[str, Any]], width: int = 120) -> Renderable
     verdict. The busiest first. When one line is wider than `width`, the endpoints and the
     verdict take two lines; numbers always keep their full width."""
     rows = []
-    for c in sorted(conns, key=lambda c: -_bytes(c)):
+    for c in sorted(conns, key=lambda c: -_bytes(c))[:MAX_OVERVIEW]:
         c2s, s2c = c["directions"]["client_to_server"], c["directions"]["server_to_client"]
         bulk = max((c2s, s2c), key=lambda d: d["payload_bytes"])
         rows.append([c["id"], f"{_endpoint(c['client'])} -> {_endpoint(c['server'])}",
@@ -158,7 +159,10 @@ def render_overview(conns: list[dict[str, Any]], width: int = 120) -> Renderable
         table.add_column(head, justify=just, no_wrap=True, min_width=w)  # type: ignore[arg-type]
     for r in rows:
         table.add_row(*r)
-    return table
+    if len(conns) <= MAX_OVERVIEW:
+        return table
+    return Group(table, Text(f"... and {len(conns) - MAX_OVERVIEW:,} smaller connections: "
+                             f"--format json lists every one", "dim"))
 
 
 def render(report: dict[str, Any], console: Console) -> None:
@@ -175,5 +179,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     for conn in (c for c in conns if c in shown):  # in capture order
         console.print(render_connection(conn))
     if len(conns) > MAX_PANELS:
-        console.print(Text(f"{len(conns) - MAX_PANELS:,} smaller connections are in the "
-                           f"overview above; --format json has every one in full", "dim"))
+        where = ("are in the overview above" if len(conns) <= MAX_OVERVIEW else
+                 f"are not drawn (the overview lists the busiest {MAX_OVERVIEW})")
+        console.print(Text(f"{len(conns) - MAX_PANELS:,} smaller connections {where}; "
+                           f"--format json has every one in full", "dim"))
