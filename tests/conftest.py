@@ -13,13 +13,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 @pytest.fixture(scope="module", params=["native", "pure"])
 def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a module's tests with the native speedups and again with the pure-Python code."""
+    from nativepath import native_as
+
     from pktflow import accel
-    saved = accel.native
-    if request.param == "native" and saved is None:
+    if request.param == "native" and accel.native is None:
         pytest.skip("pktflow._speedups is not built (no C compiler at install time)")
-    if request.param == "pure":
-        accel.native = None
-    try:
+    with native_as(accel.native if request.param == "native" else None):
         yield request.param
-    finally:
-        accel.native = saved

@@ -22,6 +22,7 @@ from craft import (LINKTYPE_ETHERNET, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_SLL,
                    frame, tcp_segment, write_pcap, write_pcapng)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nativepath import native_as
 
 from pktflow import accel
 from pktflow.capture.reader import open_capture
@@ -40,12 +41,8 @@ needs_native = pytest.mark.skipif(
 
 
 def _with(native: Any, fn: Any, *args: Any) -> Any:
-    saved = accel.native
-    accel.native = native
-    try:
+    with native_as(native):
         return fn(*args)
-    finally:
-        accel.native = saved
 
 
 def _read(path: Path) -> tuple[list[tuple], dict[str, Any]]:  # type: ignore[type-arg]

@@ -112,8 +112,7 @@ class Run:
         many connections the two together would double the peak memory."""
         self.conversations.pop(conn.id, None)
         self.transfers.pop(conn.id, None)
-        conn.sink = conn.compiled_sink = None
-        conn.observers = conn.compiled_observers = conn.other_observers = ()
+        conn.detach()
 
     def findings(self, conn: Connection) -> list[Finding]:
         out: list[Finding] = []

@@ -51,6 +51,7 @@ class Capture:
                 f"not a pcap or pcapng capture (starts with {head.hex()})", file=path, offset=0,
                 hint="record with tcpdump -w, or convert with editcap")
         self._head = head
+        self._seen_links: set[int] = set()  # link types of the records read
 
     def __enter__(self) -> Capture:
         return self
@@ -67,7 +68,6 @@ class Capture:
         """The TCP packets in capture order, a list at a time: the per-packet loop's unit."""
         st = self.stats
         native = accel.native
-        self._seen_links: set[int] = set()
         if native is not None and st.format == "pcap":
             batches = pcap_batches(self._fh, self._head, st, native.scan_pcap, self._seen)
         else:

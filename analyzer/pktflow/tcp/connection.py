@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from pktflow.tcp.direction import Direction
@@ -39,8 +40,8 @@ def format_ip(raw: bytes) -> str:
 
 class Connection:
     __slots__ = ("id", "client", "server", "dirs", "handshake_seen", "start_ts", "end_ts",
-                 "first_frame", "last_frame", "packets", "closed_by", "sink", "observers",
-                 "compiled_sink", "compiled_observers", "other_observers",
+                 "first_frame", "last_frame", "packets", "closed_by", "sink", "compiled_sink",
+                 "compiled_observers", "other_observers",
                  "swapped", "role_source", "syn_frames", "finished")
 
     def __init__(self, conn_id: str, client: tuple[bytes, int], server: tuple[bytes, int],
@@ -56,9 +57,9 @@ class Connection:
         self.last_frame = frame
         self.packets = 0
         self.closed_by: str | None = None
+        # The consumers (see attach): the sink, also as compiled_sink when the engine may call
+        # it directly, and the observers split the same way.
         self.sink: StreamSink | None = None
-        self.observers: tuple[PacketObserver, ...] = ()
-        # the same consumers split by how the engine calls them per packet (see CompiledSink)
         self.compiled_sink: CompiledSink | None = None
         self.compiled_observers: tuple[CompiledObserver, ...] = ()
         self.other_observers: tuple[PacketObserver, ...] = ()
@@ -68,6 +69,23 @@ class Connection:
         self.role_source = role_source  # "handshake" | "syn-ack" | "port" | "application"
         self.syn_frames: list[int] = []
         self.finished = False
+
+    def attach(self, sink: StreamSink | None, observers: Iterable[PacketObserver]) -> None:
+        """Give the connection its consumers, sorted by how the engine calls them per packet:
+        pktflow's own (CompiledSink, CompiledObserver) directly, any other through Python."""
+        self.sink = sink
+        self.compiled_sink = sink if isinstance(sink, CompiledSink) else None
+        both = tuple(observers)
+        self.compiled_observers = tuple(o for o in both if isinstance(o, CompiledObserver))
+        self.other_observers = tuple(o for o in both if not isinstance(o, CompiledObserver))
+
+    def detach(self) -> None:
+        """Let go of the consumers (reported: what they found is in the report)."""
+        self.attach(None, ())
+
+    @property
+    def observers(self) -> tuple[PacketObserver, ...]:
+        return (*self.compiled_observers, *self.other_observers)
 
     @property
     def closed(self) -> bool:

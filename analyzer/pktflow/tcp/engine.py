@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 
 from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
 from pktflow.findings import Finding
-from pktflow.tcp.connection import CompiledSink, Connection, StreamSink
+from pktflow.tcp.connection import Connection, StreamSink
 from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
                                    OOO_THRESHOLD_S, Direction, note)
 from pktflow.tcp.observe import (FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS,
-                                 RETRANS, CompiledObserver, PacketObserver)
+                                 RETRANS, PacketObserver)
 from pktflow.tcp.options import parse_syn_options
 
 SinkFactory = Callable[[Connection], StreamSink | None]
@@ -66,16 +66,8 @@ class TcpEngine:
         self.connections.append(conn)
         self._table[(client[0], client[1], server[0], server[1])] = (conn, 0)
         self._table[(server[0], server[1], client[0], client[1])] = (conn, 1)
-        if self._sink_factory is not None:
-            conn.sink = sink = self._sink_factory(conn)
-            if isinstance(sink, CompiledSink):
-                conn.compiled_sink = sink
-        if self._observer_factory is not None:
-            conn.observers = tuple(self._observer_factory(conn))
-            conn.compiled_observers = tuple(o for o in conn.observers
-                                            if isinstance(o, CompiledObserver))
-            conn.other_observers = tuple(o for o in conn.observers
-                                         if not isinstance(o, CompiledObserver))
+        conn.attach(self._sink_factory(conn) if self._sink_factory is not None else None,
+                    self._observer_factory(conn) if self._observer_factory is not None else ())
         return conn
 
     def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
