@@ -1,4 +1,5 @@
-"""Histogram: the run-length fast path must count exactly what one dict update per value does."""
+"""Histogram: the run-length fast path must count exactly what one dict update per value does.
+Quantiles: every quantile within its stated error of the exact one, in bounded memory."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 import pytest
 
-from pktflow.transfer.histogram import Histogram
+from pktflow.transfer.histogram import EXACT_KEYS, Histogram, Quantiles
 
 
 def reference(values: list[int], cap: int) -> dict[int, int]:
@@ -73,3 +74,61 @@ def test_negative_values_count_too() -> None:
 def test_empty() -> None:
     h = Histogram()
     assert h.counts == {} and h.n == 0 and h.median() is None and h.lo is None
+
+
+def exact_quantile(values: list[int], q: float) -> int:
+    """The definition both classes use: the first value whose cumulative count passes q*(n-1)."""
+    ordered = sorted(values)
+    return ordered[int(q * (len(ordered) - 1))]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("spread", [200, 2000, 70_000, 5_000_000, 1 << 40])
+def test_quantiles_within_a_bucket_of_the_exact_ones(seed: int, spread: int) -> None:
+    rng = random.Random(seed)
+    values = [int(rng.lognormvariate(0, 2) * spread) % (spread + 1) for _ in range(5000)]
+    values += [rng.randrange(spread + 1)] * 300  # a run
+    rng.shuffle(values)
+    h = Quantiles()
+    for v in values:
+        h.add(v)
+    assert h.n == len(values) and h.hi == max(values) and h.lo == min(values)
+    for q in (0.0, 0.05, 0.5, 0.9, 0.95, 0.99, 1.0):
+        want, got = exact_quantile(values, q), h.quantile(q)
+        assert got is not None and got in values, "a quantile is a value that occurred"
+        if want < 256 or len(set(values)) <= EXACT_KEYS:
+            assert got == want
+        else:
+            assert want * (1 - 1 / 128) < got <= want, (q, want, got)
+    # memory: two slots per bucket, about 128 buckets per power of two of the largest value
+    assert len(h._counts) <= 256 + 128 * max(0, max(values).bit_length() - 8)
+
+
+def test_quantiles_exact_when_each_bucket_saw_one_value() -> None:
+    """Bulk transfers repeat a few sizes (65,160 in flight, 1,448 per segment): those exactly,
+    also once many other values have moved the counts into buckets."""
+    few = [65160] * 7 + [1448] * 5 + [3] * 2 + [65160 * 3] * 9
+    many = [(1 << 30) + 7 * i for i in range(EXACT_KEYS)]  # distinct, above the rest
+    for values in (few, few + many):
+        h = Quantiles()
+        for v in values:
+            h.add(v)
+        for i in range(len(few)):  # the quantiles that fall on the repeated sizes
+            q = i / (len(values) - 1)
+            assert h.quantile(q) == exact_quantile(values, q), (len(values), i)
+
+
+def test_quantiles_read_mid_run_and_negative() -> None:
+    h = Quantiles()
+    for v in (500, 500, -2):
+        h.add(v)
+    assert (h.n, h.lo, h.hi, h.median()) == (3, -2, 500, 500)
+    h.add(-2)  # the pending run was flushed by the read: counting goes on
+    h.add(70)
+    assert (h.n, h.lo, h.quantile(0.0), h.quantile(0.25)) == (5, -2, -2, -2)
+    assert h.quantile(0.5) == 70
+
+
+def test_quantiles_empty() -> None:
+    h = Quantiles()
+    assert h.n == 0 and h.median() is None and h.lo is None and h.hi is None

@@ -27,7 +27,7 @@ from typing import Any, Final
 from pktflow.capture.packet import FIN, RST, SYN
 from pktflow.findings import Finding
 from pktflow.tcp.observe import NEW, RETRANS, CompiledObserver, DirectionInfo
-from pktflow.transfer.histogram import Histogram
+from pktflow.transfer.histogram import Histogram, Quantiles
 from pktflow.transfer.verdict import direction_json, direction_findings
 
 DELAYED_ACK_S: Final = 0.040  # Linux's minimum delayed-ACK timeout
@@ -79,7 +79,7 @@ class Flow:
         self.zero_periods = 0
         self.zero_total = 0.0
         self.zero_frames: list[int] = []
-        self.inflight = Histogram()
+        self.inflight = Quantiles()
         self.inflight_max = 0
         self.inflight_max_frame = 0
         self.ratio_max = 0.0
@@ -91,12 +91,12 @@ class Flow:
         # (bytes, segments, window_full, last data ts, ack ts, ack frame)
         self.pending: tuple[int, int, bool, float, float, int] | None = None
         self.flights = 0
-        self.fl_bytes_hist = Histogram()
-        self.fl_segs_hist = Histogram()
+        self.fl_bytes_hist = Quantiles()
+        self.fl_segs_hist = Quantiles()
         self.end_reasons = {"window_full": 0, "ack_arrived": 0, "cwnd_wait": 0,
                             "sender_idle": 0}
         self.end_frames: dict[str, list[int]] = {k: [] for k in self.end_reasons}
-        self.rtt = Histogram()  # microseconds
+        self.rtt = Quantiles()  # microseconds
         self.rtt_min: float | None = None
         self.idle: list[dict[str, Any]] = []
         self.idle_count = 0

@@ -1,13 +1,18 @@
-"""Counts of integer values in bounded memory, with exact quantiles while values are few.
+"""Counts of integer values in bounded memory.
 
-Bytes per ACK or segment sizes take a handful of distinct values, so counts stay exact. Past
-`cap` distinct values, new values are rounded to 4 significant bits (under 7 % error), which
-bounds the number of keys whatever the capture's length.
+Histogram: bytes per ACK or segment sizes take a handful of distinct values, so counts stay
+exact and the most frequent values can be listed. Past `cap` distinct values, new values are
+rounded to 4 significant bits (under 7 % error), which bounds the number of keys whatever the
+capture's length.
+
+Quantiles: for wide distributions read only through quantiles (bytes in flight, RTTs), exact
+counts while values are few, then log-linear buckets: a few kilobytes where a Histogram would
+hold thousands of keys.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 
 def _coarse(v: int) -> int:
@@ -17,19 +22,16 @@ def _coarse(v: int) -> int:
     return (v >> shift) << shift
 
 
-class Histogram:
+class _Runs:
     """`add` is on the per-packet path. Values repeat in runs (segment sizes, bytes per ACK),
-    so the current run is counted in two unboxed ints and reaches the dict when the value
-    changes or the counts are read. The count, the smallest and the largest value are derived
-    from the keys when asked."""
+    so the current run is counted in two unboxed ints and reaches the counts (`_put`) when
+    the value changes or the counts are read (`_flush`)."""
 
-    __slots__ = ("_counts", "cap", "_last", "_run")
+    __slots__ = ("_last", "_run")
 
-    def __init__(self, cap: int = 4096) -> None:
-        self._counts: dict[int, int] = {}
-        self.cap = cap
-        self._last = -1  # the value of the run not yet in _counts (values are >= 0)
-        self._run = 0  # its count
+    def __init__(self) -> None:
+        self._last = -1  # the run not yet counted: its value and its length (which may be
+        self._run = 0  # 0: an empty run of -1 is no run, and -1 added extends it correctly)
 
     def add(self, v: int) -> None:
         if v == self._last:
@@ -38,6 +40,49 @@ class Histogram:
         if self._run:
             self._put(self._last, self._run)
         self._last, self._run = v, 1
+
+    def _put(self, v: int, k: int) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        if self._run:
+            self._put(self._last, self._run)
+            self._last, self._run = -1, 0
+
+    def values(self) -> list[tuple[int, int]]:
+        """(value, count) in increasing order of value."""
+        raise NotImplementedError
+
+    @property
+    def lo(self) -> int | None:
+        seen = self.values()
+        return seen[0][0] if seen else None
+
+    def quantile(self, q: float) -> int | None:
+        """The first value whose cumulative count passes q * (n - 1)."""
+        seen = self.values()
+        target = q * (sum(c for _, c in seen) - 1)
+        total = 0
+        for v, c in seen:
+            total += c
+            if total > target:
+                return v
+        return seen[-1][0] if seen else None
+
+    def median(self) -> int | None:
+        return self.quantile(0.5)
+
+
+class Histogram(_Runs):
+    """Counts by value, exact up to `cap` distinct values. The count, the smallest and the
+    largest value are derived from the keys when asked."""
+
+    __slots__ = ("_counts", "cap")
+
+    def __init__(self, cap: int = 4096) -> None:
+        super().__init__()
+        self._counts: dict[int, int] = {}
+        self.cap = cap
 
     def _put(self, v: int, k: int) -> None:
         counts = self._counts
@@ -54,37 +99,19 @@ class Histogram:
     @property
     def counts(self) -> dict[int, int]:
         """Value -> count (read-only: add() is how counts change)."""
-        if self._run:
-            self._put(self._last, self._run)
-            self._last, self._run = -1, 0
+        self._flush()
         return self._counts
 
     @property
     def n(self) -> int:
         return sum(self.counts.values())
 
-    @property
-    def lo(self) -> int | None:
-        return min(self.counts) if self.counts else None
+    def values(self) -> list[tuple[int, int]]:
+        return sorted(self.counts.items())
 
     @property
     def hi(self) -> int | None:
         return max(self.counts) if self.counts else None
-
-    def quantile(self, q: float) -> int | None:
-        n = self.n
-        if not n:
-            return None
-        target = q * (n - 1)
-        seen = 0
-        for v in sorted(self.counts):
-            seen += self.counts[v]
-            if seen > target:
-                return v
-        return self.hi
-
-    def median(self) -> int | None:
-        return self.quantile(0.5)
 
     def mode(self) -> int | None:
         return max(self.counts, key=self.counts.__getitem__) if self.counts else None
@@ -93,3 +120,93 @@ class Histogram:
         """The k most frequent values, keyed as strings for JSON, largest count first."""
         best = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         return {str(v): c for v, c in best}
+
+
+# Quantiles: exact counts while there are at most EXACT_KEYS distinct values; then buckets:
+# values below 2**EXACT_BITS are their own bucket, and above, each power of two is cut into
+# HALF buckets, so that a bucket is under 1/HALF (0.8 %) of its values wide.
+EXACT_KEYS: Final = 1024
+EXACT_BITS: Final = 8
+HALF: Final = 1 << (EXACT_BITS - 1)
+
+
+def _bucket(v: int) -> int:
+    if v < (1 << EXACT_BITS):
+        return v
+    shift = v.bit_length() - EXACT_BITS
+    return shift * HALF + (v >> shift)  # v >> shift is in [HALF, 2 * HALF): buckets follow on
+
+
+class Quantiles(_Runs):
+    """Counts of integer values read only through quantiles, for wide distributions (bytes in
+    flight, RTTs in microseconds) whose distinct values a Histogram would keep one key each.
+
+    Quantiles are exact while the values take at most EXACT_KEYS distinct values (any short
+    capture). Past that, the counts move to log-linear buckets, whose number grows with the
+    logarithm of the largest value only, and a quantile is the smallest value seen in the
+    bucket that holds it: a value that occurred, exact under 256 and for buckets that saw one
+    value, otherwise at most 0.8 % below the exact quantile. Negative values (an RTT when the
+    clock steps back) stay exact, apart."""
+
+    __slots__ = ("_exact", "_counts", "_least", "_neg", "_n", "_hi")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._exact: dict[int, int] | None = {}  # None once the counts are in buckets
+        self._counts: list[int] = []  # by bucket, grown to the largest bucket seen
+        self._least: list[int] = []  # the smallest value seen in each bucket
+        self._neg: dict[int, int] = {}
+        self._n = 0
+        self._hi: int | None = None
+
+    def _put(self, v: int, k: int) -> None:
+        self._n += k
+        hi = self._hi
+        if hi is None or v > hi:
+            self._hi = v
+        exact = self._exact
+        if exact is None:
+            self._bucket_put(v, k)
+            return
+        key: Any = v  # boxed once for both dict operations
+        exact[key] = exact.get(key, 0) + k
+        if len(exact) > EXACT_KEYS:
+            self._exact = None
+            for value, count in exact.items():
+                self._bucket_put(value, count)
+
+    def _bucket_put(self, v: int, k: int) -> None:
+        if v < 0:
+            self._neg[v] = self._neg.get(v, 0) + k
+            return
+        b = _bucket(v)
+        counts, least = self._counts, self._least
+        if b >= len(counts):
+            grow = b + 1 - len(counts)
+            counts.extend([0] * grow)
+            least.extend([0] * grow)
+        c = counts[b]
+        if c == 0 or v < least[b]:
+            least[b] = v
+        counts[b] = c + k
+
+    def values(self) -> list[tuple[int, int]]:
+        """(value, count) in increasing order: exact counts, or the exact negatives and then
+        each bucket's least value."""
+        self._flush()
+        if self._exact is not None:
+            return sorted(self._exact.items())
+        out = sorted(self._neg.items())
+        out += [(self._least[b], c) for b, c in enumerate(self._counts) if c]
+        return out
+
+    @property
+    def n(self) -> int:
+        self._flush()
+        return self._n
+
+    @property
+    def hi(self) -> int | None:
+        self._flush()
+        return self._hi
+
