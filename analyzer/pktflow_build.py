@@ -30,8 +30,10 @@ def _extensions() -> list[Any]:
     try:
         from mypyc.build import mypycify
 
-        from pktflow.compiled import MODULES, SHARED  # the code that honours them
+        from pktflow.compiled import BUILT_FROM, MODULES, SHARED, digest  # what honours them
         files = ["pktflow/" + m.replace(".", "/") + ".py" for m in MODULES]
+        with open(f"{SRC}/pktflow/{BUILT_FROM}", "w", encoding="ascii") as f:
+            f.writelines(f"{m} {digest(f'{SRC}/{path}')}\n" for m, path in zip(MODULES, files))
         here = os.getcwd()
         os.chdir(SRC)  # module names come from the package layout under analyzer/
         try:

@@ -262,9 +262,10 @@ def test_compiled_modules_give_the_same_reports_as_their_source() -> None:
         assert a == b, path
 
 
-def test_source_runs_when_newer_than_its_build(tmp_path: Path,
+def test_source_runs_when_changed_after_its_build(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """An edited checkout that was not rebuilt must run the edits, not the old build."""
+    """An edited checkout that was not rebuilt must run the edits, not the old build; a source
+    written after its build unchanged must not turn the build off."""
     from pktflow import compiled
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     for module in compiled.MODULES:
@@ -279,6 +280,13 @@ def test_source_runs_when_newer_than_its_build(tmp_path: Path,
     monkeypatch.delenv("PKTFLOW_PURE", raising=False)
     assert compiled.why_source() is None
     os.utime(tmp_path / "tcp" / "engine.py", (3000, 3000))  # edited after the build
+    assert "tcp.engine.py is newer" in (compiled.why_source() or "")
+    # Written after its build but as compiled: a wheel's install writes the sources last.
+    (tmp_path / compiled.BUILT_FROM).write_text(
+        "".join(f"{m} {compiled.digest(compiled._paths(m)[0])}\n" for m in compiled.MODULES))
+    assert compiled.why_source() is None
+    (tmp_path / "tcp" / "engine.py").write_text("x = 1\n")  # and now edited
+    os.utime(tmp_path / "tcp" / "engine.py", (3000, 3000))
     assert "tcp.engine.py is newer" in (compiled.why_source() or "")
     monkeypatch.setenv("PKTFLOW_PURE", "1")
     assert compiled.why_source() == "PKTFLOW_PURE"

@@ -2,8 +2,10 @@
 
 The build compiles MODULES from their own source when it has a C compiler
 (analyzer/pktflow_build.py); Python then imports the compiled module before the .py beside it.
-The source runs instead, with identical results, when PKTFLOW_PURE is set or when a source is
-newer than its compiled module (an edited checkout not rebuilt: its edits must not be ignored).
+The source runs instead, with identical results, when PKTFLOW_PURE is set or when a source was
+changed after its module was compiled (an edited checkout not rebuilt: its edits must not be
+ignored). A source newer than its build is checked against the digest the build recorded in
+BUILT_FROM: installing a wheel writes the sources after the compiled modules, unchanged.
 """
 
 from __future__ import annotations
@@ -21,7 +23,24 @@ SHARED = "pktflow_native__mypyc"
 # On the per-packet path; module names under pktflow.
 MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
            "transfer.analyzer", "transfer.histogram", "pgwire.conversation", "pgwire.query")
+# Written by the build beside this file: "module sha256-of-its-source" per line.
+BUILT_FROM = "compiled-from.txt"
 _HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def digest(source: str) -> str:
+    import hashlib  # 4 ms to import: only when a source is newer than its build
+
+    with open(source, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _built_from() -> dict[str, str]:
+    try:
+        with open(os.path.join(_HERE, BUILT_FROM), encoding="ascii") as f:
+            return dict(line.split() for line in f if line.strip())
+    except (OSError, ValueError):
+        return {}
 
 
 def _paths(module: str) -> tuple[str, list[str]]:
@@ -38,12 +57,16 @@ def why_source() -> str | None:
     """Why the Python source runs instead of compiled modules, or None when compiled ones do."""
     if os.environ.get("PKTFLOW_PURE"):
         return "PKTFLOW_PURE"
+    recorded: dict[str, str] | None = None  # read only when a source is newer than its build
     for module in MODULES:
         source, built = _paths(module)
         if not built:
             return "not compiled"
         if os.path.exists(source) and os.path.getmtime(source) > max(map(os.path.getmtime, built)):
-            return f"{module}.py is newer than its build: rerun bootstrap.sh"
+            if recorded is None:
+                recorded = _built_from()
+            if recorded.get(module) != digest(source):
+                return f"{module}.py is newer than its build: rerun bootstrap.sh"
     if importlib.util.find_spec(SHARED) is None:  # a partial build must not break imports
         return f"the compiled modules' runtime ({SHARED}) is missing"
     return None
