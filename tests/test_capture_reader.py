@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import random
 import socket
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from craft import (LINKTYPE_ETHERNET, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_SLL, LINKTYPE_SLL2,
                    frame, tcp_segment, write_pcap, write_pcapng)
 
+from pktflow.capture.formats import BLOCK, _Buffer
 from pktflow.capture.reader import open_capture
 from pktflow.errors import NoFileError, NotACaptureError, UnsupportedCaptureError
 
@@ -184,3 +187,36 @@ def test_not_a_capture(tmp_path: Path, make, exc) -> None:  # type: ignore[no-un
     make(p)
     with pytest.raises(exc):
         read(p)
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that hands out at most `step` bytes a read, as a pipe or gzip does."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self.data, self.at, self.step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto1(self, b: memoryview) -> int:  # type: ignore[override]
+        n = min(len(b), self.step, len(self.data) - self.at)
+        b[:n] = self.data[self.at:self.at + n]
+        self.at += n
+        return n
+
+
+@pytest.mark.parametrize("step", [1000, 1 << 20])
+def test_read_ahead_window_holds_the_file_whatever_the_needs(step: int) -> None:
+    """The reused read buffer: after need(n), buf[pos:pos + n] is the file's bytes at offset,
+    for needs smaller and far larger than a read, with the unread tail carried over."""
+    data = os.urandom(3 * BLOCK) + bytes(range(256)) * 4000
+    b = _Buffer(_Trickle(data, step), 0)  # type: ignore[arg-type]
+    rng = random.Random(step)
+    while True:
+        n = rng.choice((1, 16, 1500, BLOCK - 7, 2 * BLOCK + 3, 5 * BLOCK))
+        if not b.need(n):
+            assert bytes(b.buf[b.pos:]) == data[b.offset:], "the end: what is left is whole"
+            break
+        assert bytes(b.buf[b.pos:b.pos + n]) == data[b.offset:b.offset + n]
+        b.pos += rng.randrange(n + 1)
+    assert b.offset <= len(data) and b.error is None

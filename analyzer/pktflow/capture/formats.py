@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from pktflow.capture.packet import CaptureStats
 
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
-BLOCK = 1 << 17  # 128 KiB reads: larger ones cost more in page faults than they save
+BLOCK = 1 << 17  # 128 KiB reads into a buffer of twice that (larger measured no faster)
 # Largest frame any capture tool writes is 262,144 bytes; a record claiming more is corrupt.
 MAX_FRAME = 1 << 18
 MAX_BLOCK = 16 << 20
@@ -26,37 +26,45 @@ _MIN_BODY = {1: 8, 2: 20, 3: 4, 5: 12, 6: 20}
 
 
 class _Buffer:
-    """A read-ahead window over the file: `need(n)` makes n bytes available at `pos`."""
+    """A read-ahead window over the file: `need(n)` makes n bytes available at `pos`.
 
-    __slots__ = ("fh", "buf", "pos", "base", "error")
+    The file is read into one reused bytearray: a fresh bytes object per read cost page faults,
+    and joining the unread tail to it a copy of every byte. `buf` is a view of the valid part,
+    valid until the next `need`: records taken out of it are copied (bytes(...))."""
+
+    __slots__ = ("fh", "buf", "pos", "base", "error", "_arr")
 
     def __init__(self, fh: BinaryIO, base: int) -> None:
         self.fh = fh
-        self.buf = b""
+        self.buf: bytes | memoryview = b""
         self.pos = 0
         self.base = base  # file offset of buf[0]
         self.error: str | None = None
+        self._arr = bytearray(2 * BLOCK)
 
     def need(self, n: int) -> bool:
         have = len(self.buf) - self.pos
         if have >= n:
             return True
-        chunks = [self.buf[self.pos:]]
+        arr = self._arr
+        if n + BLOCK > len(arr):  # a record larger than a read: room for it and a read more
+            arr = self._arr = bytearray(n + BLOCK)
+        arr[:have] = bytes(self.buf[self.pos:])  # the unread tail (a copy: it may overlap)
         self.base += self.pos
         self.pos = 0
+        view = memoryview(arr)
         while have < n:
             try:
-                # read1: one underlying read, so a damaged gzip stream loses only its last
-                # chunk, not the megabyte of good data a read() in progress would drop
-                more = self.fh.read1(max(BLOCK, n - have))  # type: ignore[attr-defined]
+                # readinto1: one underlying read, so a damaged gzip stream loses only its last
+                # chunk, not the good data a read() in progress would drop
+                got = self.fh.readinto1(view[have:])  # type: ignore[attr-defined]
             except (EOFError, OSError, zlib.error) as exc:  # a cut or corrupt gzip stream
                 self.error = f"the compressed stream is damaged ({exc})"
-                more = b""
-            if not more:
+                got = 0
+            if not got:
                 break
-            chunks.append(more)
-            have += len(more)
-        self.buf = b"".join(chunks)
+            have += got
+        self.buf = view[:have]
         return have >= n
 
     @property
@@ -134,7 +142,7 @@ def pcap_records(fh: BinaryIO, head: bytes, st: CaptureStats) -> Iterator[Record
         p = b.pos + 16
         b.pos = p + caplen
         frame += 1
-        yield linktype, sec + frac * scale, b.buf[p:p + caplen], orig
+        yield linktype, sec + frac * scale, bytes(b.buf[p:p + caplen]), orig
 
 
 def pcap_batches(fh: BinaryIO, head: bytes, st: CaptureStats, scan: Callable[..., Any],
@@ -244,7 +252,7 @@ def pcapng_records(fh: BinaryIO, head: bytes, st: CaptureStats,
             _cut(st, frame + 1, b, f"a pcapng block (type {btype:#x}) announces {blen:,} bytes "
                                    f"but ends with a length of {trail:,}")
             break
-        body = b.buf[b.pos + 8:b.pos + blen - 4]
+        body = bytes(b.buf[b.pos + 8:b.pos + blen - 4])
         b.pos += blen
         if btype == 6 or btype == 2:  # Enhanced Packet Block / obsolete Packet Block
             if btype == 6:
