@@ -103,7 +103,7 @@ class _PcapFile:
             return
         b = self.b
         self.order, self.nano, self.snaplen, self.linktype = pcap_header(
-            head, b.buf[b.pos:b.pos + 20])
+            head, bytes(b.buf[b.pos:b.pos + 20]))
         b.pos += 20
         st.nanosecond = self.nano
         # a corrupt snaplen must not license a 4 GB read: no capture tool writes frames that big
