@@ -16,6 +16,7 @@ from typing import Any
 
 from setuptools import Extension, setup
 from setuptools import build_meta as _meta
+from setuptools.command.build_ext import build_ext
 
 SRC = "analyzer"
 # Commands that only compute metadata: no need to generate C for them.
@@ -30,10 +31,8 @@ def _extensions() -> list[Any]:
     try:
         from mypyc.build import mypycify
 
-        from pktflow.compiled import BUILT_FROM, MODULES, SHARED, digest  # what honours them
+        from pktflow.compiled import MODULES, SHARED  # the code that honours them
         files = ["pktflow/" + m.replace(".", "/") + ".py" for m in MODULES]
-        with open(f"{SRC}/pktflow/{BUILT_FROM}", "w", encoding="ascii") as f:
-            f.writelines(f"{m} {digest(f'{SRC}/{path}')}\n" for m, path in zip(MODULES, files))
         here = os.getcwd()
         os.chdir(SRC)  # module names come from the package layout under analyzer/
         try:
@@ -50,9 +49,35 @@ def _extensions() -> list[Any]:
     return exts + compiled
 
 
+class _BuildExt(build_ext):
+    """Once the compiled modules' runtime is built, records the sources it was built from
+    beside them (pktflow.compiled.BUILT_FROM); a failed optional build records nothing, and
+    the record of the last good build stays with the modules it built."""
+
+    def build_extension(self, ext: Any) -> None:
+        super().build_extension(ext)
+        from pktflow.compiled import MODULES, SHARED, digest
+
+        if ext.name == SHARED:
+            sources = {m: os.path.join(SRC, "pktflow", *m.split(".")) + ".py" for m in MODULES}
+            with open(self._built_from(self.build_lib), "w", encoding="ascii") as f:
+                f.writelines(f"{m} {digest(path)}\n" for m, path in sources.items())
+
+    def copy_extensions_to_source(self) -> None:  # an editable install's build
+        super().copy_extensions_to_source()
+        if os.path.exists(self._built_from(self.build_lib)):
+            self.copy_file(self._built_from(self.build_lib), self._built_from(SRC))
+
+    @staticmethod
+    def _built_from(root: str) -> str:
+        from pktflow.compiled import BUILT_FROM
+
+        return os.path.join(root, "pktflow", BUILT_FROM)
+
+
 class _Backend(_meta._BuildMetaBackend):
     def run_setup(self, setup_script: str = "setup.py") -> None:
-        setup(ext_modules=_extensions())
+        setup(ext_modules=_extensions(), cmdclass={"build_ext": _BuildExt})
 
 
 _BACKEND = _Backend()
