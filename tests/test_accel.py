@@ -242,6 +242,19 @@ print(json.dumps({"mode": compiled.describe(),
 """
 
 
+@pytest.mark.skipif(os.environ.get("CI") != "true",
+                    reason="a checkout being edited may run its sources; CI tests the build")
+def test_ci_runs_the_compiled_modules_it_built() -> None:
+    """CI's fresh build must compile: a module mypyc refuses falls back to pure Python, five
+    times slower, with every test still green. The build's record of the sources it compiled
+    must be today's sources."""
+    from pktflow import compiled
+    assert compiled.REASON is None, compiled.REASON
+    recorded = (Path(compiled.__file__).parent / compiled.BUILT_FROM).read_text().split()
+    assert dict(zip(recorded[::2], recorded[1::2])) == {
+        m: compiled.digest(compiled._paths(m)[0]) for m in compiled.MODULES}
+
+
 def test_compiled_modules_give_the_same_reports_as_their_source() -> None:
     from pktflow import compiled
     if compiled.REASON is not None:
