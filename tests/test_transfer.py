@@ -11,7 +11,7 @@ from tcpfeed import Flow
 
 from pktflow.pipeline import analyze
 from pktflow.tcp.engine import TcpEngine
-from pktflow.transfer.analyzer import TransferAnalyzer
+from pktflow.transfer.analyzer import MAX_OUTSTANDING, TransferAnalyzer
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 SEG = 8192
@@ -149,6 +149,41 @@ def test_retransmissions_are_loss_limited_and_skip_rtt_samples() -> None:
     out, _ = run(f)
     assert out["verdict"]["limit"] == "loss"
     assert out["rtt_ms"]["samples"] == 60 - 6 * 2 + 6  # Karn: retransmitted data is skipped
+
+
+def test_acks_lagging_behind_a_long_transfer() -> None:
+    """The queue of unacknowledged segments never empties for 3,000 ACKs (and is compacted
+    as it goes): every ACK covers the two oldest of 10 outstanding segments, sent 10 ms
+    earlier; each segment gives one RTT sample."""
+    f = Flow()
+    f.handshake()
+    size = 1000
+    for _ in range(10):
+        f.send(1, b"q" * size, dt=0.001)
+    base = f.seq[1] - 10 * size
+    for i in range(1, 3001):
+        f.send(1, b"q" * size, dt=0.004)
+        f.send(1, b"q" * size, dt=0.001)
+        f.ack(0, ack=base + 2 * i * size, win=60000, dt=0.0)
+    out, _ = run(f)
+    assert out["acks"]["count"] == 3000
+    assert out["acks"]["segments_per_ack_median"] == 2
+    assert out["rtt_ms"]["samples"] == 6000
+    assert out["rtt_ms"]["median"] == pytest.approx(25.0, abs=0.2)  # five 5 ms rounds back
+
+
+def test_segments_remembered_for_an_ack_are_capped() -> None:
+    """5,000 segments then one ACK for all: the oldest beyond MAX_OUTSTANDING are forgotten,
+    so the ACK counts the 4,096 remembered ones (the bytes are exact)."""
+    f = Flow()
+    f.handshake()
+    for _ in range(5000):
+        f.send(1, b"z" * 100, dt=0.00001)
+    f.ack(0, win=60000, dt=0.001)
+    out, ta = run(f)
+    assert out["acks"]["bytes_acked_median"] == 500_000
+    assert out["acks"]["segments_per_ack_median"] == MAX_OUTSTANDING
+    assert out["rtt_ms"]["samples"] == MAX_OUTSTANDING
 
 
 def test_unknown_scale_is_labelled_and_only_zero_windows_count() -> None:

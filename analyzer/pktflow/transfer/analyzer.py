@@ -20,7 +20,6 @@ Memory is bounded: histograms and capped queues, nothing per packet.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -44,11 +43,13 @@ class Flow:
 
     __slots__ = (
         "data_bytes", "segments", "retrans", "seg_sizes", "first_ts", "last_ts", "last_frame",
-        "first_frame", "high", "acked", "outstanding", "karn_upto", "ack_hist", "segs_hist",
-        "causes", "acks", "win", "win_min", "win_max", "win_prev", "zero_since",
+        "first_frame", "high", "acked", "out_end", "out_ts", "out_head", "karn_upto",
+        "ack_hist", "segs_hist", "every_second", "window_updates", "quick_acks",
+        "delayed_timer", "duplicates", "acks", "win", "win_min", "win_max", "win_prev", "zero_since",
         "zero_periods", "zero_total", "zero_frames", "inflight", "inflight_max",
         "inflight_max_frame", "ratio_max", "fl_bytes", "fl_segs", "fl_full", "fl_first_frame",
-        "pending", "flights", "fl_bytes_hist", "fl_segs_hist", "end_reasons", "end_frames",
+        "pend_bytes", "pend_segs", "pend_full", "pend_data_ts", "pend_ack_ts", "pend_frame",
+        "flights", "fl_bytes_hist", "fl_segs_hist", "end_reasons", "end_frames",
         "rtt", "rtt_min", "idle", "idle_count", "idle_total", "bins", "maxseg", "scale_known",
         "last_ack_ts", "full_frames", "idle_waiting", "bin_cur", "bin_new",
     )
@@ -64,12 +65,20 @@ class Flow:
         self.last_frame = 0
         self.high = 0
         self.acked = -1
-        self.outstanding: deque[tuple[int, float]] = deque()  # (end, ts) of unacked segments
+        # The end and send time of each unacknowledged new segment, oldest at out_head: a
+        # queue in two native lists, without a tuple per segment.
+        self.out_end: list[int] = []
+        self.out_ts: list[float] = []
+        self.out_head = 0
         self.karn_upto = -1  # no RTT samples for bytes up to here: they were retransmitted
         self.ack_hist = Histogram()
         self.segs_hist = Histogram()
-        self.causes = {"every_second_segment": 0, "window_update": 0, "quick_ack": 0,
-                       "delayed_timer": 0, "duplicate": 0}
+        # ACK causes (see the module's docstring), counted in native ints
+        self.every_second = 0
+        self.window_updates = 0
+        self.quick_acks = 0
+        self.delayed_timer = 0
+        self.duplicates = 0
         self.acks = 0
         self.win: int | None = None
         self.win_min: int | None = None
@@ -87,9 +96,15 @@ class Flow:
         self.fl_segs = 0
         self.fl_full = False
         self.fl_first_frame = 0
-        # a flight closed by an ACK, classified when the sender's next move is seen:
-        # (bytes, segments, window_full, last data ts, ack ts, ack frame)
-        self.pending: tuple[int, int, bool, float, float, int] | None = None
+        # A flight closed by an ACK, classified when the sender's next move is seen (none
+        # while pend_segs is 0): its bytes, segments, whether the window was full, its last
+        # data's time, the ACK's time and frame.
+        self.pend_bytes = 0
+        self.pend_segs = 0
+        self.pend_full = False
+        self.pend_data_ts = 0.0
+        self.pend_ack_ts = 0.0
+        self.pend_frame = 0
         self.flights = 0
         self.fl_bytes_hist = Quantiles()
         self.fl_segs_hist = Quantiles()
@@ -109,6 +124,18 @@ class Flow:
         self.last_ack_ts = 0.0
         self.full_frames: list[int] = []
         self.idle_waiting = 0.0  # idle time with data unacknowledged or the window shut
+
+    @property
+    def causes(self) -> dict[str, int]:
+        return {"every_second_segment": self.every_second, "window_update": self.window_updates,
+                "quick_ack": self.quick_acks, "delayed_timer": self.delayed_timer,
+                "duplicate": self.duplicates}
+
+    def pend(self, ack_ts: float, frame: int) -> None:
+        """Close the current flight (ended by an ACK at ack_ts, or by the data's end)."""
+        self.pend_bytes, self.pend_segs, self.pend_full = self.fl_bytes, self.fl_segs, self.fl_full
+        self.pend_data_ts, self.pend_ack_ts, self.pend_frame = self.last_ts, ack_ts, frame
+        self.fl_bytes = self.fl_segs = 0
 
 
 def _flush_bin(f: Flow) -> None:
@@ -162,7 +189,7 @@ class TransferAnalyzer(CompiledObserver):
                 self.handshake = {"syn_to_synack_ms": (self.syn_ts[1] - self.syn_ts[0]) * 1e3}
         elif ts - f.last_ts > IDLE_S:
             self._idle(f, ts, frame)
-        if f.pending is not None:
+        if f.pend_segs:
             self._close_flight(f, ts)
         f.segments += 1
         f.seg_sizes.add(n)
@@ -182,9 +209,10 @@ class TransferAnalyzer(CompiledObserver):
                     _flush_bin(f)
                     f.bin_cur = b
                 f.bin_new += new
-            if len(f.outstanding) >= MAX_OUTSTANDING:
-                f.outstanding.popleft()
-            f.outstanding.append((end, ts))
+            if len(f.out_end) - f.out_head >= MAX_OUTSTANDING:
+                f.out_head += 1
+            f.out_end.append(end)
+            f.out_ts.append(ts)
         if f.fl_segs == 0:
             f.fl_first_frame = frame
         f.fl_bytes += n
@@ -228,44 +256,54 @@ class TransferAnalyzer(CompiledObserver):
             f.acked = ack
         elif ack == f.acked and not has_data and not flags & (SYN | FIN | RST):
             if win > f.win_prev >= 0:
-                f.causes["window_update"] += 1
+                f.window_updates += 1
             elif win == f.win_prev and f.high > ack:
-                f.causes["duplicate"] += 1
+                f.duplicates += 1
         f.win_prev = win
 
     def _advance(self, f: Flow, frame: int, ts: float, ack: int) -> None:
         nbytes = ack - f.acked
         segs = 0
-        last_ts = None
-        out = f.outstanding
-        while out and out[0][0] <= ack:
-            end, sent = out.popleft()
+        sent = 0.0
+        ends, times, h = f.out_end, f.out_ts, f.out_head
+        n = len(ends)
+        while h < n and ends[h] <= ack:
+            sent = times[h]
             segs += 1
-            last_ts = sent
-            if end > f.karn_upto:  # Karn: no sample from retransmitted data
+            if ends[h] > f.karn_upto:  # Karn: no sample from retransmitted data
                 rtt = ts - sent
                 f.rtt.add(int(rtt * 1e6))
                 if f.rtt_min is None or rtt < f.rtt_min:
                     f.rtt_min = rtt
+            h += 1
+        if h == n:
+            ends.clear()
+            times.clear()
+            h = 0
+        elif h >= 1024:  # drop what was acknowledged, now and then: a move of what is not
+            del ends[:h]
+            del times[:h]
+            h = 0
+        f.out_head = h
         f.acks += 1
         f.ack_hist.add(nbytes)
         f.segs_hist.add(segs)
         if segs >= 2 or nbytes > f.maxseg:
-            f.causes["every_second_segment"] += 1
-        elif last_ts is not None and ts - last_ts >= DELAYED_ACK_S:
-            f.causes["delayed_timer"] += 1
+            f.every_second += 1
+        elif segs and ts - sent >= DELAYED_ACK_S:
+            f.delayed_timer += 1
         else:
-            f.causes["quick_ack"] += 1
+            f.quick_acks += 1
         f.last_ack_ts = ts
         if f.fl_segs:
-            f.pending = (f.fl_bytes, f.fl_segs, f.fl_full, f.last_ts, ts, frame)
-            f.fl_bytes = f.fl_segs = 0
+            f.pend(ts, frame)
             f.fl_full = f.win == 0
 
     def _close_flight(self, f: Flow, next_ts: float | None) -> None:
-        nbytes, segs, full, last_data, ack_ts, frame = f.pending  # type: ignore[misc]
-        f.pending = None
-        if full:
+        nbytes, segs, last_data, ack_ts, frame = (f.pend_bytes, f.pend_segs, f.pend_data_ts,
+                                                  f.pend_ack_ts, f.pend_frame)
+        f.pend_segs = 0
+        if f.pend_full:
             reason = "window_full"
         elif next_ts is None:
             reason = "sender_idle"
@@ -306,11 +344,9 @@ class TransferAnalyzer(CompiledObserver):
         self.info = info
         for d, f in enumerate(self.flows):
             _flush_bin(f)
-            if f.fl_segs and f.pending is None:  # the last flight: data simply ended
-                f.pending = (f.fl_bytes, f.fl_segs, f.fl_full, f.last_ts, f.last_ts,
-                             f.last_frame)
-                f.fl_segs = 0
-            if f.pending is not None:
+            if f.fl_segs and not f.pend_segs:  # the last flight: data simply ended
+                f.pend(f.last_ts, f.last_frame)
+            if f.pend_segs:
                 self._close_flight(f, None)
             if f.zero_since is not None:
                 f.zero_total += f.last_ts - f.zero_since if f.last_ts > f.zero_since else 0.0

@@ -140,7 +140,7 @@ def direction_json(f: Flow, info: DirectionInfo | None, relay: str | None,
 
 def direction_findings(conn_id: str, name: str, f: Flow) -> list[Finding]:
     out: list[Finding] = []
-    timer = f.causes["delayed_timer"]
+    timer = f.delayed_timer
     if f.acks >= 10 and timer >= 0.1 * f.acks:
         out.append(Finding(
             "warning", "delayed-ack-stalls",
