@@ -33,13 +33,17 @@ MAX_ERROR_FINDINGS: Final = 20  # failed queries listed one by one per connectio
 SYNC_WINDOW: Final = 256 * 1024  # bytes searched for a provable boundary before settling for less
 KEEP_CAP: Final = 1 << 20  # larger control messages are read up to here and the rest skipped
 _D: Final = 0x44  # "D": DataRow from the backend, Describe from the frontend
+# Type byte -> message name, bound here: compiled, a Final is a C static, M.BACKEND a lookup
+# in the other module's dict at every use.
+_BACKEND_TYPES: Final = M.BACKEND
+_FRONTEND_TYPES: Final = M.FRONTEND
 _d: Final = 0x64  # "d": CopyData, either way
 MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 
 
 class _Side:
-    __slots__ = ("role", "state", "buf", "base", "skip", "counts", "lost", "decoded",
-                 "skip_query", "scan")
+    __slots__ = ("role", "state", "buf", "base", "skip", "_counts", "rows", "copies", "lost",
+                 "decoded", "scan")
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -47,10 +51,21 @@ class _Side:
         self.buf = b""  # bytes not consumed yet; base is the stream offset of buf[0]
         self.base = 0
         self.skip = 0  # body bytes of a counted (bulk or oversized) message still to pass
-        self.counts: dict[str, int] = {}
+        self._counts: dict[str, int] = {}  # by message name, in first-seen order, but for:
+        self.rows = 0  # DataRow and CopyData: counted natively, a segment at a time
+        self.copies = 0
         self.lost = 0
         self.decoded = False
         self.scan: BoundaryScan | None = None  # the boundary search while in SYNC
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Messages by name, in the order first seen."""
+        if self.rows:
+            self._counts["DataRow"] = self.rows
+        if self.copies:
+            self._counts["CopyData"] = self.copies
+        return self._counts
 
 
 def _bounded_put(names: dict[str, str], key: str, value: str) -> None:
@@ -241,7 +256,7 @@ class Conversation(CompiledSink):
     def _typed(self, d: int, s: _Side, buf: bytes, pos: int, off: int, frame: int,
                ts: float) -> int:
         backend = s.role == "backend"
-        types = M.BACKEND if backend else M.FRONTEND
+        types = _BACKEND_TYPES if backend else _FRONTEND_TYPES
         big_d = _D if backend else -1  # 'D' is DataRow from the backend, Describe from the front
         hdr = self._header
         run = self._message_run
@@ -397,7 +412,7 @@ class Conversation(CompiledSink):
 
     @staticmethod
     def _count(s: _Side, name: str) -> None:
-        s.counts[name] = s.counts.get(name, 0) + 1
+        s._counts[name] = s._counts.get(name, 0) + 1
 
     def _head(self) -> Query | None:
         for q in self.pending:
@@ -409,9 +424,13 @@ class Conversation(CompiledSink):
               ts: float) -> None:
         s.decoded = True
         if rows:
-            s.counts["DataRow"] = s.counts.get("DataRow", 0) + rows
+            if not s.rows:
+                s._counts["DataRow"] = 0  # takes its place among the names seen
+            s.rows += rows
         if copies:
-            s.counts["CopyData"] = s.counts.get("CopyData", 0) + copies
+            if not s.copies:
+                s._counts["CopyData"] = 0
+            s.copies += copies
         if s.role == "frontend":  # COPY FROM STDIN: rows follow the query that asked for them
             if self.last_query is not None:
                 self.last_query.copy_data += copies
@@ -432,7 +451,7 @@ class Conversation(CompiledSink):
             self._backend(s, t, body, ln, frame, ts)
 
     def _frontend(self, s: _Side, t: int, body: bytes, frame: int, ts: float) -> None:
-        name = M.FRONTEND[t]
+        name = _FRONTEND_TYPES[t]
         if t == 0x70:  # 'p': what it is depends on the authentication request it answers
             name = M.PASSWORD_REPLY.get(self.auth, "PasswordMessage")
         self._count(s, name)
@@ -469,7 +488,7 @@ class Conversation(CompiledSink):
                 f"all of them (from frame {frame})", self.conn_id, [frame]))
 
     def _backend(self, s: _Side, t: int, body: bytes, ln: int, frame: int, ts: float) -> None:
-        name = M.BACKEND[t]
+        name = _BACKEND_TYPES[t]
         if t == 0x52 and len(body) >= 4:  # Authentication*
             self.auth = M.INT32.unpack_from(body)[0]
             name = M.AUTH_NAMES.get(self.auth, f"Authentication{self.auth}")
