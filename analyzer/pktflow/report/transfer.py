@@ -9,8 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-_LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "relay": "magenta",
-                "loss": "red", "latency": "yellow", "none": "dim"}
+_LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "loss": "red",
+                "latency": "yellow", "none": "dim"}
 
 
 def _ms(v: float | None) -> str:

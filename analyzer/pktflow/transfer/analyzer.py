@@ -154,7 +154,6 @@ class TransferAnalyzer(CompiledObserver):
         self.await_hs_ack = False  # SYN-ACK seen, the client's ACK not yet: one test per packet
         self.handshake: dict[str, float] | None = None
         self.info: tuple[DirectionInfo, DirectionInfo] | None = None
-        self.relay_hint: dict[int, str] = {}
 
     # -- per packet ----------------------------------------------------------------------
 
@@ -359,14 +358,10 @@ class TransferAnalyzer(CompiledObserver):
             out += direction_findings(self.conn_id, name(d), f)
         return out
 
-    def set_relay_hint(self, d: int, summary: str) -> None:
-        """The relay analysis says direction d is paced by a pooler (see pktflow.relay)."""
-        self.relay_hint[d] = summary
-
     def result(self, d: int, start: float = 0.0) -> dict[str, Any]:
         """JSON for direction d's data; times relative to `start` (the capture's first)."""
         info = self.info[1 - d] if self.info else None
-        out = direction_json(self.flows[d], info, self.relay_hint.get(d), start)
+        out = direction_json(self.flows[d], info, start)
         if self.handshake is not None and d == 0:
             out["handshake_rtt_ms"] = round(self.handshake["syn_to_synack_ms"], 3)
         if d == 0 and 0 in self.syn_ts and 1 in self.syn_ts and 2 in self.syn_ts:

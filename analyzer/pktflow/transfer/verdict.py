@@ -48,14 +48,12 @@ def _goodput(f: Flow) -> tuple[float, dict[str, Any] | None, dict[str, Any] | No
             {"bps": f.bins.get(worst_bin, 0) * 10, "start_ts": f.first_ts + worst_bin / 10})
 
 
-def verdict(f: Flow, relay: str | None) -> dict[str, Any]:
+def verdict(f: Flow) -> dict[str, Any]:
     reasons, flights = f.end_reasons, max(1, f.flights)
     evidence: list[int] = []
     if f.data_bytes < MIN_BYTES or f.segments < MIN_SEGMENTS:
         return {"limit": "none", "summary": f"too little data to judge ({f.data_bytes:,} bytes "
                 f"in {f.segments} segments)", "evidence_frames": []}
-    if relay:
-        return {"limit": "relay", "summary": relay, "evidence_frames": []}
     pat = pattern(f)
     if f.retrans / f.segments > 0.01:
         return {"limit": "loss", "summary": f"{f.retrans:,} of {f.segments:,} segments were "
@@ -98,8 +96,7 @@ def verdict(f: Flow, relay: str | None) -> dict[str, Any]:
             "evidence_frames": [f.first_frame, f.inflight_max_frame, f.last_frame]}
 
 
-def direction_json(f: Flow, info: DirectionInfo | None, relay: str | None,
-                   start: float = 0.0) -> dict[str, Any]:
+def direction_json(f: Flow, info: DirectionInfo | None, start: float = 0.0) -> dict[str, Any]:
     rate, best, worst = _goodput(f)
     for w in (best, worst):
         if w is not None:
@@ -134,7 +131,7 @@ def direction_json(f: Flow, info: DirectionInfo | None, relay: str | None,
         "idle_periods": {"count": f.idle_count, "total_s": round(f.idle_total, 6),
                          "first": [dict(p, start_s=round(p.pop("start_ts") - start, 6))
                                    for p in (dict(x) for x in f.idle)]},
-        "verdict": verdict(f, relay),
+        "verdict": verdict(f),
     }
 
 
