@@ -21,7 +21,8 @@ from types import ModuleType
 SHARED = "pktflow_native__mypyc"
 # On the per-packet path; module names under pktflow.
 MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
-           "transfer.analyzer", "transfer.histogram", "pgwire.conversation", "pgwire.query")
+           "transfer.analyzer", "transfer.histogram", "transfer.verdict", "transfer.capture_point",
+           "tcp.findings", "pgwire.conversation", "pgwire.query")
 # Written by the build beside this file: "module sha256-of-its-source" per line.
 BUILT_FROM = "compiled-from.txt"
 _HERE = os.path.dirname(os.path.abspath(__file__))
