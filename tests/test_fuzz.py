@@ -254,15 +254,18 @@ def edit_packets(edits: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
 def run_engine(packets: list[tuple]) -> dict:  # type: ignore[type-arg]
     from pktflow.capture.packet import CaptureStats
 
-    run = Run(Options())
-    engine = TcpEngine(sink_factory=run.sink, observer_factory=run.observers)
-    for pkt in packets:
-        engine.feed(pkt)
-    engine.finish()
     stats = CaptureStats(file="fuzz", format="pcap", packets=len(packets),
                          tcp_packets=len(packets),
                          first_ts=min((p[1] for p in packets), default=None),
                          last_ts=max((p[1] for p in packets), default=None))
+    run = Run(Options(), stats)
+    # a short linger, swept after every packet: closed connections retire mid-pass too
+    engine = TcpEngine(sink_factory=run.sink, observer_factory=run.observers,
+                       retired=run.report, linger=0.0005)
+    for pkt in packets:
+        engine.feed(pkt)
+        engine.sweep(pkt[1])
+    engine.finish()
     return build_report(stats, engine, run)
 
 

@@ -24,6 +24,10 @@ from pktflow.transfer.analyzer import TransferAnalyzer
 from pktflow.transfer.capture_point import capture_point
 
 SCHEMA = "pktflow.report/1"
+# A closed connection silent this long (capture time) is reported and its analyses dropped
+# while the pass goes on. A FIN retransmitted after this (its backoff reaches 12.6 s only
+# after six tries) would be reported as a connection of its own.
+LINGER_S = 30.0
 
 Progress = Callable[[int], None]
 
@@ -31,6 +35,7 @@ Progress = Callable[[int], None]
 class Options(NamedTuple):
     decode_postgres: bool = True
     transfer: bool = True
+    linger_s: float = LINGER_S  # inf: every connection is reported at the end
 
 
 def analyze(path: str, options: Options | None = None,
@@ -43,18 +48,21 @@ def analyze(path: str, options: Options | None = None,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        run = Run(options)
-        engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
-                           observer_factory=run.observers if options.transfer else None)
         with open_capture(path) as cap:
+            stats = cap.stats
+            run = Run(options, stats)
+            engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
+                               observer_factory=run.observers if options.transfer else None,
+                               retired=run.report, linger=options.linger_s)
             n = 0
             for batch in cap.batches():
                 for pkt in batch:
                     engine.feed(pkt)  # a native call when compiled: no bound method between
+                if batch:
+                    engine.sweep(batch[-1][1])
                 if progress is not None and (n + len(batch)) >> 16 != n >> 16:
                     progress(n + len(batch))
                 n += len(batch)
-            stats = cap.stats
         engine.finish()
         return build_report(stats, engine, run)
     finally:
@@ -63,12 +71,29 @@ def analyze(path: str, options: Options | None = None,
 
 
 class Run:
-    """The per-connection analyses of one pass, created as the engine meets connections."""
+    """The per-connection analyses of one pass, created as the engine meets connections, and
+    the report of each connection once it is finished."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, stats: CaptureStats) -> None:
         self.options = options
+        self.stats = stats
         self.conversations: dict[str, Conversation] = {}
         self.transfers: dict[str, TransferAnalyzer] = {}
+        # (connection number, its JSON, its findings), in the order reported
+        self.reported: list[tuple[int, dict[str, Any], list[Finding]]] = []
+
+    def report(self, conn: Connection) -> None:
+        """Report a finished connection, then drop its analyses: the report holds what they
+        found."""
+        start = self.stats.first_ts or 0.0
+        self.settle_roles(conn)
+        out = conn.to_json(start)
+        self.connection_json(conn, out, start)
+        found = connection_findings(conn) + self.findings(conn)
+        self.reported.append((int(conn.id[1:]), out, found))
+        self.conversations.pop(conn.id, None)
+        self.transfers.pop(conn.id, None)
+        conn.detach()
 
     def sink(self, conn: Connection) -> Conversation:
         dirs = conn.dirs
@@ -106,13 +131,6 @@ class Run:
             dirs["client_to_server"].update(ta.result(c2s, start))
             dirs["server_to_client"].update(ta.result(s2c, start))
             out["capture_point"] = capture_point(out)
-
-    def release(self, conn: Connection) -> None:
-        """Drop a reported connection's analyses: the report holds what they found, and with
-        many connections the two together would double the peak memory."""
-        self.conversations.pop(conn.id, None)
-        self.transfers.pop(conn.id, None)
-        conn.detach()
 
     def findings(self, conn: Connection) -> list[Finding]:
         out: list[Finding] = []
@@ -173,17 +191,17 @@ def capture_findings(stats: CaptureStats) -> list[Finding]:
 
 
 def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, Any]:
-    start = stats.first_ts or 0.0
+    """The report, once the engine is finished: the connections still in it are reported now,
+    after those retired during the pass, and all listed in the order they opened."""
+    for conn in engine.connections:
+        run.report(conn)
+    run.reported.sort(key=lambda r: r[0])
     findings = capture_findings(stats)
     conns = []
-    for conn in engine.connections:
-        run.settle_roles(conn)
-        out = conn.to_json(start)
-        run.connection_json(conn, out, start)
+    for _, out, found in run.reported:
         conns.append(out)
-        findings.extend(connection_findings(conn))
-        findings.extend(run.findings(conn))
-        run.release(conn)
+        findings.extend(found)
+    run.reported = []
     relays, relay_findings = relays_json(conns)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])

@@ -12,10 +12,15 @@ Rules, in the order `feed` applies them:
   open for less than OOO_THRESHOLD_S (then it is reordering, as tshark counts it).
 - A hole becomes a capture gap once the receiver has acknowledged past it (the bytes went by but
   the capture missed them), when buffering it would exceed the bounds, or at the end.
+- With a `retired` callback, a connection leaves the engine, finished, when its 4-tuple is
+  reused or (with `linger`) once it is closed (both FINs, or a RST) and `sweep` finds it silent
+  for `linger` seconds of capture time: memory then follows the connections open at once, not
+  all a capture held. A packet after that would start a new connection, so linger is long.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable
 
 from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
@@ -46,24 +51,36 @@ def _side(conn: Connection, src: bytes, sport: int, dst: bytes, dport: int) -> i
 
 class TcpEngine:
     def __init__(self, sink_factory: SinkFactory | None = None,
-                 observer_factory: ObserverFactory | None = None) -> None:
+                 observer_factory: ObserverFactory | None = None,
+                 retired: Callable[[Connection], None] | None = None,
+                 linger: float | None = None) -> None:
         self._sink_factory = sink_factory
         self._observer_factory = observer_factory
+        self._retired = retired
+        self._linger = linger if retired is not None else None
+        self._closing: deque[Connection] = deque()  # closed, in the order they closed
         self._table: dict[Key, tuple[Connection, int]] = {}
         # The two connections last found in the table. A capture interleaves few busy
         # connections, and the native reader hands out one object per address, so identity
         # finds most packets' connection without building and hashing a key.
         self._hot: Connection | None = None
         self._warm: Connection | None = None
-        self.connections: list[Connection] = []
+        self._live: dict[str, Connection] = {}  # by id, in the order they opened
+        self.opened = 0
         self.findings: list[Finding] = []
+
+    @property
+    def connections(self) -> list[Connection]:
+        """The connections not handed to `retired`, in the order they opened."""
+        return list(self._live.values())
 
     # -- connection table --------------------------------------------------------------
 
     def _open(self, client: tuple[bytes, int], server: tuple[bytes, int], ts: float,
               frame: int, role_source: str) -> Connection:
-        conn = Connection(f"c{len(self.connections) + 1}", client, server, ts, frame, role_source)
-        self.connections.append(conn)
+        self.opened += 1
+        conn = Connection(f"c{self.opened}", client, server, ts, frame, role_source)
+        self._live[conn.id] = conn
         self._table[(client[0], client[1], server[0], server[1])] = (conn, 0)
         self._table[(server[0], server[1], client[0], client[1])] = (conn, 1)
         conn.attach(self._sink_factory(conn) if self._sink_factory is not None else None,
@@ -115,6 +132,24 @@ class TcpEngine:
         self._table.pop((a[0], a[1], b[0], b[1]), None)
         self._table.pop((b[0], b[1], a[0], a[1]), None)
         self._finish_connection(conn)
+        if self._retired is not None:
+            del self._live[conn.id]
+            self._retired(conn)
+
+    def sweep(self, now: float) -> None:
+        """Retire the closed connections silent since `now - linger` (capture time); call it
+        between packets, now and then. The oldest closed first: one that still has packets
+        holds the others back until it too is silent."""
+        linger, closing = self._linger, self._closing
+        if linger is None:
+            return
+        while closing:
+            conn = closing[0]
+            if not conn.finished:
+                if now - conn.end_ts < linger:
+                    return
+                self._retire(conn)
+            closing.popleft()
 
     # -- per packet --------------------------------------------------------------------
 
@@ -179,13 +214,17 @@ class TcpEngine:
         kind = 0
         if plen:
             kind = self._data(conn, d, mine, seq_rel, end, plen, payload, frame, ts)
-        if flags & FIN:
-            mine.fin_at = end
-            if conn.closed_by is None and peer.fin_at is not None:
-                conn.closed_by = "fin"
-        if flags & RST:
-            mine.rst = True
-            conn.closed_by = "rst"
+        if flags & (FIN | RST):
+            was_open = conn.closed_by is None
+            if flags & FIN:
+                mine.fin_at = end
+                if was_open and peer.fin_at is not None:
+                    conn.closed_by = "fin"
+            if flags & RST:
+                mine.rst = True
+                conn.closed_by = "rst"
+            if was_open and conn.closed_by is not None and self._linger is not None:
+                self._closing.append(conn)
         for cobs in conn.compiled_observers:  # a direct call when compiled
             cobs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
         for obs in conn.other_observers:
@@ -369,5 +408,5 @@ class TcpEngine:
             obs.finish(info)
 
     def finish(self) -> None:
-        for conn in self.connections:
+        for conn in self._live.values():
             self._finish_connection(conn)

@@ -1,0 +1,141 @@
+"""Closed connections leave the engine while the pass goes on (pipeline.LINGER_S): the report
+must be the one an end-of-capture report gives, and memory must follow the connections open at
+once, not all the connections a capture held (a pgbench -C run, a connection storm)."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tcpfeed import Flow
+
+from pktflow.capture.packet import CaptureStats
+from pktflow.capture.reader import open_capture
+from pktflow.pipeline import Options, Run, analyze, build_report
+from pktflow.tcp.connection import Connection
+from pktflow.tcp.engine import TcpEngine
+
+CAPTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "captures").iterdir()
+                  if ".pcap" in p.name)
+
+
+def conversation(port: int, t: float, reply: int = 20_000) -> list[tuple]:  # type: ignore[type-arg]
+    """One short connection from client port `port` at time t: handshake, a query, a reply of
+    `reply` bytes in 1,000-byte segments, both FINs and the last ACK."""
+    f = Flow(t=t)
+    f.handshake()
+    f.send(0, b"Q\x00\x00\x00\x0dSELECT 1\x00")
+    f.ack(1)
+    for _ in range(reply // 1000):
+        f.send(1, b"D" + b"\x00" * 999)
+    f.ack(0)
+    f.fin(0)
+    f.fin(1)
+    f.ack(0)
+    return [(p[0], p[1], p[2], p[3], port if p[4] == 40000 else p[4],
+             port if p[5] == 40000 else p[5], *p[6:]) for p in f.packets]
+
+
+def storm(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
+    pkts = [p for i in range(n) for p in conversation(20000 + i, 1000.0 + i * spacing)]
+    return [(i + 1, *p[1:]) for i, p in enumerate(pkts)]
+
+
+def report(packets: list[tuple], linger: float,  # type: ignore[type-arg]
+           retired: list[str] | None = None, live: list[int] | None = None) -> dict[str, Any]:
+    """A pass as pipeline.analyze makes it, swept after every packet; `live` gets the number of
+    connections with analyses held after each packet."""
+    stats = CaptureStats(file="crafted", format="pcap", packets=len(packets),
+                         tcp_packets=len(packets), first_ts=packets[0][1], last_ts=packets[-1][1])
+    run = Run(Options(linger_s=linger), stats)
+
+    def done(conn: Connection) -> None:
+        if retired is not None:
+            retired.append(conn.id)
+        run.report(conn)
+
+    engine = TcpEngine(run.sink, run.observers, retired=done, linger=linger)
+    for p in packets:
+        engine.feed(p)
+        engine.sweep(p[1])
+        if live is not None:
+            live.append(len(run.transfers))
+    engine.finish()
+    return build_report(stats, engine, run)
+
+
+def test_closed_connections_retire_once_silent_for_the_linger() -> None:
+    retired: list[str] = []
+    pkts = storm(3, spacing=2.0)
+    late = list(pkts[-1])  # the last ACK of c3 again, 0.5 s later: c3 is not silent yet
+    late[0], late[1] = len(pkts) + 1, pkts[-1][1] + 0.5
+    stats = CaptureStats(file="crafted", format="pcap", first_ts=pkts[0][1])
+    run = Run(Options(), stats)
+    engine = TcpEngine(run.sink, run.observers,
+                       retired=lambda c: (retired.append(c.id), run.report(c)), linger=1.0)
+    for p in [*pkts, tuple(late)]:
+        engine.feed(p)
+        engine.sweep(p[1])
+    assert retired == ["c1", "c2"]  # c1 and c2 closed more than a second before the end
+    assert [c.id for c in engine.connections] == ["c3"]
+    engine.sweep(late[1] + 0.99)
+    assert retired == ["c1", "c2"], "silent since its late packet for less than the linger"
+    engine.sweep(late[1] + 1.0)
+    assert retired == ["c1", "c2", "c3"] and engine.connections == []
+
+
+def test_without_a_retired_callback_every_connection_stays() -> None:
+    engine = TcpEngine(linger=0.0)
+    for p in storm(3, spacing=2.0):
+        engine.feed(p)
+        engine.sweep(p[1])
+    assert [c.id for c in engine.connections] == ["c1", "c2", "c3"]
+
+
+def test_storm_report_is_the_end_of_capture_report() -> None:
+    retired: list[str] = []
+    pkts = storm(40, spacing=0.5)
+    early = report(pkts, 0.2, retired)
+    assert retired == [f"c{i}" for i in range(1, 40)]  # c40 is still lingering at the end
+    assert early == report(pkts, math.inf)
+    assert [c["id"] for c in early["connections"]] == [f"c{i}" for i in range(1, 41)]
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_real_captures_report_the_same_with_a_short_linger(path: Path) -> None:
+    """50 ms of silence after closing is far past these loopback round trips: connections
+    retire mid-pass (pgbench-txn's c1 and c4 do) and the report must not change."""
+    assert analyze(str(path), Options(linger_s=0.05)) == analyze(str(path),
+                                                                Options(linger_s=math.inf))
+
+
+def test_a_real_capture_retires_connections_mid_pass() -> None:
+    """The premise of the test above, on the capture that has connections closing early."""
+    retired: list[str] = []
+    path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
+    with open_capture(str(path)) as cap:
+        packets = [p for batch in cap.batches() for p in batch]
+    mid_pass = report(packets, 0.05, retired)
+    whole = analyze(str(path), Options(linger_s=math.inf))
+    assert {"c1", "c4"} <= set(retired)
+    for key in ("connections", "relays", "findings"):
+        assert mid_pass[key] == whole[key], key
+
+
+def test_memory_follows_open_connections_not_all_connections() -> None:
+    """2,000 short connections one after another: with the linger, the analyses of a few open
+    connections are held besides the reports; without, those of all 2,000. (The reports
+    themselves, about as large, are what the pass returns.)"""
+    pkts = storm(2000, spacing=1.0)
+    peaks, live = {}, {}
+    for linger in (5.0, math.inf):
+        live[linger] = []
+        tracemalloc.start()
+        report(pkts, linger, live=live[linger])
+        peaks[linger] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert max(live[5.0]) <= 7 and max(live[math.inf]) == 2000  # 1 s apart, 5 s of linger
+    assert peaks[5.0] < 0.9 * peaks[math.inf], peaks  # about 0.7 as source, 0.8 compiled
