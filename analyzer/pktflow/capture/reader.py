@@ -6,9 +6,7 @@ set, so everything before it is still analysed; the caller reports it.
 
 from __future__ import annotations
 
-import gzip
 import os
-import zlib
 from collections.abc import Iterator
 from types import ModuleType, TracebackType
 from typing import BinaryIO, cast
@@ -16,6 +14,7 @@ from typing import BinaryIO, cast
 from pktflow import accel
 from pktflow.capture.formats import (PCAPNG_MAGIC, Record, pcap_batches, pcap_records,
                                      pcapng_records)
+from pktflow.capture.gz import GzipStream
 from pktflow.capture.ip import FRAGMENT, NOT_TCP, decode
 from pktflow.capture.link import DECODERS, link_name
 from pktflow.capture.packet import CaptureStats
@@ -32,12 +31,12 @@ class Capture:
         self._fh: BinaryIO = _open(path)
         head = self._fh.read(4)
         if head[:2] == _GZIP_MAGIC:
-            self._fh.close()
-            self._fh = gzip.open(path, "rb")  # type: ignore[assignment]
+            self._fh.seek(0)
+            self._fh = GzipStream(self._fh)  # type: ignore[assignment]
             self.stats.compressed = True
             try:
                 head = self._fh.read(4)
-            except (OSError, EOFError, zlib.error) as exc:  # zlib: corrupt deflate data
+            except (OSError, EOFError) as exc:
                 raise NotACaptureError(f"not a valid gzip file ({exc})", file=path,
                                        offset=0) from None
         if not head:
