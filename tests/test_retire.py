@@ -22,7 +22,8 @@ CAPTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "captures
                   if ".pcap" in p.name)
 
 
-def conversation(port: int, t: float, reply: int = 20_000) -> list[tuple]:  # type: ignore[type-arg]
+def conversation(port: int, t: float,
+                 reply: int = 20_000) -> list[tuple]:  # type: ignore[type-arg]
     """One short connection from client port `port` at time t: handshake, a query, a reply of
     `reply` bytes in 1,000-byte segments, both FINs and the last ACK."""
     f = Flow(t=t)

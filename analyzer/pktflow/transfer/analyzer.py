@@ -45,7 +45,8 @@ class Flow:
         "data_bytes", "segments", "retrans", "seg_sizes", "first_ts", "last_ts", "last_frame",
         "first_frame", "high", "acked", "out_end", "out_ts", "out_head", "karn_upto",
         "ack_hist", "segs_hist", "every_second", "window_updates", "quick_acks",
-        "delayed_timer", "duplicates", "acks", "win", "win_min", "win_max", "win_prev", "zero_since",
+        "delayed_timer", "duplicates", "acks", "win", "win_min", "win_max", "win_prev",
+        "zero_since",
         "zero_periods", "zero_total", "zero_frames", "inflight", "inflight_max",
         "inflight_max_frame", "ratio_max", "fl_bytes", "fl_segs", "fl_full", "fl_first_frame",
         "pend_bytes", "pend_segs", "pend_full", "pend_data_ts", "pend_ack_ts", "pend_frame",
@@ -131,8 +132,9 @@ class Flow:
                 "quick_ack": self.quick_acks, "delayed_timer": self.delayed_timer,
                 "duplicate": self.duplicates}
 
-    def pend(self, ack_ts: float, frame: int) -> None:
-        """Close the current flight (ended by an ACK at ack_ts, or by the data's end)."""
+    def end_flight(self, ack_ts: float, frame: int) -> None:
+        """End the current flight (by an ACK at ack_ts, or the data's end): it waits in pend_*
+        for the sender's next move to tell why it ended."""
         self.pend_bytes, self.pend_segs, self.pend_full = self.fl_bytes, self.fl_segs, self.fl_full
         self.pend_data_ts, self.pend_ack_ts, self.pend_frame = self.last_ts, ack_ts, frame
         self.fl_bytes = self.fl_segs = 0
@@ -295,7 +297,7 @@ class TransferAnalyzer(CompiledObserver):
             f.quick_acks += 1
         f.last_ack_ts = ts
         if f.fl_segs:
-            f.pend(ts, frame)
+            f.end_flight(ts, frame)
             f.fl_full = f.win == 0
 
     def _close_flight(self, f: Flow, next_ts: float | None) -> None:
@@ -344,7 +346,7 @@ class TransferAnalyzer(CompiledObserver):
         for d, f in enumerate(self.flows):
             _flush_bin(f)
             if f.fl_segs and not f.pend_segs:  # the last flight: data simply ended
-                f.pend(f.last_ts, f.last_frame)
+                f.end_flight(f.last_ts, f.last_frame)
             if f.pend_segs:
                 self._close_flight(f, None)
             if f.zero_since is not None:
