@@ -86,6 +86,11 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
         out["tcptrace -l"] = ["tcptrace", "-l", "-n", str(path)]
     if shutil.which("tshark"):
         out["tshark conv,tcp"] = ["tshark", "-n", "-r", str(path), "-q", "-z", "conv,tcp"]
+        # Through a pooler nothing decodes port 6432 as PostgreSQL: tshark's SMPP heuristic
+        # claims a CopyData segment there and its TCP reassembly turns superlinear. Without
+        # that heuristic, what conv,tcp costs otherwise.
+        out["tshark conv,tcp, no SMPP heuristic"] = [*out["tshark conv,tcp"],
+                                                     "--disable-heuristic", "smpp_tcp"]
         # decode-as for the pooler's port; 5432 is PostgreSQL's already
         out["tshark pgsql.type"] = ["tshark", "-n", "-r", str(path), "-d",
                                     f"tcp.port=={port},pgsql", "-T", "fields",
