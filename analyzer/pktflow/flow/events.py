@@ -65,19 +65,32 @@ class Labels:
     def __init__(self, conv: Conversation, out: dict[tuple[str, int], tuple[tuple[str, int], ...]],
                  partial: set[tuple[str, int]]) -> None:
         self.conv, self.out, self.partial = conv, out, partial
+        # the counts of each side as last seen, and their named-message total
+        self.seen: list[dict[str, int]] = [{}, {}]
+        self.named = [0, 0]
+        self.interned: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
 
     def feed(self, d: int, data: bytes, offset: int, frame: int, ts: float) -> None:
         side = self.conv.sides[d]
-        before = dict(side.counts)
+        rows, copies = side.rows, side.copies
         self.conv.feed(d, data, offset, frame, ts)
         key = (self.conv.conn_id, frame)
         codes = dict(self.out.get(key, ()))
-        for k, v in side.counts.items():
-            if v != before.get(k, 0):
-                c = short_code(k)
-                codes[c] = codes.get(c, 0) + v - before.get(k, 0)
+        if side.named != self.named[d]:  # a control message: compare all counts
+            seen = self.seen[d]
+            for k, v in side.counts.items():
+                if k not in ("DataRow", "CopyData") and v != seen.get(k, 0):
+                    c = short_code(k)
+                    codes[c] = codes.get(c, 0) + v - seen.get(k, 0)
+            self.seen[d] = {k: v for k, v in side.counts.items()}
+            self.named[d] = side.named
+        # DataRow and CopyData, most segments' only messages, from two ints
+        for c, n in (("D", side.rows - rows), ("d", side.copies - copies)):
+            if n:
+                codes[c] = codes.get(c, 0) + n
         if codes:
-            self.out[key] = ordered(codes)
+            label = ordered(codes)  # bulk segments repeat a few labels: one tuple each
+            self.out[key] = self.interned.setdefault(label, label)
         if side.buf or side.skip:
             self.partial.add(key)
         else:

@@ -42,8 +42,8 @@ MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: bey
 
 
 class _Side:
-    __slots__ = ("role", "state", "buf", "base", "skip", "_counts", "rows", "copies", "lost",
-                 "decoded", "scan")
+    __slots__ = ("role", "state", "buf", "base", "skip", "_counts", "rows", "copies", "named",
+                 "lost", "decoded", "scan")
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -54,6 +54,7 @@ class _Side:
         self._counts: dict[str, int] = {}  # by message name, in first-seen order, but for:
         self.rows = 0  # DataRow and CopyData: counted natively, a segment at a time
         self.copies = 0
+        self.named = 0  # all other messages (in _counts), for who watches counts change
         self.lost = 0
         self.decoded = False
         self.scan: BoundaryScan | None = None  # the boundary search while in SYNC
@@ -413,6 +414,7 @@ class Conversation(CompiledSink):
     @staticmethod
     def _count(s: _Side, name: str) -> None:
         s._counts[name] = s._counts.get(name, 0) + 1
+        s.named += 1
 
     def _head(self) -> Query | None:
         for q in self.pending:
