@@ -23,16 +23,19 @@ SHARED = "pktflow_native__mypyc"
 MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
            "transfer.analyzer", "transfer.histogram", "transfer.verdict", "transfer.capture_point",
            "tcp.findings", "pgwire.conversation", "pgwire.query")
-# Written by the build beside this file: "module sha256-of-its-source" per line.
+# Written by the build beside this file: "module digest-of-its-source" per line.
 BUILT_FROM = "compiled-from.txt"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def digest(source: str) -> str:
-    import hashlib  # 4 ms to import: only when a source is newer than its build
+    """CRC-32 and length: to notice an edit, not to resist one. (hashlib would load OpenSSL,
+    4 ms and 4 MB, at every start of a wheel install, whose sources are newer than its build.)"""
+    import zlib
 
     with open(source, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        data = f.read()
+    return f"crc32:{zlib.crc32(data):08x}:{len(data)}"
 
 
 def _built_from() -> dict[str, str]:
