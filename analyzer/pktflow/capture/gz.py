@@ -9,16 +9,11 @@ multi-member file follow one another; zero padding after the last is allowed, as
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from types import ModuleType
 from typing import Any, BinaryIO
-
-_isal: ModuleType | None
-try:
-    from isal import isal_zlib as _isal  # type: ignore[import-untyped,unused-ignore]
-except ImportError:  # optional: zlib decodes the same bytes, slower
-    _isal = None
 
 READ = 1 << 17  # compressed bytes per read
 STEP = 1 << 15  # compressed bytes per inflate call: corrupt data loses at most this much
@@ -26,8 +21,22 @@ MAGIC = b"\x1f\x8b"
 FHCRC, FEXTRA, FNAME, FCOMMENT = 0x02, 0x04, 0x08, 0x10
 
 
+_fast: list[ModuleType | None] = []  # isal.isal_zlib or None, once looked for
+
+
+def inflate_lib() -> ModuleType:
+    """isal's zlib-compatible module when installed (looked for on the first gzip file: plain
+    captures do not load it), zlib otherwise: they decode the same bytes."""
+    if not _fast:
+        try:
+            _fast.append(importlib.import_module("isal.isal_zlib"))
+        except ImportError:
+            _fast.append(None)
+    return _fast[0] or zlib
+
+
 def backend() -> str:
-    return "isal" if _isal is not None else "zlib"
+    return "zlib" if inflate_lib() is zlib else "isal"
 
 
 class GzipError(OSError):
@@ -39,7 +48,7 @@ class GzipStream:
 
     def __init__(self, fh: BinaryIO, lib: ModuleType | None = None) -> None:
         self._fh = fh
-        self._lib: Any = lib if lib is not None else (_isal if _isal is not None else zlib)
+        self._lib: Any = lib if lib is not None else inflate_lib()
         self._errors = (zlib.error, self._lib.error)
         self._in = b""  # compressed bytes read; those from _at on are not used yet
         self._at = 0
@@ -133,7 +142,7 @@ class GzipStream:
         if not self._more(at):
             raise EOFError("the file ends inside a gzip member header")
         self._take(at)
-        self._member = self._lib.decompressobj(-15)  # raw deflate: the CRC is checked here
+        self._member = self._lib.decompressobj(-15)  # raw deflate: _trailer checks the CRC
         self._crc = self._size = 0
         return True
 
