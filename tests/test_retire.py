@@ -140,3 +140,20 @@ def test_memory_follows_open_connections_not_all_connections() -> None:
         tracemalloc.stop()
     assert max(live[5.0]) <= 7 and max(live[math.inf]) == 2000  # 1 s apart, 5 s of linger
     assert peaks[5.0] < 0.9 * peaks[math.inf], peaks  # about 0.7 as source, 0.8 compiled
+
+
+def test_a_late_packet_is_counted_not_taken_for_a_new_connection() -> None:
+    """c1 retired; its last ACK again 10 s later is late (no phantom connection, a finding with
+    its frame); a SYN on the same 4-tuple after that is a new connection."""
+    pkts = storm(2, spacing=2.0)
+    c1 = [p for p in pkts if 20000 in (p[4], p[5])]
+    late = (len(pkts) + 1, pkts[-1][1] + 10.0, *c1[-1][2:])
+    reuse = [(len(pkts) + 2 + i, late[1] + 1.0 + i * 1e-4, *p[2:])
+             for i, p in enumerate(conversation(20000, 0.0)[:3])]  # SYN, SYN-ACK, ACK again
+    retired: list[str] = []
+    rep = report([*pkts, late, *reuse], 1.0, retired)
+    assert [c["id"] for c in rep["connections"]] == ["c1", "c2", "c3"]
+    assert rep["connections"][2]["roles_from"] == "handshake"
+    late_findings = [f for f in rep["findings"] if f["code"] == "late-packets"]
+    assert len(late_findings) == 1 and late_findings[0]["frames"] == [late[0]], late_findings
+    assert rep["connections"][0]["packets"] == len(c1)  # the late ACK is not counted in c1

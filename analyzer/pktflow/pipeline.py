@@ -25,8 +25,8 @@ from pktflow.transfer.capture_point import capture_point
 
 SCHEMA = "pktflow.report/1"
 # A closed connection silent this long (capture time) is reported and its analyses dropped
-# while the pass goes on. A FIN retransmitted after this (its backoff reaches 12.6 s only
-# after six tries) would be reported as a connection of its own.
+# while the pass goes on; a packet after that (a FIN retransmitted a seventh time: the backoff
+# reaches 12.6 s after six) is counted as late.
 LINGER_S = 30.0
 
 Progress = Callable[[int], None]
@@ -202,6 +202,12 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
         conns.append(out)
         findings.extend(found)
     run.reported = []
+    if engine.late_packets:
+        findings.append(Finding(
+            "info", "late-packets",
+            f"{engine.late_packets:,} packets came more than {run.options.linger_s:g} s after "
+            f"their connection had closed and been reported; they are not analysed", None,
+            engine.late_frames))
     relays, relay_findings = relays_json(conns)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])

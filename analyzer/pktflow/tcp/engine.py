@@ -15,16 +15,17 @@ Rules, in the order `feed` applies them:
 - With a `retired` callback, a connection leaves the engine, finished, when its 4-tuple is
   reused or (with `linger`) once it is closed (both FINs, or a RST) and `sweep` finds it silent
   for `linger` seconds of capture time: memory then follows the connections open at once, not
-  all a capture held. A packet after that would start a new connection, so linger is long.
+  all a capture held. A later packet on its 4-tuple other than a SYN is counted as late
+  (late_packets, late_frames), not taken for a new connection (the last MAX_GONE are known).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Final
 
 from pktflow.capture.packet import ACK, FIN, RST, SYN, TcpTuple
-from pktflow.findings import Finding
 from pktflow.tcp.connection import Connection, StreamSink
 from pktflow.tcp.direction import (MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
                                    OOO_THRESHOLD_S, Direction, note)
@@ -36,6 +37,8 @@ SinkFactory = Callable[[Connection], StreamSink | None]
 ObserverFactory = Callable[[Connection], Iterable[PacketObserver]]
 
 Key = tuple[bytes, int, bytes, int]
+MAX_GONE: Final = 1 << 16  # 4-tuples of connections retired after closing, remembered
+MAX_LATE_FRAMES: Final = 20
 
 
 def _side(conn: Connection, src: bytes, sport: int, dst: bytes, dport: int) -> int:
@@ -67,7 +70,9 @@ class TcpEngine:
         self._warm: Connection | None = None
         self._live: dict[str, Connection] = {}  # by id, in the order they opened
         self.opened = 0
-        self.findings: list[Finding] = []
+        self._gone: dict[Key, None] = {}  # both ways of connections retired closed, oldest first
+        self.late_packets = 0  # packets on those 4-tuples after their connection was retired
+        self.late_frames: list[int] = []  # the first MAX_LATE_FRAMES of them
 
     @property
     def connections(self) -> list[Connection]:
@@ -88,7 +93,8 @@ class TcpEngine:
         return conn
 
     def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
-                ts: float, frame: int) -> tuple[Connection, int]:
+                ts: float, frame: int) -> tuple[Connection, int] | None:
+        """The packet's connection and direction; None for a late packet (see the rules)."""
         hit: tuple[Connection, int] | None = None
         hot, warm = self._hot, self._warm
         if hot is not None:
@@ -105,6 +111,9 @@ class TcpEngine:
                 self._warm = hot
                 self._hot = hit[0]
         syn_only = flags & (SYN | ACK) == SYN
+        if hit is None and self._gone and not flags & SYN \
+                and (src, sport, dst, dport) in self._gone:
+            return None
         if hit is not None:
             if not syn_only:
                 return hit
@@ -122,8 +131,9 @@ class TcpEngine:
             return self._open((dst, dport), (src, sport), ts, frame, "port"), 1
         return self._open((src, sport), (dst, dport), ts, frame, "port"), 0
 
-    def _retire(self, conn: Connection) -> None:
-        """Finish a connection whose 4-tuple is being reused."""
+    def _retire(self, conn: Connection, closed: bool = False) -> None:
+        """Finish a connection whose 4-tuple is being reused, or (closed) that closed and went
+        silent: its 4-tuple is then remembered, to tell late packets from new connections."""
         if conn is self._hot:
             self._hot = None
         if conn is self._warm:
@@ -132,6 +142,12 @@ class TcpEngine:
         self._table.pop((a[0], a[1], b[0], b[1]), None)
         self._table.pop((b[0], b[1], a[0], a[1]), None)
         self._finish_connection(conn)
+        if closed:
+            gone = self._gone
+            gone[(a[0], a[1], b[0], b[1])] = None
+            gone[(b[0], b[1], a[0], a[1])] = None
+            while len(gone) > MAX_GONE:
+                del gone[next(iter(gone))]
         if self._retired is not None:
             del self._live[conn.id]
             self._retired(conn)
@@ -148,7 +164,7 @@ class TcpEngine:
             if not conn.finished:
                 if now - conn.end_ts < linger:
                     return
-                self._retire(conn)
+                self._retire(conn, closed=True)
             closing.popleft()
 
     # -- per packet --------------------------------------------------------------------
@@ -156,7 +172,13 @@ class TcpEngine:
     def feed(self, pkt: TcpTuple) -> None:
         (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
          options) = pkt
-        conn, d = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        found = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        if found is None:
+            self.late_packets += 1
+            if len(self.late_frames) < MAX_LATE_FRAMES:
+                self.late_frames.append(frame)
+            return
+        conn, d = found
         conn.packets += 1
         conn.end_ts = ts
         conn.last_frame = frame
