@@ -54,8 +54,8 @@ class _Buffer:
         view = memoryview(arr)
         while have < n:
             try:
-                # readinto1: one underlying read, so a damaged gzip stream loses only its last
-                # chunk, not the good data a read() in progress would drop
+                # readinto1: what the stream has now (one underlying read), so the bytes before
+                # damage in a compressed stream arrive before its error
                 got = self.fh.readinto1(view[have:])  # type: ignore[attr-defined]
             except (EOFError, OSError) as exc:  # a cut or corrupt gzip stream (capture.gz)
                 self.error = f"the compressed stream is damaged ({exc})"

@@ -9,6 +9,7 @@ multi-member file follow one another; zero padding after the last is allowed, as
 
 from __future__ import annotations
 
+import functools
 import importlib
 import struct
 import zlib
@@ -21,18 +22,14 @@ MAGIC = b"\x1f\x8b"
 FHCRC, FEXTRA, FNAME, FCOMMENT = 0x02, 0x04, 0x08, 0x10
 
 
-_fast: list[ModuleType | None] = []  # isal.isal_zlib or None, once looked for
-
-
+@functools.cache
 def inflate_lib() -> ModuleType:
     """isal's zlib-compatible module when installed (looked for on the first gzip file: plain
     captures do not load it), zlib otherwise: they decode the same bytes."""
-    if not _fast:
-        try:
-            _fast.append(importlib.import_module("isal.isal_zlib"))
-        except ImportError:
-            _fast.append(None)
-    return _fast[0] or zlib
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
 
 
 def backend() -> str:
@@ -73,7 +70,7 @@ class GzipStream:
             try:
                 self._out = memoryview(self._decode())
             except (OSError, EOFError) as exc:
-                self._error = exc  # after what _decode kept in _out, if anything
+                self._error = exc  # raised by this loop; later calls return 0
         n = min(len(b), len(self._out))
         b[:n] = self._out[:n]
         self._out = self._out[n:]
@@ -186,4 +183,4 @@ class GzipStream:
         if error is not None:
             if not out:
                 raise error
-            self._error, self._done = error, True  # raised by readinto1 after `out`
+            self._error = error  # raised by readinto1 once `out` is handed out

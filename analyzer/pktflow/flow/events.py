@@ -82,7 +82,7 @@ class Labels:
                 if k not in ("DataRow", "CopyData") and v != seen.get(k, 0):
                     c = short_code(k)
                     codes[c] = codes.get(c, 0) + v - seen.get(k, 0)
-            self.seen[d] = {k: v for k, v in side.counts.items()}
+            self.seen[d] = dict(side.counts)
             self.named[d] = side.named
         # DataRow and CopyData, most segments' only messages, from two ints
         for c, n in (("D", side.rows - rows), ("d", side.copies - copies)):
