@@ -21,7 +21,7 @@ Rules, in the order `feed` applies them:
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Final
 
@@ -70,7 +70,9 @@ class TcpEngine:
         self._warm: Connection | None = None
         self._live: dict[str, Connection] = {}  # by id, in the order they opened
         self.opened = 0
-        self._gone: dict[Key, None] = {}  # both ways of connections retired closed, oldest first
+        # Both ways of connections retired closed, oldest first. An OrderedDict: forgetting a
+        # plain dict's oldest key walks past every key deleted before it, a quadratic pass.
+        self._gone: OrderedDict[Key, None] = OrderedDict()
         self.late_packets = 0  # packets on those 4-tuples after their connection was retired
         self.late_frames: list[int] = []  # the first MAX_LATE_FRAMES of them
 
@@ -147,7 +149,7 @@ class TcpEngine:
             gone[(a[0], a[1], b[0], b[1])] = None
             gone[(b[0], b[1], a[0], a[1])] = None
             while len(gone) > MAX_GONE:
-                del gone[next(iter(gone))]
+                gone.popitem(last=False)
         if self._retired is not None:
             del self._live[conn.id]
             self._retired(conn)
