@@ -22,7 +22,8 @@ SHARED = "pktflow_native__mypyc"
 # On the per-packet path; module names under pktflow.
 MODULES = ("pipeline", "tcp.engine", "tcp.direction", "tcp.connection", "tcp.observe",
            "transfer.analyzer", "transfer.histogram", "transfer.verdict", "transfer.capture_point",
-           "tcp.findings", "pgwire.conversation", "pgwire.query")
+           "tcp.findings", "pgwire.conversation", "pgwire.query", "pgwire.messages",
+           "relay.topology", "relay.measure", "tcp.options")
 # Written by the build beside this file: "module digest-of-its-source" per line.
 BUILT_FROM = "compiled-from.txt"
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -83,7 +83,8 @@ def coupling_json(backs: list[dict[str, Any]], fronts: list[dict[str, Any]]) -> 
             "summary": summary, "evidence_frames": sorted(set(frames))[:10]}
 
 
-def _median(values: list[float]) -> float | None:
+def _median(values: list[Any]) -> Any:
+    """The median of the numbers among `values` (ints or floats, None for unknown), as is."""
     vals = sorted(v for v in values if v is not None)
     return vals[len(vals) // 2] if vals else None
 
