@@ -18,6 +18,7 @@ from pktflow.pipeline import Options, Run, analyze, build_report
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 
+WHOLE = Options(linger_s=math.inf, settled_linger_s=math.inf)  # every report at the end
 CAPTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "captures").iterdir()
                   if ".pcap" in p.name)
 
@@ -46,12 +47,13 @@ def storm(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
 
 
 def report(packets: list[tuple], linger: float,  # type: ignore[type-arg]
-           retired: list[str] | None = None, live: list[int] | None = None) -> dict[str, Any]:
+           retired: list[str] | None = None, live: list[int] | None = None,
+           compact: bool = False) -> dict[str, Any]:
     """A pass as pipeline.analyze makes it, swept after every packet; `live` gets the number of
     connections with analyses held after each packet."""
     stats = CaptureStats(file="crafted", format="pcap", packets=len(packets),
                          tcp_packets=len(packets), first_ts=packets[0][1], last_ts=packets[-1][1])
-    run = Run(Options(linger_s=linger), stats)
+    run = Run(Options(linger_s=linger, compact=compact), stats)
 
     def done(conn: Connection) -> None:
         if retired is not None:
@@ -109,8 +111,7 @@ def test_storm_report_is_the_end_of_capture_report() -> None:
 def test_real_captures_report_the_same_with_a_short_linger(path: Path) -> None:
     """50 ms of silence after closing is far past these loopback round trips: connections
     retire mid-pass (pgbench-txn's c1 and c4 do) and the report must not change."""
-    assert analyze(str(path), Options(linger_s=0.05)) == analyze(str(path),
-                                                                Options(linger_s=math.inf))
+    assert analyze(str(path), Options(linger_s=0.05)) == analyze(str(path), WHOLE)
 
 
 def test_a_real_capture_retires_connections_mid_pass() -> None:
@@ -120,7 +121,7 @@ def test_a_real_capture_retires_connections_mid_pass() -> None:
     with open_capture(str(path)) as cap:
         packets = [p for batch in cap.batches() for p in batch]
     mid_pass = report(packets, 0.05, retired)
-    whole = analyze(str(path), Options(linger_s=math.inf))
+    whole = analyze(str(path), WHOLE)
     assert {"c1", "c4"} <= set(retired)
     for key in ("connections", "relays", "findings"):
         assert mid_pass[key] == whole[key], key
@@ -187,3 +188,23 @@ def test_the_oldest_retired_four_tuples_are_forgotten_first() -> None:
                      b""))
     assert [c.client[1] for c in engine.connections] == [30000]
     assert engine.late_packets == 1 and engine.late_frames == [frame]
+
+
+def test_a_close_both_sides_acknowledged_retires_after_the_settled_linger() -> None:
+    """Closed by FINs both acknowledged: retired once silent for settled_linger (2 s), not
+    the full linger (30 s); without the last ACK, the full linger."""
+    pkts = storm(4, spacing=5.0)  # each: ..., FIN, FIN, the last ACK
+    last_ack = max(i for i, p in enumerate(pkts) if 20003 in (p[4], p[5]))
+    pkts = pkts[:last_ack] + pkts[last_ack + 1:]  # c4's last ACK lost
+    retired: list[str] = []
+    engine = TcpEngine(retired=lambda conn: retired.append(conn.id), linger=30.0,
+                       settled_linger=2.0)
+    for p in pkts:
+        engine.feed(p)
+        engine.sweep(p[1])
+    assert retired == ["c1", "c2", "c3"]
+    end = pkts[-1][1]
+    engine.sweep(end + 2.0)
+    assert retired == ["c1", "c2", "c3"]  # c4's close is not acknowledged
+    engine.sweep(end + 30.0)
+    assert retired == ["c1", "c2", "c3", "c4"]

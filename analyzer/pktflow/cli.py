@@ -78,8 +78,9 @@ def _progress_bar(env: Env, label: str) -> Any:
                     console=Console(file=env.stderr), transient=True)
 
 
-def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> dict[str, Any]:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False))
+def _analyze_one(path: str, args: argparse.Namespace, env: Env,
+                 compact: bool = False) -> dict[str, Any]:
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), compact=compact)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
@@ -93,7 +94,7 @@ def _worker(job: tuple[str, bool]) -> tuple[str, Any]:
     exception object would lose its fields crossing the process boundary)."""
     path, postgres = job
     try:
-        return "ok", analyze(path, Options(decode_postgres=postgres))
+        return "ok", analyze(path, Options(decode_postgres=postgres, compact=True))
     except PktflowError as exc:
         return "error", (exc.one_line(), int(exc.exit_code))
 
@@ -107,7 +108,7 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
     if workers < 2:
         for path in paths:
             try:
-                yield path, _analyze_one(path, args, env), None, 0
+                yield path, _analyze_one(path, args, env, compact=True), None, 0
             except PktflowError as exc:
                 yield path, None, exc.one_line(), int(exc.exit_code)
         return
@@ -123,21 +124,43 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
 
 
 def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
-    """The report on one line, exactly as json.dumps writes it compact, but encoded a
-    connection at a time by the C encoder: json.dump to a stream takes the pure-Python encoder
-    (four times slower), json.dumps of the whole report holds all of it twice in memory."""
+    """The report on one line, exactly as json.dumps writes it compact, but a connection at a
+    time (copied as stored, or encoded by the C encoder): json.dump to a stream takes the
+    pure-Python encoder (four times slower), json.dumps of the whole report holds all of it
+    twice in memory."""
+    from pktflow.report.stored import connections_json
+
     compact = (",", ":")
     out.write("{")
     for i, (key, value) in enumerate(report.items()):
         out.write(("," if i else "") + json.dumps(key) + ":")
         if key == "connections":
             out.write("[")
-            for j, conn in enumerate(value):
-                out.write(("," if j else "") + json.dumps(conn, separators=compact))
+            for j, text in enumerate(connections_json(value)):
+                out.write(("," if j else "") + text)
             out.write("]")
         else:
             out.write(json.dumps(value, separators=compact))
     out.write("}\n")
+
+
+def write_json(report: dict[str, Any], out: IO[str]) -> None:
+    """The report as json.dump(report, out, indent=2) writes it, a connection at a time: the
+    connections may be stored (report.stored), decoded one by one."""
+    out.write("{")
+    for i, (key, value) in enumerate(report.items()):
+        out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
+        if key == "connections":
+            out.write("[")
+            for j, conn in enumerate(value):
+                # nested two levels deep: every line after the first moves 4 spaces right
+                # (json.dumps escapes newlines inside strings, so each one is structure)
+                text = json.dumps(conn, indent=2).replace("\n", "\n    ")
+                out.write(("," if j else "") + "\n    " + text)
+            out.write("\n  ]" if value else "]")
+        else:
+            out.write(json.dumps(value, indent=2).replace("\n", "\n  "))
+    out.write("\n}\n" if report else "}\n")
 
 
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
@@ -148,8 +171,7 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
             worst = max(worst, ExitCode(code))
             continue
         if args.format == "json":
-            json.dump(report, env.stdout, indent=2)
-            env.stdout.write("\n")
+            write_json(report, env.stdout)
         elif args.format == "jsonl":
             write_jsonl(report, env.stdout)
         else:  # rich only here: JSON runs skip importing it (a tenth of a small run)

@@ -16,6 +16,7 @@ from pktflow.capture.reader import open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.relay.measure import relays_json
+from pktflow.report.stored import Connections
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
@@ -28,6 +29,9 @@ SCHEMA = "pktflow.report/1"
 # while the pass goes on; a packet after that (a FIN retransmitted a seventh time: the backoff
 # reaches 12.6 s after six) is counted as late.
 LINGER_S = 30.0
+# Once both FINs are acknowledged, only a FIN retransmitted for a final ACK lost past the
+# capture point can still come: an RTO later (200 ms at least, doubling; three in 1.4 s).
+SETTLED_LINGER_S = 2.0
 
 Progress = Callable[[int], None]
 
@@ -35,7 +39,11 @@ Progress = Callable[[int], None]
 class Options(NamedTuple):
     decode_postgres: bool = True
     transfer: bool = True
-    linger_s: float = LINGER_S  # inf: every connection is reported at the end
+    linger_s: float = LINGER_S  # both inf: every connection is reported at the end
+    settled_linger_s: float = SETTLED_LINGER_S
+    # keep each connection's report compressed once it is reported (report.stored): the
+    # report's "connections" is then a Connections sequence, not a list of dicts
+    compact: bool = False
 
 
 def analyze(path: str, options: Options | None = None,
@@ -53,7 +61,8 @@ def analyze(path: str, options: Options | None = None,
             run = Run(options, stats)
             engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
                                observer_factory=run.observers if options.transfer else None,
-                               retired=run.report, linger=options.linger_s)
+                               retired=run.report, linger=options.linger_s,
+                               settled_linger=options.settled_linger_s)
             n = 0
             for batch in cap.batches():
                 for pkt in batch:
@@ -79,8 +88,9 @@ class Run:
         self.stats = stats
         self.conversations: dict[str, Conversation] = {}
         self.transfers: dict[str, TransferAnalyzer] = {}
-        # (connection number, its JSON, its findings), in the order reported
-        self.reported: list[tuple[int, dict[str, Any], list[Finding]]] = []
+        # (connection number, its JSON unless stored, its findings), in the order reported
+        self.reported: list[tuple[int, dict[str, Any] | None, list[Finding]]] = []
+        self.stored = Connections() if options.compact else None
 
     def report(self, conn: Connection) -> None:
         """Report a finished connection, then drop its analyses: the report holds what they
@@ -90,7 +100,12 @@ class Run:
         out = conn.to_json(start)
         self.connection_json(conn, out, start)
         found = connection_findings(conn) + self.findings(conn)
-        self.reported.append((int(conn.id[1:]), out, found))
+        number = int(conn.id[1:])
+        if self.stored is not None:
+            self.stored.add(number, out)
+            self.reported.append((number, None, found))
+        else:
+            self.reported.append((number, out, found))
         self.conversations.pop(conn.id, None)
         self.transfers.pop(conn.id, None)
         conn.detach()
@@ -197,25 +212,32 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
         run.report(conn)
     run.reported.sort(key=lambda r: r[0])
     findings = capture_findings(stats)
-    conns = []
+    conns: list[dict[str, Any]] = []
     for _, out, found in run.reported:
-        conns.append(out)
+        if out is not None:
+            conns.append(out)
         findings.extend(found)
     run.reported = []
     if engine.late_packets:
         findings.append(Finding(
             "info", "late-packets",
-            f"{engine.late_packets:,} packets came more than {run.options.linger_s:g} s after "
-            f"their connection had closed and been reported; they are not analysed", None,
+            f"{engine.late_packets:,} packets came after their connection had closed and been "
+            f"reported (silent {min(run.options.settled_linger_s, run.options.linger_s):g} s "
+            f"after both FINs were acknowledged, else {run.options.linger_s:g} s); they are not "
+            f"analysed", None,
             engine.late_frames))
-    relays, relay_findings = relays_json(conns)
+    stored = run.stored
+    if stored is not None:
+        stored.sort()
+    # relay matching sets each connection's "role": a stored one's in its relay view
+    relays, relay_findings = relays_json(conns if stored is None else stored.relay_views())
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return {
         "schema": SCHEMA,
         "tool": {"name": "pktflow", "version": __version__},
         "capture": capture_json(stats),
-        "connections": conns,
+        "connections": conns if stored is None else stored,
         "relays": relays,
         "findings": [f.to_json() for f in findings],
     }

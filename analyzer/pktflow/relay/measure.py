@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.findings import Finding
-from pktflow.relay.topology import QueryRef, Relay, find_relays
+from pktflow.relay.topology import QueryRef, Relay, find_relays, is_postgres
 
 
 def ms_between(a: Any, b: Any) -> float | None:
@@ -174,6 +174,24 @@ def forward_chunk(front_queries: list[dict[str, Any]]) -> int | None:
     if not common:
         return None
     return max(k for k in common if k <= 2 * common[0])
+
+
+def relay_view(conn: dict[str, Any]) -> dict[str, Any] | None:
+    """What relays_json reads of a connection's report (find_relays, match, coupling_json),
+    for a connection kept compact (report.stored); None for one that cannot be a relay's leg."""
+    if not is_postgres(conn):
+        return None
+    s2c = _s2c(conn)
+    window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
+    acks, flights = s2c.get("acks") or {}, s2c.get("flights") or {}
+    return {"id": conn["id"], "client": conn["client"], "server": conn["server"],
+            "protocol": conn["protocol"], "queries": conn.get("queries"),
+            "directions": {"server_to_client": {
+                "window": {k: window.get(k) for k in ("zero_window_periods",
+                                                      "zero_window_total_s")},
+                "verdict": {"evidence_frames": verdict.get("evidence_frames")},
+                "acks": {"bytes_acked_median": acks.get("bytes_acked_median")},
+                "flights": {"bytes_median": flights.get("bytes_median")}}}}
 
 
 def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:

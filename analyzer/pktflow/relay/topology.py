@@ -56,12 +56,12 @@ class Relay:
         return f"Relay({self.host}:{self.front_port}, front={self.front}, back={self.back})"
 
 
-def _is_pg(conn: dict[str, Any]) -> bool:
+def is_postgres(conn: dict[str, Any]) -> bool:
     return str(conn.get("protocol", "")).startswith("postgresql")
 
 
 def find_relays(conns: list[dict[str, Any]]) -> list[Relay]:
-    pg = [c for c in conns if _is_pg(c)]
+    pg = [c for c in conns if is_postgres(c)]
     by_server: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for c in pg:
         by_server[(c["server"]["ip"], c["server"]["port"])].append(c)

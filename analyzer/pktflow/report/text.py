@@ -5,6 +5,8 @@ Renders from the report dict only, so text and JSON can never disagree about a n
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -128,12 +130,19 @@ _OVERVIEW = (("conn", "left"), ("client -> server", "left"), ("role", "left"),
              ("queries", "right"), ("limit", "left"))
 
 
-def render_overview(conns: list[dict[str, Any]], width: int = 120) -> RenderableType:
-    """One line per connection: who, role, bytes each way, queries, the bulk direction's
-    verdict. The busiest first. When one line is wider than `width`, the endpoints and the
-    verdict take two lines; numbers always keep their full width."""
+def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
+    """The n connections that carried the most bytes, busiest first (ties in capture order),
+    with their indexes: one pass, holding n (the connections may be stored, report.stored)."""
+    return heapq.nlargest(n, enumerate(conns), key=lambda ic: _bytes(ic[1]))
+
+
+def render_overview(top: list[dict[str, Any]], total: int,
+                    width: int = 120) -> RenderableType:
+    """One line per connection of `top` (the busiest, of `total`): who, role, bytes each way,
+    queries, the bulk direction's verdict. When one line is wider than `width`, the endpoints
+    and the verdict take two lines; numbers always keep their full width."""
     rows = []
-    for c in sorted(conns, key=lambda c: -_bytes(c))[:MAX_OVERVIEW]:
+    for c in top:
         c2s, s2c = c["directions"]["client_to_server"], c["directions"]["server_to_client"]
         bulk = max((c2s, s2c), key=lambda d: d["payload_bytes"])
         rows.append([c["id"], f"{_endpoint(c['client'])} -> {_endpoint(c['server'])}",
@@ -153,15 +162,15 @@ def render_overview(conns: list[dict[str, Any]], width: int = 120) -> Renderable
         for r in rows:
             r[1] = r[1].replace(" -> ", " ->\n")
             r[7] = r[7].replace("_", "\n")
-    table = Table(title=f"{len(conns):,} connections, busiest first", title_justify="left",
+    table = Table(title=f"{total:,} connections, busiest first", title_justify="left",
                   box=None, pad_edge=False, collapse_padding=narrow)
     for (head, just), w in zip(_OVERVIEW, widths()):
         table.add_column(head, justify=just, no_wrap=True, min_width=w)  # type: ignore[arg-type]
     for r in rows:
         table.add_row(*r)
-    if len(conns) <= MAX_OVERVIEW:
+    if total <= len(top):
         return table
-    return Group(table, Text(f"... and {len(conns) - MAX_OVERVIEW:,} smaller connections: "
+    return Group(table, Text(f"... and {total - len(top):,} smaller connections: "
                              f"--format json lists every one", "dim"))
 
 
@@ -171,12 +180,12 @@ def render(report: dict[str, Any], console: Console) -> None:
     conns = report["connections"]
     if not conns:
         console.print("No TCP connections.")
+    top = busiest(conns, MAX_OVERVIEW)
     if len(conns) > 1:
-        console.print(render_overview(conns, console.width))
+        console.print(render_overview([c for _, c in top], len(conns), console.width))
     for relay in render_relays(report):
         console.print(relay)
-    shown = sorted(conns, key=lambda c: -_bytes(c))[:MAX_PANELS]
-    for conn in (c for c in conns if c in shown):  # in capture order
+    for _, conn in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
         console.print(render_connection(conn))
     if len(conns) > MAX_PANELS:
         where = ("are in the overview above" if len(conns) <= MAX_OVERVIEW else

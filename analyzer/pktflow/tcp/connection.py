@@ -42,7 +42,7 @@ class Connection:
     __slots__ = ("id", "client", "server", "dirs", "handshake_seen", "start_ts", "end_ts",
                  "first_frame", "last_frame", "packets", "closed_by", "sink", "compiled_sink",
                  "compiled_observers", "other_observers",
-                 "swapped", "role_source", "syn_frames", "finished")
+                 "swapped", "role_source", "syn_frames", "finished", "settled")
 
     def __init__(self, conn_id: str, client: tuple[bytes, int], server: tuple[bytes, int],
                  ts: float, frame: int, role_source: str) -> None:
@@ -69,6 +69,7 @@ class Connection:
         self.role_source = role_source  # "handshake" | "syn-ack" | "port" | "application"
         self.syn_frames: list[int] = []
         self.finished = False
+        self.settled = False  # both FINs sent and acknowledged
 
     def attach(self, sink: StreamSink | None, observers: Iterable[PacketObserver]) -> None:
         """Give the connection its consumers, sorted by how the engine calls them per packet:

@@ -14,9 +14,10 @@ Rules, in the order `feed` applies them:
   the capture missed them), when buffering it would exceed the bounds, or at the end.
 - With a `retired` callback, a connection leaves the engine, finished, when its 4-tuple is
   reused or (with `linger`) once it is closed (both FINs, or a RST) and `sweep` finds it silent
-  for `linger` seconds of capture time: memory then follows the connections open at once, not
-  all a capture held. A later packet on its 4-tuple other than a SYN is counted as late
-  (late_packets, late_frames), not taken for a new connection (the last MAX_GONE are known).
+  for `linger` seconds of capture time, or `settled_linger` once both FINs are acknowledged:
+  memory then follows the connections open at once, not all a capture held. A later packet on
+  its 4-tuple other than a SYN is counted as late (late_packets, late_frames), not taken for a
+  new connection (the last MAX_GONE are known).
 """
 
 from __future__ import annotations
@@ -56,12 +57,15 @@ class TcpEngine:
     def __init__(self, sink_factory: SinkFactory | None = None,
                  observer_factory: ObserverFactory | None = None,
                  retired: Callable[[Connection], None] | None = None,
-                 linger: float | None = None) -> None:
+                 linger: float | None = None, settled_linger: float | None = None) -> None:
         self._sink_factory = sink_factory
         self._observer_factory = observer_factory
         self._retired = retired
         self._linger = linger if retired is not None else None
+        self._settled_linger = linger if linger is None or settled_linger is None \
+            else min(linger, settled_linger)
         self._closing: deque[Connection] = deque()  # closed, in the order they closed
+        self._settled: deque[Connection] = deque()  # both FINs acknowledged, in that order
         self._table: dict[Key, tuple[Connection, int]] = {}
         # The two connections last found in the table. A capture interleaves few busy
         # connections, and the native reader hands out one object per address, so identity
@@ -155,12 +159,17 @@ class TcpEngine:
             self._retired(conn)
 
     def sweep(self, now: float) -> None:
-        """Retire the closed connections silent since `now - linger` (capture time); call it
-        between packets, now and then. The oldest closed first: one that still has packets
-        holds the others back until it too is silent."""
-        linger, closing = self._linger, self._closing
-        if linger is None:
+        """Retire the closed connections silent since `now - linger` (capture time), the
+        settled ones since `now - settled_linger`; call it between packets, now and then. The
+        oldest closed first: one that still has packets holds the others back until it too is
+        silent."""
+        linger, settled = self._linger, self._settled_linger
+        if linger is None or settled is None:
             return
+        self._sweep(self._settled, now, settled)
+        self._sweep(self._closing, now, linger)
+
+    def _sweep(self, closing: deque[Connection], now: float, linger: float) -> None:
         while closing:
             conn = closing[0]
             if not conn.finished:
@@ -249,6 +258,12 @@ class TcpEngine:
                 conn.closed_by = "rst"
             if was_open and conn.closed_by is not None and self._linger is not None:
                 self._closing.append(conn)
+        if conn.closed_by == "fin" and not conn.settled and self._linger is not None \
+                and mine.max_acked > (mine.fin_at or 0) and peer.max_acked > (peer.fin_at or 0):
+            # Both FINs acknowledged: only a FIN retransmitted for an ACK lost past the capture
+            # point can still come, an RTO later (200 ms at least, doubling).
+            conn.settled = True
+            self._settled.append(conn)
         for cobs in conn.compiled_observers:  # a direct call when compiled
             cobs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
         for obs in conn.other_observers:

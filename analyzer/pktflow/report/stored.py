@@ -1,0 +1,81 @@
+"""A report's connections kept compact: each as its JSON, compressed, once it is reported.
+
+A connection's report is about 5 KB of JSON but 25-30 KB as Python dicts, and a capture of a
+connection storm (pgbench -C, 20,000 connections) held 570 MB of them until the report was
+written. Stored, one takes about 600 bytes (deflate primed with the first connection's JSON:
+the keys and most values repeat), plus what relay matching reads of a PostgreSQL connection
+(relay.measure.relay_view). The JSON writers copy each connection's text; everything else
+decodes one connection at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from pktflow.relay.measure import relay_view
+
+_COMPACT = (",", ":")
+
+
+class Connections(Sequence[dict[str, Any]]):
+    """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
+    indexing and iteration then decode one at a time (copies, not kept)."""
+
+    def __init__(self) -> None:
+        self._zdict = b""  # the first connection's JSON: what deflate matches the others to
+        # (connection number, compressed JSON without "role", relay view or None)
+        self._items: list[tuple[int, bytes, dict[str, Any] | None]] = []
+
+    def add(self, number: int, report: dict[str, Any]) -> None:
+        text = json.dumps(report, separators=_COMPACT).encode()
+        if not self._zdict:
+            self._zdict = text[-32768:]  # deflate's window
+        c = zlib.compressobj(1, zdict=self._zdict)  # level 1: higher ones gain a third, slower
+        self._items.append((number, c.compress(text) + c.flush(), relay_view(report)))
+
+    def sort(self) -> None:
+        self._items.sort(key=lambda item: item[0])
+
+    def relay_views(self) -> list[dict[str, Any]]:
+        """What relay matching reads, of the connections it can use; it sets "role" in them."""
+        return [view for _, _, view in self._items if view is not None]
+
+    def _text(self, i: int) -> str:
+        """Connection i as json.dumps writes it compact, "role" last as relay matching adds it
+        to a connection dict."""
+        _, blob, view = self._items[i]
+        d = zlib.decompressobj(zdict=self._zdict)
+        text = (d.decompress(blob) + d.flush()).decode()
+        role = "direct" if view is None else view.get("role", "direct")
+        return f'{text[:-1]},"role":{json.dumps(role)}}}'
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        conn: dict[str, Any] = json.loads(self._text(i))
+        return conn
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(len(self)))
+
+    def compact_json(self) -> Iterator[str]:
+        return (self._text(i) for i in range(len(self)))
+
+
+def connections_json(conns: Sequence[dict[str, Any]]) -> Iterator[str]:
+    """Each connection as compact JSON text: copied from storage, or encoded."""
+    if isinstance(conns, Connections):
+        return conns.compact_json()
+    return (json.dumps(c, separators=_COMPACT) for c in conns)

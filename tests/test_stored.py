@@ -1,0 +1,80 @@
+"""Reports whose connections are stored compact (Options(compact=True), what the CLI's analyze
+uses) must write and render exactly as the plain report does, and hold far less memory."""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from craft import write_pcap
+from rich.console import Console
+from test_retire import report, storm
+
+from pktflow.cli import write_json, write_jsonl
+from pktflow.pipeline import Options, analyze
+from pktflow.report.stored import Connections
+from pktflow.report.text import render
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted([*(ROOT / "captures").glob("*.pcap"), *(ROOT / "tests" / "regressions").glob("*.pcap")])
+
+
+def _text(rep: dict) -> str:  # type: ignore[type-arg]
+    out = io.StringIO()
+    render(rep, Console(file=out, width=120))
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def no_connections(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_pcap(tmp_path_factory.mktemp("empty") / "header-only.pcap", [])
+
+
+@pytest.mark.parametrize("capture", [*CAPTURES, "no-connections"],
+                         ids=lambda p: getattr(p, "stem", p))
+def test_stored_connections_write_and_render_as_the_plain_report(
+        capture: Path | str, request: pytest.FixtureRequest) -> None:
+    if capture == "no-connections":
+        capture = request.getfixturevalue("no_connections")
+    plain = analyze(str(capture))
+    stored = analyze(str(capture), Options(compact=True))
+    conns = stored["connections"]
+    assert isinstance(conns, Connections) and len(conns) == len(plain["connections"])
+    assert list(conns) == plain["connections"] and conns[:2] == plain["connections"][:2]
+    if conns:
+        assert conns[-1] == plain["connections"][-1]
+    assert {k: v for k, v in stored.items() if k != "connections"} == \
+        {k: v for k, v in plain.items() if k != "connections"}
+    for write, expected in ((write_jsonl, json.dumps(plain, separators=(",", ":")) + "\n"),
+                            (write_json, json.dumps(plain, indent=2) + "\n")):
+        for rep in (plain, stored):
+            out = io.StringIO()
+            write(rep, out)
+            assert out.getvalue() == expected, (write.__name__, rep is stored)
+    assert _text(stored) == _text(plain)
+
+
+def test_roles_survive_storage_on_both_legs_of_a_relay() -> None:
+    """Relay matching sets "role" after the connections are stored: front and back legs."""
+    path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
+    roles = [c["role"] for c in analyze(str(path), Options(compact=True))["connections"]]
+    assert "front" in roles and "back" in roles
+
+
+def test_stored_reports_hold_a_fraction_of_the_memory() -> None:
+    """2,000 short connections (a query and a 20 KB reply each), retired as they close: the
+    pass ends holding their reports, stored or as dicts."""
+    pkts = storm(2000, spacing=1.0)
+    peaks = {}
+    for compact in (True, False):
+        tracemalloc.start()
+        rep = report(pkts, 5.0, compact=compact)
+        peaks[compact] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert len(rep["connections"]) == 2000
+        del rep
+    assert peaks[True] < 0.35 * peaks[False], peaks
+
