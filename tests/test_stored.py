@@ -78,3 +78,22 @@ def test_stored_reports_hold_a_fraction_of_the_memory() -> None:
         del rep
     assert peaks[True] < 0.35 * peaks[False], peaks
 
+
+def test_text_report_of_a_storm_stays_readable() -> None:
+    """Thousands of queries on a pooler's back leg and thousands of front legs: the text
+    lists the largest responses and the first legs, and says how many there are."""
+    from pktflow.report.queries import MAX_QUERY_ROWS, query_table
+    from pktflow.report.relays import MAX_LEGS, _legs
+
+    queries = [{"sql": f"SELECT {i}", "sent_s": i * 0.001, "response_bytes": 100 + i % 7,
+                "rows": 1} for i in range(500)]
+    queries[7]["response_bytes"] = 10_000
+    out = io.StringIO()
+    Console(file=out, width=200).print(query_table({"queries": queries}))
+    text = out.getvalue()
+    assert "500 queries, the 30 with the largest responses" in text
+    assert "SELECT 7 " in text and "SELECT 8 " not in text  # 8 % 7 == 1: a small response
+    assert sum(" SELECT " in line for line in text.splitlines()) == MAX_QUERY_ROWS
+    ids = [f"c{i}" for i in range(1, 1001)]
+    assert _legs(ids) == ", ".join(ids[:MAX_LEGS]) + " ... (1,000 in all)"
+    assert _legs(ids[:MAX_LEGS]) == ", ".join(ids[:MAX_LEGS])

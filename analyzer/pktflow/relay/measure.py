@@ -147,7 +147,7 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
     costs = [p["relay_cost_ms"] for p in pairs if p["relay_cost_ms"] is not None]
     if costs:
         worst = max(pairs, key=lambda p: p["relay_cost_ms"] or 0.0)
-        parts.append(f"the relay added {sum(costs):,.2f} ms over {len(costs)} matched "
+        parts.append(f"the relay added {sum(costs):,.2f} ms over {len(costs):,} matched "
                      f"quer{'y' if len(costs) == 1 else 'ies'} (most: {worst['relay_cost_ms']:,.2f}"
                      f" ms, {worst['through_relay_ms']:,.2f} ms through the relay vs "
                      f"{worst['back_leg_ms']:,.2f} ms on the back leg)")

@@ -3,6 +3,7 @@ carried. Renders from the connection's JSON (pktflow.report/1) only."""
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from rich.console import RenderableType
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 SQL_WIDTH = 48
+MAX_QUERY_ROWS = 30  # queries shown per connection: beyond, those with the largest responses
 
 
 def _ms(a: float | None, b: float | None) -> str:
@@ -59,8 +61,14 @@ def query_table(conn: dict[str, Any]) -> RenderableType | None:
     queries = conn.get("queries") or []
     if not queries:
         return None
-    table = Table(title=f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}",
-                  title_justify="left", box=None, pad_edge=False, expand=True)
+    title = f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
+    if len(queries) > MAX_QUERY_ROWS:  # a pooler's back leg, a long session: the big ones
+        largest = heapq.nlargest(MAX_QUERY_ROWS, range(len(queries)),
+                                 key=lambda i: queries[i].get("response_bytes") or 0)
+        title = (f"{len(queries):,} queries, the {MAX_QUERY_ROWS} with the largest responses "
+                 f"shown in order (--format json has every one)")
+        queries = [queries[i] for i in sorted(largest)]
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False, expand=True)
     rows: list[list[str | Text]] = []
     for q in queries:
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")

@@ -13,6 +13,7 @@ from rich.text import Text
 from pktflow.report.queries import SQL_WIDTH
 
 MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
+MAX_LEGS = 12  # connection ids listed per leg
 
 
 def _f(v: float | None, unit: str = "") -> str:
@@ -28,12 +29,19 @@ def _sql(sql: str | None) -> str:
     return text if len(text) <= SQL_WIDTH else text[:SQL_WIDTH - 1] + "…"
 
 
+def _legs(ids: list[str]) -> str:
+    """Connection ids, the first MAX_LEGS of them when a storm of clients came through."""
+    if len(ids) <= MAX_LEGS:
+        return ", ".join(ids)
+    return f"{', '.join(ids[:MAX_LEGS])} ... ({len(ids):,} in all)"
+
+
 def render_relay(relay: dict[str, Any]) -> RenderableType:
     head = Text()
     head.append(f"{relay['host']}:{relay['front_port']}", "bold")
     head.append(" relays to port " + ", ".join(str(p) for p in relay["back_ports"]))
-    head.append(f"  front legs {', '.join(relay['front_connections'])}"
-                f" | back legs {', '.join(relay['back_connections'])}", "dim")
+    head.append(f"  front legs {_legs(relay['front_connections'])}"
+                f" | back legs {_legs(relay['back_connections'])}", "dim")
     own = relay["pooler_own_queries"]
     counts = Text(f"{relay['matched_queries']:,} queries matched leg to leg, "
                   f"{relay['unmatched_front_queries']:,} front-only, "
