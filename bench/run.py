@@ -5,7 +5,9 @@
 
 --generate records the benchmark inputs with the lab first (root), into bench/out/ (git-ignored):
 a pg_dump of a 1,500,000-row table over the bridge (MTU 1500, offloads off), direct and through
-PgBouncer, and four pooled dumps concatenated (mergecap -a) for the scale check. Prints wall
+PgBouncer, a connection storm (pgbench -C -S through PgBouncer in transaction mode: 20,000
+client connections of one SELECT each), and four pooled dumps concatenated (mergecap -a) for
+the scale check. Prints wall
 time, CPU time and peak RSS per tool, packets/s and the ratios, pktflow's time per million
 packets and peak RSS on the 4x capture, and writes bench/results.md. --reuse times the inputs
 an earlier --generate left in bench/out/ again (after a change to pktflow).
@@ -98,11 +100,11 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
     return out
 
 
-def record(dest: Path, via: str, rows: int) -> Path:
+def record(dest: Path, via: str, rows: int, scenario: str = "pgdump", *extra: str) -> Path:
     if not dest.exists():
-        subprocess.run([PYTHON, "-m", "pktflow.lab", "record", "--scenario", "pgdump",
+        subprocess.run([PYTHON, "-m", "pktflow.lab", "record", "--scenario", scenario,
                         "--rows", str(rows), "--via", via, "--network", "bridge",
-                        "--offloads", "off", "-o", str(dest)], check=True)
+                        "--offloads", "off", *extra, "-o", str(dest)], check=True)
     return dest
 
 
@@ -116,6 +118,10 @@ def generate(reuse: bool = False) -> tuple[list[Path], Path]:
     for via in ("direct", "pgbouncer"):
         path = OUT / f"pgdump-{ROWS // 1000}k-{via}-bridge.pcap"
         made.append(path if reuse and path.exists() else record(path, via, ROWS))
+    storm = OUT / "pgbench-connect-pgbouncer-bridge.pcap"
+    made.append(storm if reuse and storm.exists() else
+                record(storm, "pgbouncer", 100_000, "pgbench-connect", "--pool-mode",
+                       "transaction"))
     big = OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-x{SCALE}.pcap"
     if not big.exists():
         parts = [made[1]] + [record(OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-{i}.pcap",
@@ -133,7 +139,15 @@ def summary(path: Path) -> list[str]:
     rep = json.loads(subprocess.run(tools(path, 0, True)["pktflow"], capture_output=True,
                                     text=True, check=False).stdout)
     lines = []
-    for c in rep["connections"]:
+    conns = rep["connections"]
+    if len(conns) > 10:  # a storm: counts, not a line per connection
+        roles = [c.get("role") for c in conns]
+        queries = sum(c.get("queries_total") or 0 for c in conns)
+        matched = sum(r["matched_queries"] for r in rep["relays"])
+        return [f"- {len(conns):,} connections ({roles.count('front'):,} front legs, "
+                f"{roles.count('back'):,} back legs), {queries:,} queries, {matched:,} matched "
+                f"leg to leg"]
+    for c in conns:
         d = c["directions"]["server_to_client"]
         bulk = max(c.get("queries") or [{}], key=lambda q: q.get("response_bytes", 0))
         lines.append(f"- {c['id']} -> port {c['server']['port']}: {bulk.get('command_tag')}, "
@@ -223,10 +237,11 @@ def main() -> int:
     subprocess.run([PYTHON, "-m", "compileall", "-q", str(ROOT / "analyzer" / "pktflow")],
                    check=True, stdout=subprocess.DEVNULL)
     caps = list(args.captures)
-    big = None
+    pooled = big = None
     if args.generate or args.reuse:
         made, big = generate(reuse=args.reuse)
         caps += made
+        pooled = made[1]  # the capture `big` is SCALE times
     if not caps:
         ap.error("give captures or --generate")
     lines = ["# Benchmark results", "",
@@ -240,11 +255,13 @@ def main() -> int:
     if args.generate or args.reuse:
         lines += ["Inputs: `pktflow lab record --scenario pgdump --rows N --network bridge "
                   "--offloads off` (namespaces on a Linux bridge, MTU 1500, no TSO/GSO/GRO), "
-                  "direct and through PgBouncer; metadata beside each capture.", ""]
+                  "direct and through PgBouncer, and `--scenario pgbench-connect --via "
+                  "pgbouncer --pool-mode transaction` (a connection storm); metadata beside "
+                  "each capture.", ""]
     for cap in caps:
         lines += compare(cap, args.rounds, args.pooler_port, args.timeout)
-    if big is not None:
-        lines += scale(caps[-1], big, args.rounds, args.timeout)
+    if pooled is not None and big is not None:
+        lines += scale(pooled, big, args.rounds, args.timeout)
     text = "\n".join(lines)
     print(text)
     (ROOT / "bench" / "results.md").write_text(text + "\n")

@@ -85,6 +85,14 @@ SCENARIOS = {
                   "{host}", "-p", "{port}", "-U", "{user}", "{db}"),
                  setup=("pgbench", "-i", "-q", "-s", "{scale}", "-h", "{host}", "-p", "{port}",
                         "-U", "{user}", "{db}"), compose=False),
+        # A connection storm for the benchmark: a new connection per transaction (-C), as
+        # applications without a pool make them; through a pooler, its client leg.
+        Scenario("pgbench-connect", "pgbench -C -S: 4 clients x 5,000 connections of one SELECT",
+                 "pgbench_accounts", 100_000,
+                 ("pgbench", "-n", "-C", "-S", "-c", "4", "-j", "2", "-t", "5000", "-h",
+                  "{host}", "-p", "{port}", "-U", "{user}", "{db}"),
+                 setup=("pgbench", "-i", "-q", "-s", "{scale}", "-h", "{host}", "-p", "{port}",
+                        "-U", "{user}", "{db}"), compose=False),
         Scenario("copy-in", "psql \\copy FROM a client-side program: COPY FROM STDIN",
                  "tcopy", 20_000,
                  ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
