@@ -15,6 +15,8 @@ from typing import IO, Any
 from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
+from pktflow.report.indent import indented
+from pktflow.report.stored import connections_json
 
 
 class Env:
@@ -128,8 +130,6 @@ def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
     time (copied as stored, or encoded by the C encoder): json.dump to a stream takes the
     pure-Python encoder (four times slower), json.dumps of the whole report holds all of it
     twice in memory."""
-    from pktflow.report.stored import connections_json
-
     compact = (",", ":")
     out.write("{")
     for i, (key, value) in enumerate(report.items()):
@@ -145,21 +145,18 @@ def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
 
 
 def write_json(report: dict[str, Any], out: IO[str]) -> None:
-    """The report as json.dump(report, out, indent=2) writes it, a connection at a time: the
-    connections may be stored (report.stored), decoded one by one."""
+    """The report as json.dump(report, out, indent=2) writes it, a connection at a time (the
+    connections may be stored, report.stored, and are then decoded one by one)."""
     out.write("{")
     for i, (key, value) in enumerate(report.items()):
         out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
         if key == "connections":
             out.write("[")
             for j, conn in enumerate(value):
-                # nested two levels deep: every line after the first moves 4 spaces right
-                # (json.dumps escapes newlines inside strings, so each one is structure)
-                text = json.dumps(conn, indent=2).replace("\n", "\n    ")
-                out.write(("," if j else "") + "\n    " + text)
+                out.write(("," if j else "") + "\n    " + indented(conn, 2))
             out.write("\n  ]" if value else "]")
         else:
-            out.write(json.dumps(value, indent=2).replace("\n", "\n  "))
+            out.write(indented(value, 1))
     out.write("\n}\n" if report else "}\n")
 
 
