@@ -82,6 +82,8 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
     }
     if only_pktflow:
         return out
+    # the format for captures of many connections: no indentation to write
+    out["pktflow --format jsonl"] = [*out["pktflow"][:-2], "jsonl", str(path)]
     # the same analysis without the native speedups (what a machine without a compiler gets)
     out["pktflow, pure Python"] = ["env", "PKTFLOW_PURE=1", *out["pktflow"]]
     if shutil.which("tcptrace"):
@@ -135,6 +137,14 @@ def generate(reuse: bool = False) -> tuple[list[Path], Path]:
 
 
 def summary(path: Path) -> list[str]:
+    """summary_lines, worked out in a child process: loading a large report here would grow
+    this process, and the children it forks after would report its pages in their peak RSS."""
+    out = subprocess.run([PYTHON, __file__, "--summary", str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    return out.splitlines()
+
+
+def summary_lines(path: Path) -> list[str]:
     """What pktflow finds in the capture: rows, segments and ACK cadence of each bulk leg."""
     rep = json.loads(subprocess.run(tools(path, 0, True)["pktflow"], capture_output=True,
                                     text=True, check=False).stdout)
@@ -230,7 +240,11 @@ def main() -> int:
                     help="for tshark's decode-as when a capture has no .json metadata")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one tool may take on one capture before it is killed")
+    ap.add_argument("--summary", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.summary:
+        print("\n".join(summary_lines(args.summary)))
+        return 0
     os.environ["PYTHONPATH"] = str(ROOT / "analyzer") + os.pathsep + os.environ.get("PYTHONPATH", "")
     # Byte-compile the checkout as an install does: with PYTHONDONTWRITEBYTECODE set, every run
     # would otherwise compile each edited module again and be timed doing it.
