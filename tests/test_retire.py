@@ -48,12 +48,12 @@ def storm(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
 
 def report(packets: list[tuple], linger: float,  # type: ignore[type-arg]
            retired: list[str] | None = None, live: list[int] | None = None,
-           compact: bool = False) -> dict[str, Any]:
+           store: str | None = None) -> dict[str, Any]:
     """A pass as pipeline.analyze makes it, swept after every packet; `live` gets the number of
     connections with analyses held after each packet."""
     stats = CaptureStats(file="crafted", format="pcap", packets=len(packets),
                          tcp_packets=len(packets), first_ts=packets[0][1], last_ts=packets[-1][1])
-    run = Run(Options(linger_s=linger, compact=compact), stats)
+    run = Run(Options(linger_s=linger, store=store), stats)
 
     def done(conn: Connection) -> None:
         if retired is not None:

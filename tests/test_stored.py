@@ -1,5 +1,5 @@
-"""Reports whose connections are stored compact (Options(compact=True), what the CLI's analyze
-uses) must write and render exactly as the plain report does, and hold far less memory."""
+"""Reports whose connections are stored (Options(store=...), what the CLI's analyze uses) must
+write and render exactly as the plain report does, and hold far less memory."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from test_retire import report, storm
 
 from pktflow.cli import write_json, write_jsonl
 from pktflow.pipeline import Options, analyze
-from pktflow.report.stored import Connections
+from pktflow.report.stored import COMPACT, INDENTED, Connections
 from pktflow.report.text import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,14 +33,15 @@ def no_connections(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_pcap(tmp_path_factory.mktemp("empty") / "header-only.pcap", [])
 
 
+@pytest.mark.parametrize("layout", [COMPACT, INDENTED])
 @pytest.mark.parametrize("capture", [*CAPTURES, "no-connections"],
                          ids=lambda p: getattr(p, "stem", p))
 def test_stored_connections_write_and_render_as_the_plain_report(
-        capture: Path | str, request: pytest.FixtureRequest) -> None:
+        capture: Path | str, layout: str, request: pytest.FixtureRequest) -> None:
     if capture == "no-connections":
         capture = request.getfixturevalue("no_connections")
     plain = analyze(str(capture))
-    stored = analyze(str(capture), Options(compact=True))
+    stored = analyze(str(capture), Options(store=layout))
     conns = stored["connections"]
     assert isinstance(conns, Connections) and len(conns) == len(plain["connections"])
     assert list(conns) == plain["connections"] and conns[:2] == plain["connections"][:2]
@@ -60,8 +61,10 @@ def test_stored_connections_write_and_render_as_the_plain_report(
 def test_roles_survive_storage_on_both_legs_of_a_relay() -> None:
     """Relay matching sets "role" after the connections are stored: front and back legs."""
     path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
-    roles = [c["role"] for c in analyze(str(path), Options(compact=True))["connections"]]
-    assert "front" in roles and "back" in roles
+    for layout in (COMPACT, INDENTED):
+        stored = analyze(str(path), Options(store=layout))["connections"]
+        roles = [c["role"] for c in stored]
+        assert "front" in roles and "back" in roles
 
 
 def test_stored_reports_hold_a_fraction_of_the_memory() -> None:
@@ -69,14 +72,14 @@ def test_stored_reports_hold_a_fraction_of_the_memory() -> None:
     pass ends holding their reports, stored or as dicts."""
     pkts = storm(2000, spacing=1.0)
     peaks = {}
-    for compact in (True, False):
+    for store in (COMPACT, INDENTED, None):
         tracemalloc.start()
-        rep = report(pkts, 5.0, compact=compact)
-        peaks[compact] = tracemalloc.get_traced_memory()[1]
+        rep = report(pkts, 5.0, store=store)
+        peaks[store] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert len(rep["connections"]) == 2000
         del rep
-    assert peaks[True] < 0.35 * peaks[False], peaks
+    assert peaks[COMPACT] < 0.35 * peaks[None] and peaks[INDENTED] < 0.35 * peaks[None], peaks
 
 
 def test_text_report_of_a_storm_stays_readable() -> None:

@@ -16,7 +16,7 @@ from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
 from pktflow.report.indent import indented
-from pktflow.report.stored import connections_json
+from pktflow.report.stored import COMPACT, INDENTED, connections_json
 
 
 class Env:
@@ -81,8 +81,8 @@ def _progress_bar(env: Env, label: str) -> Any:
 
 
 def _analyze_one(path: str, args: argparse.Namespace, env: Env,
-                 compact: bool = False) -> dict[str, Any]:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), compact=compact)
+                 store: str | None = None) -> dict[str, Any]:
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), store=store)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
@@ -91,12 +91,17 @@ def _analyze_one(path: str, args: argparse.Namespace, env: Env,
         return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
 
 
-def _worker(job: tuple[str, bool]) -> tuple[str, Any]:
+def _store(args: argparse.Namespace) -> str:
+    """How the connections of a report for `args.format` are best kept (report.stored)."""
+    return INDENTED if args.format == "json" else COMPACT
+
+
+def _worker(job: tuple[str, bool, str]) -> tuple[str, Any]:
     """One capture in a worker process: the report, or the error's line and exit code (an
     exception object would lose its fields crossing the process boundary)."""
-    path, postgres = job
+    path, postgres, store = job
     try:
-        return "ok", analyze(path, Options(decode_postgres=postgres, compact=True))
+        return "ok", analyze(path, Options(decode_postgres=postgres, store=store))
     except PktflowError as exc:
         return "error", (exc.one_line(), int(exc.exit_code))
 
@@ -110,14 +115,14 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
     if workers < 2:
         for path in paths:
             try:
-                yield path, _analyze_one(path, args, env, compact=True), None, 0
+                yield path, _analyze_one(path, args, env, _store(args)), None, 0
             except PktflowError as exc:
                 yield path, None, exc.one_line(), int(exc.exit_code)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        jobs = [(p, not args.no_postgres) for p in paths]
+        jobs = [(p, not args.no_postgres, _store(args)) for p in paths]
         for path, (status, value) in zip(paths, pool.map(_worker, jobs)):
             if status == "ok":
                 yield path, value, None, 0
@@ -136,7 +141,7 @@ def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
         out.write(("," if i else "") + json.dumps(key) + ":")
         if key == "connections":
             out.write("[")
-            for j, text in enumerate(connections_json(value)):
+            for j, text in enumerate(connections_json(value, COMPACT)):
                 out.write(("," if j else "") + text)
             out.write("]")
         else:
@@ -152,8 +157,8 @@ def write_json(report: dict[str, Any], out: IO[str]) -> None:
         out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
         if key == "connections":
             out.write("[")
-            for j, conn in enumerate(value):
-                out.write(("," if j else "") + "\n    " + indented(conn, 2))
+            for j, text in enumerate(connections_json(value, INDENTED)):
+                out.write(("," if j else "") + "\n    " + text)
             out.write("\n  ]" if value else "]")
         else:
             out.write(indented(value, 1))

@@ -41,9 +41,10 @@ class Options(NamedTuple):
     transfer: bool = True
     linger_s: float = LINGER_S  # both inf: every connection is reported at the end
     settled_linger_s: float = SETTLED_LINGER_S
-    # keep each connection's report compressed once it is reported (report.stored): the
-    # report's "connections" is then a Connections sequence, not a list of dicts
-    compact: bool = False
+    # keep each connection's report compressed once it is reported (report.stored), its JSON
+    # in this layout (report.stored.COMPACT or INDENTED): the report's "connections" is then
+    # a Connections sequence, not a list of dicts
+    store: str | None = None
 
 
 def analyze(path: str, options: Options | None = None,
@@ -90,7 +91,7 @@ class Run:
         self.transfers: dict[str, TransferAnalyzer] = {}
         # (connection number, its JSON unless stored, its findings), in the order reported
         self.reported: list[tuple[int, dict[str, Any] | None, list[Finding]]] = []
-        self.stored = Connections() if options.compact else None
+        self.stored = None if options.store is None else Connections(options.store)
 
     def report(self, conn: Connection) -> None:
         """Report a finished connection, then drop its analyses: the report holds what they

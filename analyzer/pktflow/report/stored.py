@@ -4,8 +4,9 @@ A connection's report is about 5 KB of JSON but 25-30 KB as Python dicts, and a 
 connection storm (pgbench -C, 20,000 connections) held 570 MB of them until the report was
 written. Stored, one takes about 600 bytes (deflate primed with the first connection's JSON:
 the keys and most values repeat), plus what relay matching reads of a PostgreSQL connection
-(relay.measure.relay_view). The JSON writers copy each connection's text; everything else
-decodes one connection at a time.
+(relay.measure.relay_view). The text is in the layout the output will have, compact (jsonl)
+or indented as --format json nests it, so the JSON writers copy it; everything else decodes
+one connection at a time.
 """
 
 from __future__ import annotations
@@ -16,21 +17,26 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from pktflow.relay.measure import relay_view
+from pktflow.report.indent import indented
 
 _COMPACT = (",", ":")
+COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
+INDENTED = "indented"  # as json.dumps(report, indent=2) writes an item of report["connections"]
 
 
 class Connections(Sequence[dict[str, Any]]):
     """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
     indexing and iteration then decode one at a time (copies, not kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: str = COMPACT) -> None:
+        self.layout = layout
         self._zdict = b""  # the first connection's JSON: what deflate matches the others to
         # (connection number, compressed JSON without "role", relay view or None)
         self._items: list[tuple[int, bytes, dict[str, Any] | None]] = []
 
     def add(self, number: int, report: dict[str, Any]) -> None:
-        text = json.dumps(report, separators=_COMPACT).encode()
+        text = (indented(report, 2) if self.layout == INDENTED
+                else json.dumps(report, separators=_COMPACT)).encode()
         if not self._zdict:
             self._zdict = text[-32768:]  # deflate's window
         c = zlib.compressobj(1, zdict=self._zdict)  # level 1: higher ones gain a third, slower
@@ -44,13 +50,15 @@ class Connections(Sequence[dict[str, Any]]):
         return [view for _, _, view in self._items if view is not None]
 
     def _text(self, i: int) -> str:
-        """Connection i as json.dumps writes it compact, "role" last as relay matching adds it
-        to a connection dict."""
+        """Connection i in the layout, with "role" last as relay matching adds it to a
+        connection dict."""
         _, blob, view = self._items[i]
         d = zlib.decompressobj(zdict=self._zdict)
         text = (d.decompress(blob) + d.flush()).decode()
-        role = "direct" if view is None else view.get("role", "direct")
-        return f'{text[:-1]},"role":{json.dumps(role)}}}'
+        role = json.dumps("direct" if view is None else view.get("role", "direct"))
+        if self.layout == INDENTED:  # the text ends with the closing brace's line, "\n    }"
+            return f'{text[:-6]},\n      "role": {role}\n    }}'
+        return f'{text[:-1]},"role":{role}}}'
 
     def __len__(self) -> int:
         return len(self._items)
@@ -70,12 +78,15 @@ class Connections(Sequence[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self)))
 
-    def compact_json(self) -> Iterator[str]:
+    def texts(self) -> Iterator[str]:
+        """Each connection's JSON text, in the layout."""
         return (self._text(i) for i in range(len(self)))
 
 
-def connections_json(conns: Sequence[dict[str, Any]]) -> Iterator[str]:
-    """Each connection as compact JSON text: copied from storage, or encoded."""
-    if isinstance(conns, Connections):
-        return conns.compact_json()
+def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[str]:
+    """Each connection's JSON text in `layout`: copied from storage, or encoded."""
+    if isinstance(conns, Connections) and conns.layout == layout:
+        return conns.texts()
+    if layout == INDENTED:
+        return (indented(c, 2) for c in conns)
     return (json.dumps(c, separators=_COMPACT) for c in conns)
