@@ -208,3 +208,43 @@ def test_a_close_both_sides_acknowledged_retires_after_the_settled_linger() -> N
     assert retired == ["c1", "c2", "c3"]  # c4's close is not acknowledged
     engine.sweep(end + 30.0)
     assert retired == ["c1", "c2", "c3", "c4"]
+
+
+def _syn_rst(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
+    """n connection attempts refused with a RST (a port scan, a closed port)."""
+    from pktflow.capture.packet import ACK, RST, SYN
+
+    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
+    out = []
+    for i in range(n):
+        port, ts = 30000 + i % 30000, i * spacing
+        out.append((2 * i + 1, ts, client, server, port, 5432, 1000, 0, SYN, 64240, 0, b"",
+                    b""))
+        out.append((2 * i + 2, ts, server, client, 5432, port, 0, 1001, RST | ACK, 0, 0, b"",
+                    b""))
+    return out
+
+
+def test_a_reset_connection_retires_after_the_settled_linger() -> None:
+    retired: list[str] = []
+    engine = TcpEngine(retired=lambda conn: retired.append(conn.id), linger=30.0,
+                       settled_linger=2.0)
+    for p in _syn_rst(3, spacing=1.0):
+        engine.feed(p)
+        engine.sweep(p[1])
+    engine.sweep(3.0)
+    assert retired == ["c1", "c2"]  # c3 reset at 2.0 s: silent for 1 s only
+
+
+def test_settled_connections_waiting_are_bounded() -> None:
+    """A scan faster than the settled linger: past MAX_SETTLED waiting, the oldest go."""
+    from pktflow.tcp.engine import MAX_SETTLED
+
+    retired: list[str] = []
+    engine = TcpEngine(retired=lambda conn: retired.append(conn.id), linger=30.0,
+                       settled_linger=2.0)
+    for p in _syn_rst(MAX_SETTLED + 5, spacing=1e-5):  # 0.1 s in all
+        engine.feed(p)
+        engine.sweep(p[1])
+    assert retired == [f"c{i}" for i in range(1, 6)]
+    assert len(engine.connections) == MAX_SETTLED

@@ -29,8 +29,9 @@ SCHEMA = "pktflow.report/1"
 # while the pass goes on; a packet after that (a FIN retransmitted a seventh time: the backoff
 # reaches 12.6 s after six) is counted as late.
 LINGER_S = 30.0
-# Once both FINs are acknowledged, only a FIN retransmitted for a final ACK lost past the
-# capture point can still come: an RTO later (200 ms at least, doubling; three in 1.4 s).
+# After a RST only what crossed it can still come (a round trip); once both FINs are
+# acknowledged, only a FIN retransmitted for a final ACK lost past the capture point: an RTO
+# later (200 ms at least, doubling; three in 1.4 s).
 SETTLED_LINGER_S = 2.0
 
 Progress = Callable[[int], None]
@@ -224,8 +225,8 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
             "info", "late-packets",
             f"{engine.late_packets:,} packets came after their connection had closed and been "
             f"reported (silent {min(run.options.settled_linger_s, run.options.linger_s):g} s "
-            f"after both FINs were acknowledged, else {run.options.linger_s:g} s); they are not "
-            f"analysed", None,
+            f"after a RST or both FINs acknowledged, else {run.options.linger_s:g} s); they are "
+            f"not analysed", None,
             engine.late_frames))
     stored = run.stored
     if stored is not None:

@@ -69,7 +69,7 @@ class Connection:
         self.role_source = role_source  # "handshake" | "syn-ack" | "port" | "application"
         self.syn_frames: list[int] = []
         self.finished = False
-        self.settled = False  # both FINs sent and acknowledged
+        self.settled = False  # reset, or both FINs sent and acknowledged
 
     def attach(self, sink: StreamSink | None, observers: Iterable[PacketObserver]) -> None:
         """Give the connection its consumers, sorted by how the engine calls them per packet:
