@@ -160,27 +160,38 @@ def test_a_late_packet_is_counted_not_taken_for_a_new_connection() -> None:
     assert rep["connections"][0]["packets"] == len(c1)  # the late ACK is not counted in c1
 
 
+def _syn_rst(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
+    """n connection attempts refused with a RST (a port scan, a closed port), from
+    client ports 30000 up (n <= 35,535)."""
+    from pktflow.capture.packet import ACK, RST, SYN
+
+    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
+    out = []
+    for i in range(n):
+        port, ts = 30000 + i, i * spacing
+        out.append((2 * i + 1, ts, client, server, port, 5432, 1000, 0, SYN, 64240, 0, b"",
+                    b""))
+        out.append((2 * i + 2, ts, server, client, 5432, port, 0, 1001, RST | ACK, 0, 0, b"",
+                    b""))
+    return out
+
+
 def test_the_oldest_retired_four_tuples_are_forgotten_first() -> None:
     """The engine remembers the 4-tuples (both ways) of the last MAX_GONE / 2 connections it
     retired closed: one retired earlier is forgotten, and a packet on it opens a connection;
     the ones after it are still known, and a packet on them is late. (Forgetting the oldest
     was a scan past every key deleted before it: a storm of 100,000 connections took 40 %
     longer.)"""
-    from pktflow.capture.packet import ACK, RST, SYN
+    from pktflow.capture.packet import ACK
     from pktflow.tcp.engine import MAX_GONE
 
-    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
     retired: list[str] = []
     engine = TcpEngine(retired=lambda conn: retired.append(conn.id), linger=0.0)
     n = MAX_GONE // 2 + 1
-    frame = 0
-    for i in range(n):
-        port, ts = 30000 + i, i * 1e-3
-        frame += 2
-        engine.feed((frame - 1, ts, client, server, port, 5432, 1000, 0, SYN, 64240, 0, b"",
-                     b""))
-        engine.feed((frame, ts, server, client, 5432, port, 0, 1001, RST | ACK, 0, 0, b"", b""))
-        engine.sweep(ts)
+    for p in _syn_rst(n, spacing=1e-3):
+        engine.feed(p)
+        engine.sweep(p[1])
+    client, server, frame = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02", 2 * n
     assert len(retired) == n and not engine.connections
     for port in (30000, 30001):  # an ACK from the client of the first, then of the second
         frame += 1
@@ -208,21 +219,6 @@ def test_a_close_both_sides_acknowledged_retires_after_the_settled_linger() -> N
     assert retired == ["c1", "c2", "c3"]  # c4's close is not acknowledged
     engine.sweep(end + 30.0)
     assert retired == ["c1", "c2", "c3", "c4"]
-
-
-def _syn_rst(n: int, spacing: float) -> list[tuple]:  # type: ignore[type-arg]
-    """n connection attempts refused with a RST (a port scan, a closed port)."""
-    from pktflow.capture.packet import ACK, RST, SYN
-
-    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
-    out = []
-    for i in range(n):
-        port, ts = 30000 + i % 30000, i * spacing
-        out.append((2 * i + 1, ts, client, server, port, 5432, 1000, 0, SYN, 64240, 0, b"",
-                    b""))
-        out.append((2 * i + 2, ts, server, client, 5432, port, 0, 1001, RST | ACK, 0, 0, b"",
-                    b""))
-    return out
 
 
 def test_a_reset_connection_retires_after_the_settled_linger() -> None:

@@ -68,7 +68,7 @@ class TcpEngine:
         self._settled_linger = linger if linger is None or settled_linger is None \
             else min(linger, settled_linger)
         self._closing: deque[Connection] = deque()  # closed, in the order they closed
-        self._settled: deque[Connection] = deque()  # both FINs acknowledged, in that order
+        self._settled: deque[Connection] = deque()  # reset or both FINs acknowledged, in order
         self._table: dict[Key, tuple[Connection, int]] = {}
         # The two connections last found in the table. A capture interleaves few busy
         # connections, and the native reader hands out one object per address, so identity
