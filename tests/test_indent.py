@@ -34,3 +34,14 @@ def test_indented_reports_match_json_dumps(capture: Path) -> None:
     assert indented(report) == json.dumps(report, indent=2)
     conn = report["connections"][0]  # nested: lines after the first move right
     assert indented(conn, 2) == json.dumps(conn, indent=2).replace("\n", "\n    ")
+
+
+def test_pieces_are_the_indented_text_a_container_of_plain_values_at_a_time() -> None:
+    from pktflow.report.indent import pieces
+
+    pairs = [{"front": {"connection": f"c{i}"}, "sql": "SELECT 1", "rows": 1}
+             for i in range(1000)]
+    value = {"queries": pairs, "verdict": {"summary": "x"}}
+    out = list(pieces(value, 1))
+    assert "".join(out) == json.dumps(value, indent=2).replace("\n", "\n  ")
+    assert len(out) > 1000 and max(map(len, out)) < 100

@@ -15,7 +15,7 @@ from typing import IO, Any
 from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
-from pktflow.report.indent import indented
+from pktflow.report.indent import pieces
 from pktflow.report.stored import COMPACT, INDENTED, connections_json
 
 
@@ -160,8 +160,14 @@ def write_json(report: dict[str, Any], out: IO[str]) -> None:
             for j, text in enumerate(connections_json(value, INDENTED)):
                 out.write(("," if j else "") + "\n    " + text)
             out.write("\n  ]" if value else "]")
-        else:
-            out.write(indented(value, 1))
+        else:  # the relays of a storm hold thousands of pairs: a batch of pieces at a time
+            batch: list[str] = []
+            for piece in pieces(value, 1):
+                batch.append(piece)
+                if len(batch) >= 4096:
+                    out.write("".join(batch))
+                    batch.clear()
+            out.write("".join(batch))
     out.write("\n}\n" if report else "}\n")
 
 

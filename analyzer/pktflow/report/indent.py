@@ -10,7 +10,7 @@ whose item separator carries the newline and the indentation.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
@@ -59,40 +59,52 @@ def _key(key: Any) -> str:
 def indented(value: Any, depth: int = 0) -> str:
     """value as json.dumps(value, indent=2) writes it, every line after the first indented
     2 * depth spaces more (value nested `depth` levels inside an indented document)."""
+    return "".join(pieces(value, depth))
+
+
+def pieces(value: Any, depth: int = 0) -> Iterator[str]:
+    """indented(value, depth) in pieces, none larger than a container of plain values: a
+    writer need not hold a large value's text at once (a relay's 20,000 matched queries)."""
     if isinstance(value, dict):
         opening, closing = "{", "}"
     elif isinstance(value, (list, tuple)):
         opening, closing = "[", "]"
     else:
-        return _plain(value)
+        yield _plain(value)
+        return
     if not value:
-        return opening + closing
+        yield opening + closing
+        return
     flat = _flat_encoder(depth)
-    parts: list[str] = []
+    inner = "\n" + "  " * (depth + 1)
+    sep = opening + inner  # before the first item, then between items
     if isinstance(value, dict):
         # runs of plain values in one C call each; a nested container by recursion
         run: dict[Any, Any] = {}
         for k, v in value.items():
             if isinstance(v, _CONTAINERS):
                 if run:
-                    parts.append(flat(run)[1:-1])
-                    run = {}
-                parts.append(_key(k) + ": " + indented(v, depth + 1))
+                    yield sep + flat(run)[1:-1]
+                    sep, run = "," + inner, {}
+                yield sep + _key(k) + ": "
+                sep = "," + inner
+                yield from pieces(v, depth + 1)
             else:
                 run[k] = v
         if run:
-            parts.append(flat(run)[1:-1])
+            yield sep + flat(run)[1:-1]
     else:
         items: list[Any] = []
         for v in value:
             if isinstance(v, _CONTAINERS):
                 if items:
-                    parts.append(flat(items)[1:-1])
-                    items = []
-                parts.append(indented(v, depth + 1))
+                    yield sep + flat(items)[1:-1]
+                    sep, items = "," + inner, []
+                yield sep
+                sep = "," + inner
+                yield from pieces(v, depth + 1)
             else:
                 items.append(v)
         if items:
-            parts.append(flat(items)[1:-1])
-    inner = "\n" + "  " * (depth + 1)
-    return opening + inner + ("," + inner).join(parts) + "\n" + "  " * depth + closing
+            yield sep + flat(items)[1:-1]
+    yield "\n" + "  " * depth + closing
