@@ -16,7 +16,7 @@ from pktflow.capture.reader import open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.relay.measure import relays_json
-from pktflow.report.stored import Connections
+from pktflow.report.stored import Connections, Reports
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
@@ -90,9 +90,10 @@ class Run:
         self.stats = stats
         self.conversations: dict[str, Conversation] = {}
         self.transfers: dict[str, TransferAnalyzer] = {}
-        # (connection number, its JSON unless stored, its findings), in the order reported
-        self.reported: list[tuple[int, dict[str, Any] | None, list[Finding]]] = []
-        self.stored = None if options.store is None else Connections(options.store)
+        # each reported connection's JSON, and (connection number, its findings)
+        self.reports: Reports | Connections = (
+            Reports() if options.store is None else Connections(options.store))
+        self.reported: list[tuple[int, list[Finding]]] = []
 
     def report(self, conn: Connection) -> None:
         """Report a finished connection, then drop its analyses: the report holds what they
@@ -103,11 +104,8 @@ class Run:
         self.connection_json(conn, out, start)
         found = connection_findings(conn) + self.findings(conn)
         number = int(conn.id[1:])
-        if self.stored is not None:
-            self.stored.add(number, out)
-            self.reported.append((number, None, found))
-        else:
-            self.reported.append((number, out, found))
+        self.reports.add(number, out)
+        self.reported.append((number, found))
         self.conversations.pop(conn.id, None)
         self.transfers.pop(conn.id, None)
         conn.detach()
@@ -214,10 +212,7 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
         run.report(conn)
     run.reported.sort(key=lambda r: r[0])
     findings = capture_findings(stats)
-    conns: list[dict[str, Any]] = []
-    for _, out, found in run.reported:
-        if out is not None:
-            conns.append(out)
+    for _, found in run.reported:
         findings.extend(found)
     run.reported = []
     if engine.late_packets:
@@ -228,18 +223,17 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
             f"after a RST or both FINs acknowledged, else {run.options.linger_s:g} s); they are "
             f"not analysed", None,
             engine.late_frames))
-    stored = run.stored
-    if stored is not None:
-        stored.sort()
+    reports = run.reports
+    reports.sort()
     # relay matching sets each connection's "role": a stored one's in its relay view
-    relays, relay_findings = relays_json(conns if stored is None else stored.relay_views())
+    relays, relay_findings = relays_json(reports.relay_views())
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return {
         "schema": SCHEMA,
         "tool": {"name": "pktflow", "version": __version__},
         "capture": capture_json(stats),
-        "connections": conns if stored is None else stored,
+        "connections": reports.connections(),
         "relays": relays,
         "findings": [f.to_json() for f in findings],
     }

@@ -49,6 +49,10 @@ class Connections(Sequence[dict[str, Any]]):
         """What relay matching reads, of the connections it can use; it sets "role" in them."""
         return [view for _, _, view in self._items if view is not None]
 
+    def connections(self) -> Connections:
+        """The report's "connections": this sequence itself."""
+        return self
+
     def _text(self, i: int) -> str:
         """Connection i in the layout, with "role" last as relay matching adds it to a
         connection dict."""
@@ -81,6 +85,27 @@ class Connections(Sequence[dict[str, Any]]):
     def texts(self) -> Iterator[str]:
         """Each connection's JSON text, in the layout."""
         return (self._text(i) for i in range(len(self)))
+
+
+class Reports:
+    """Connection reports kept as the dicts they are (analyze()'s default), behind the same
+    calls the pipeline makes of Connections."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, dict[str, Any]]] = []  # (connection number, report)
+
+    def add(self, number: int, report: dict[str, Any]) -> None:
+        self._items.append((number, report))
+
+    def sort(self) -> None:
+        self._items.sort(key=lambda item: item[0])
+
+    def relay_views(self) -> list[dict[str, Any]]:
+        """The reports themselves: relay matching reads them and sets their "role"."""
+        return [report for _, report in self._items]
+
+    def connections(self) -> list[dict[str, Any]]:
+        return [report for _, report in self._items]
 
 
 def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[str]:
