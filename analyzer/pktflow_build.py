@@ -2,7 +2,8 @@
 
 Two kinds of extension, both optional (a failed compile leaves the pure-Python module in use,
 with identical results; PKTFLOW_PURE=1 forces pure Python at run time):
-- pktflow._speedups, hand-written C: record scanning, header decoding, message runs;
+- pktflow._speedups, hand-written C: record scanning, header decoding, message runs, and
+  writing JSON text;
 - the per-packet modules (TCP engine, transfer analysis, PostgreSQL decoder) compiled from
   their own Python source by mypyc, which turns their typed classes into C structs.
 Everything else is setuptools' own backend, configured by pyproject.toml.
@@ -24,7 +25,10 @@ _METADATA_ONLY = {"egg_info", "dist_info"}
 
 
 def _extensions() -> list[Any]:
-    exts: list[Any] = [Extension("pktflow._speedups", [f"{SRC}/pktflow/_speedups.c"],
+    native = f"{SRC}/pktflow/"
+    exts: list[Any] = [Extension("pktflow._speedups",
+                                 [native + "_speedups.c", native + "_jsontext.c"],
+                                 depends=[native + "_jsontext.h"],
                                  optional=True, extra_compile_args=["-O2"])]
     if _METADATA_ONLY.intersection(sys.argv) or os.environ.get("PKTFLOW_NO_MYPYC"):
         return exts

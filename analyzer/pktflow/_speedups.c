@@ -1,4 +1,5 @@
-/* Optional native speedups for the two loops that run once per packet and once per message.
+/* Optional native speedups for the two loops that run once per packet and once per message,
+ * and for writing reports' JSON (_jsontext.c).
  *
  * Each function here has a pure-Python twin that gives identical results (capture/ip.py,
  * capture/link.py, capture/formats.py, pgwire/conversation.py); pktflow.accel picks this
@@ -19,11 +20,15 @@
  *   message_run(buf, pos, max_message) -> (count, pos, bad_length | -1)
  *      Walks a run of messages of the type at buf[pos] (DataRow, CopyData), as the Python loop
  *      in Conversation._typed does.
+ *   dumps(value, indent, level, limit) -> str | None
+ *      json.dumps's exact text, or None to have the caller use it (see _jsontext.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_jsontext.h"
 
 enum { NOT_TCP = 1, FRAGMENT = 2, UNDECODABLE = 3 };
 
@@ -398,6 +403,7 @@ static PyMethodDef methods[] = {
     {"scan_pcap", py_scan_pcap, METH_VARARGS, "Decode the whole pcap records in a buffer."},
     {"scan_pcapng", py_scan_pcapng, METH_VARARGS, "Decode the whole pcapng EPBs in a buffer."},
     {"message_run", (PyCFunction)(void (*)(void))py_message_run, METH_FASTCALL, "Walk a run of same-type messages."},
+    {"dumps", (PyCFunction)(void (*)(void))jsontext_dumps, METH_FASTCALL, "json.dumps's text, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,7 @@ from typing import IO, Any
 from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
-from pktflow.report.indent import pieces
+from pktflow.report.jsontext import compact, pieces
 from pktflow.report.stored import COMPACT, INDENTED, connections_json
 
 
@@ -132,10 +132,9 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
 
 def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
     """The report on one line, exactly as json.dumps writes it compact, but a connection at a
-    time (copied as stored, or encoded by the C encoder): json.dump to a stream takes the
+    time (copied as stored, or encoded by report.jsontext): json.dump to a stream takes the
     pure-Python encoder (four times slower), json.dumps of the whole report holds all of it
     twice in memory."""
-    compact = (",", ":")
     out.write("{")
     for i, (key, value) in enumerate(report.items()):
         out.write(("," if i else "") + json.dumps(key) + ":")
@@ -145,7 +144,7 @@ def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
                 out.write(("," if j else "") + text)
             out.write("]")
         else:
-            out.write(json.dumps(value, separators=compact))
+            out.write(compact(value))
     out.write("}\n")
 
 

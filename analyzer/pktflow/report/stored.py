@@ -17,9 +17,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 from pktflow.relay.measure import relay_view
-from pktflow.report.indent import indented
+from pktflow.report.jsontext import compact, indented
 
-_COMPACT = (",", ":")
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
 INDENTED = "indented"  # as json.dumps(report, indent=2) writes an item of report["connections"]
 
@@ -35,8 +34,7 @@ class Connections(Sequence[dict[str, Any]]):
         self._items: list[tuple[int, bytes, dict[str, Any] | None]] = []
 
     def add(self, number: int, report: dict[str, Any]) -> None:
-        text = (indented(report, 2) if self.layout == INDENTED
-                else json.dumps(report, separators=_COMPACT)).encode()
+        text = (indented(report, 2) if self.layout == INDENTED else compact(report)).encode()
         if not self._zdict:
             self._zdict = text[-32768:]  # deflate's window
         c = zlib.compressobj(1, zdict=self._zdict)  # level 1: higher ones gain a third, slower
@@ -114,4 +112,4 @@ def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[s
         return conns.texts()
     if layout == INDENTED:
         return (indented(c, 2) for c in conns)
-    return (json.dumps(c, separators=_COMPACT) for c in conns)
+    return (compact(c) for c in conns)

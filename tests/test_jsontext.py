@@ -1,0 +1,100 @@
+"""report.jsontext must write exactly what json.dumps writes, natively and in Python."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pktflow import accel
+from pktflow.pipeline import analyze
+from pktflow.report.jsontext import PIECE, compact, indented, pieces
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = accel.native  # as built; the both_paths fixture switches accel.native
+ODD = {
+    "empty": {}, "none": [], "nested-empty": [[], {}, [[]]], "tuple": (1, (2, 3), ()),
+    "keys": {1: "int", 2.5: "float", None: "none", False: "bool", "s": "str"},
+    "text": "é \n \" \\ \u2028 \x00 \x7f \U0001f600 \udc80 \t\b\f\r", "floats":
+    [0.1, -0.0, 1e300, 1e-7, 7.5e-05, 1e16, math.inf, -math.inf, 5e-324],
+    "nan": math.nan, "big": 10 ** 30, "negative": [-1, -2 ** 63, -2 ** 64, 2 ** 63 - 1, 2 ** 64],
+    "bools": [True, False, None], "deep": {"a": {"b": {"c": [1, {"d": []}, "e"]}}},
+    "mixed": [1, [2], {"x": 3}, "y"], "subclasses": [OrderedDict(a=1), True],
+}
+
+
+def plain_dumps(value: Any, indent: int | None) -> str:
+    return json.dumps(value, indent=indent) if indent is not None else json.dumps(
+        value, separators=(",", ":"))
+
+
+def write(value: Any, indent: int | None) -> str:
+    return indented(value) if indent is not None else compact(value)
+
+
+@pytest.mark.parametrize("indent", [None, 2], ids=["compact", "indent-2"])
+@pytest.mark.parametrize("value", [ODD, [], {}, 1, "x", None, [ODD, ODD], ODD["text"]],
+                         ids=["odd", "list", "dict", "int", "str", "none", "twice", "text"])
+def test_text_is_json_dumps(both_paths: str, value: object, indent: int | None) -> None:
+    assert write(value, indent) == plain_dumps(value, indent)
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
+        st.text(max_size=8) | st.integers(), inner, max_size=5),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSONISH)
+def test_any_value_is_json_dumps(value: Any) -> None:
+    # both paths inside one example (the fixture is per module, hypothesis per call)
+    from nativepath import native_as
+
+    for module in {NATIVE, None}:
+        with native_as(module):
+            assert compact(value) == plain_dumps(value, None)
+            assert indented(value) == plain_dumps(value, 2)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="pktflow._speedups is not built (no C "
+                    "compiler at install time): only the Python path runs")
+def test_native_declines_what_it_does_not_write_exactly() -> None:
+    dumps = NATIVE.dumps  # type: ignore[union-attr]
+    assert dumps({1: 2}, -1, 0, -1) is None  # json.dumps makes the key a string
+    assert dumps([OrderedDict()], 2, 0, -1) is None
+    assert dumps("x" * 100, -1, 0, 50) is None  # past the limit
+    assert dumps("x" * 40, -1, 0, 50) == json.dumps("x" * 40)
+    nested: list[Any] = []
+    for _ in range(500):
+        nested = [nested]
+    assert dumps(nested, -1, 0, -1) is None
+    assert compact(nested) == plain_dumps(nested, None)
+
+
+@pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),
+                         ids=lambda p: p.stem)
+def test_reports_match_json_dumps(both_paths: str, capture: Path) -> None:
+    report = analyze(str(capture))
+    if both_paths == "native":  # written natively, not declined to json.dumps
+        assert NATIVE.dumps(report, 2, 0, -1) is not None  # type: ignore[union-attr]
+    assert indented(report) == json.dumps(report, indent=2)
+    assert compact(report) == plain_dumps(report, None)
+    conn = report["connections"][0]  # nested: lines after the first move right
+    assert indented(conn, 2) == json.dumps(conn, indent=2).replace("\n", "\n    ")
+
+
+def test_pieces_are_bounded(both_paths: str) -> None:
+    pairs = [{"front": {"connection": f"c{i}"}, "sql": "SELECT 1", "rows": 1}
+             for i in range(5000)]
+    value = {"queries": pairs, "verdict": {"summary": "x"}}
+    out = list(pieces(value, 1))
+    assert "".join(out) == json.dumps(value, indent=2).replace("\n", "\n  ")
+    assert len(out) > 5000 / 2 and max(map(len, out)) <= PIECE
