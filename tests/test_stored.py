@@ -15,6 +15,7 @@ from test_retire import report, storm
 
 from pktflow.cli import write_json, write_jsonl
 from pktflow.pipeline import Options, analyze
+from pktflow.report import stored as stored_module
 from pktflow.report.stored import COMPACT, INDENTED, Connections
 from pktflow.report.text import render
 
@@ -33,13 +34,16 @@ def no_connections(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_pcap(tmp_path_factory.mktemp("empty") / "header-only.pcap", [])
 
 
+@pytest.mark.parametrize("raw", [0, stored_module.RAW], ids=["deflated", "first-as-text"])
 @pytest.mark.parametrize("layout", [COMPACT, INDENTED])
 @pytest.mark.parametrize("capture", [*CAPTURES, "no-connections"],
                          ids=lambda p: getattr(p, "stem", p))
 def test_stored_connections_write_and_render_as_the_plain_report(
-        capture: Path | str, layout: str, request: pytest.FixtureRequest) -> None:
+        capture: Path | str, layout: str, raw: int, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     if capture == "no-connections":
         capture = request.getfixturevalue("no_connections")
+    monkeypatch.setattr(stored_module, "RAW", raw)
     plain = analyze(str(capture))
     stored = analyze(str(capture), Options(store=layout))
     conns = stored["connections"]
@@ -56,6 +60,22 @@ def test_stored_connections_write_and_render_as_the_plain_report(
             write(rep, out)
             assert out.getvalue() == expected, (write.__name__, rep is stored)
     assert _text(stored) == _text(plain)
+
+
+@pytest.mark.parametrize("lib", ["zlib", "isal.isal_zlib"])
+def test_either_deflate_stores_the_same_text(lib: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """isal when installed (a declared dependency), zlib without it: the same reports."""
+    import importlib
+
+    module = importlib.import_module(lib)
+    monkeypatch.setattr(stored_module, "deflate_lib", lambda: module)
+    monkeypatch.setattr(stored_module, "RAW", 1)
+    path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
+    plain = analyze(str(path))
+    for layout in (COMPACT, INDENTED):
+        conns = analyze(str(path), Options(store=layout))["connections"]
+        assert conns._lib is module  # type: ignore[attr-defined]
+        assert list(conns) == plain["connections"]
 
 
 def test_roles_survive_storage_on_both_legs_of_a_relay() -> None:

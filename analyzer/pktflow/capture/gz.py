@@ -23,9 +23,10 @@ FHCRC, FEXTRA, FNAME, FCOMMENT = 0x02, 0x04, 0x08, 0x10
 
 
 @functools.cache
-def inflate_lib() -> ModuleType:
-    """isal's zlib-compatible module when installed (looked for on the first gzip file: plain
-    captures do not load it), zlib otherwise: they decode the same bytes."""
+def deflate_lib() -> ModuleType:
+    """isal's zlib-compatible module when installed (looked for when first needed: plain
+    captures of a few connections do not load it), zlib otherwise: they decode the same
+    bytes, and isal inflates about 3x and deflates (level 1) about 2x as fast."""
     try:
         return importlib.import_module("isal.isal_zlib")
     except ImportError:
@@ -33,7 +34,7 @@ def inflate_lib() -> ModuleType:
 
 
 def backend() -> str:
-    return "zlib" if inflate_lib() is zlib else "isal"
+    return "zlib" if deflate_lib() is zlib else "isal"
 
 
 class GzipError(OSError):
@@ -45,7 +46,7 @@ class GzipStream:
 
     def __init__(self, fh: BinaryIO, lib: ModuleType | None = None) -> None:
         self._fh = fh
-        self._lib: Any = lib if lib is not None else inflate_lib()
+        self._lib: Any = lib if lib is not None else deflate_lib()
         self._errors = (zlib.error, self._lib.error)
         self._in = b""  # compressed bytes read; those from _at on are not used yet
         self._at = 0
