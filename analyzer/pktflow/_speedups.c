@@ -54,6 +54,26 @@ static PyObject *address(const uint8_t *a, Py_ssize_t len)
     return obj;
 }
 
+/* Ports, windows and lengths repeat packet after packet: one int object for each 16-bit value
+ * seen, made on first use and kept, instead of an allocation per field per packet (CPython
+ * keeps only -5..256). */
+static PyObject *u16_cache[1 << 16];
+
+static PyObject *u16(unsigned long v)
+{
+    if (v >= (1 << 16))
+        return PyLong_FromUnsignedLong(v);
+    PyObject *o = u16_cache[v];
+    if (o == NULL) {
+        o = PyLong_FromUnsignedLong(v);
+        if (o == NULL)
+            return NULL;
+        u16_cache[v] = o;
+    }
+    Py_INCREF(o);
+    return o;
+}
+
 static inline unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -140,13 +160,13 @@ static PyObject *tcp(const uint8_t *f, Py_ssize_t n, Py_ssize_t t, Py_ssize_t ip
         PyFloat_FromDouble(ts),
         address(src, alen),
         address(dst, alen),
-        PyLong_FromLong(be16(f + t)),
-        PyLong_FromLong(be16(f + t + 2)),
+        u16(be16(f + t)),
+        u16(be16(f + t + 2)),
         PyLong_FromUnsignedLong(be32(f + t + 4)),
         PyLong_FromUnsignedLong(be32(f + t + 8)),
         PyLong_FromLong(f[t + 13]),
-        PyLong_FromLong(be16(f + t + 14)),
-        PyLong_FromSsize_t(plen),
+        u16(be16(f + t + 14)),
+        u16((unsigned long)plen),
         PyBytes_FromStringAndSize((const char *)f + p0, p1 - p0),
         PyBytes_FromStringAndSize((const char *)f + t + 20, thl - 20),
     };
