@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tcpfeed import Flow, RecordingSink
 
 from pktflow.tcp.engine import TcpEngine
@@ -296,3 +298,15 @@ def test_connection_shortcut_agrees_with_the_table() -> None:
     shared = report(packets)
     assert len(shared[0]) == 3  # type: ignore[arg-type]
     assert shared == report(_fresh_addresses(packets))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(min_size=4, max_size=4) | st.binary(min_size=16, max_size=16)
+       | st.binary(min_size=4, max_size=4).map(lambda v4: bytes(10) + b"\xff\xff" + v4))
+def test_addresses_are_written_as_inet_ntop_writes_them(raw: bytes) -> None:
+    import socket
+
+    from pktflow.tcp.connection import format_ip
+
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    assert format_ip(raw) == socket.inet_ntop(family, raw)
