@@ -120,3 +120,19 @@ def test_text_report_of_a_storm_stays_readable() -> None:
     ids = [f"c{i}" for i in range(1, 1001)]
     assert _legs(ids) == ", ".join(ids[:MAX_LEGS]) + " ... (1,000 in all)"
     assert _legs(ids[:MAX_LEGS]) == ", ".join(ids[:MAX_LEGS])
+
+
+def test_the_busiest_are_found_without_decoding_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The text overview ranks stored connections by bytes kept beside them: the same ranking
+    as the plain report's (ties in capture order), decoding only those it lists."""
+    from pktflow.report.text import busiest
+
+    plain = report(storm(300, spacing=1.0), 5.0)
+    conns = report(storm(300, spacing=1.0), 5.0, store=COMPACT)["connections"]
+    decoded = []
+    get = Connections.__getitem__
+    monkeypatch.setattr(Connections, "__getitem__",
+                        lambda self, i: decoded.append(i) or get(self, i))
+    top = busiest(conns, 20)
+    assert top == busiest(plain["connections"], 20)
+    assert sorted(decoded) == sorted(i for i, _ in top)

@@ -12,6 +12,7 @@ connection, zlib's 30-47), raw (no checksum over the dictionary and the text eac
 
 from __future__ import annotations
 
+import heapq
 import json
 import zlib
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,11 @@ RAW = 16
 _WBITS = -15  # raw deflate, 32 KB window
 
 
+def payload_bytes(conn: dict[str, Any]) -> int:
+    """What a connection carried, both ways: how the text report ranks connections."""
+    return sum(d["payload_bytes"] for d in conn["directions"].values())
+
+
 class Connections(Sequence[dict[str, Any]]):
     """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
     indexing and iteration then decode one at a time (copies, not kept)."""
@@ -37,8 +43,9 @@ class Connections(Sequence[dict[str, Any]]):
         self.layout = layout
         self._zdict = b""  # the first connection's JSON: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
-        # (connection number, JSON without "role": as text, or deflated, relay view or None)
-        self._items: list[tuple[int, str | bytes, dict[str, Any] | None]] = []
+        # (connection number, JSON without "role": as text, or deflated, relay view or None,
+        # payload bytes)
+        self._items: list[tuple[int, str | bytes, dict[str, Any] | None, int]] = []
 
     def add(self, number: int, report: dict[str, Any]) -> None:
         text = indented(report, 2) if self.layout == INDENTED else compact(report)
@@ -51,14 +58,20 @@ class Connections(Sequence[dict[str, Any]]):
             # level 1: higher ones gain a third and take longer
             c = self._lib.compressobj(1, zlib.DEFLATED, _WBITS, zdict=self._zdict)
             kept = c.compress(text.encode()) + c.flush()
-        self._items.append((number, kept, relay_view(report)))
+        self._items.append((number, kept, relay_view(report), payload_bytes(report)))
 
     def sort(self) -> None:
         self._items.sort(key=lambda item: item[0])
 
     def relay_views(self) -> list[dict[str, Any]]:
         """What relay matching reads, of the connections it can use; it sets "role" in them."""
-        return [view for _, _, view in self._items if view is not None]
+        return [view for _, _, view, _ in self._items if view is not None]
+
+    def busiest(self, n: int) -> list[int]:
+        """The indexes of the n connections that carried the most bytes, busiest first (ties in
+        order), found without decoding any (a storm's text report decoded all 20,000: 1.2 s)."""
+        items = self._items
+        return heapq.nlargest(n, range(len(items)), key=lambda i: items[i][3])
 
     def connections(self) -> Connections:
         """The report's "connections": this sequence itself."""
@@ -67,7 +80,7 @@ class Connections(Sequence[dict[str, Any]]):
     def _text(self, i: int) -> str:
         """Connection i in the layout, with "role" last as relay matching adds it to a
         connection dict."""
-        _, kept, view = self._items[i]
+        _, kept, view, _ = self._items[i]
         if isinstance(kept, str):
             text = kept
         else:
