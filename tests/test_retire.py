@@ -244,3 +244,38 @@ def test_settled_connections_waiting_are_bounded() -> None:
         engine.sweep(p[1])
     assert retired == [f"c{i}" for i in range(1, 6)]
     assert len(engine.connections) == MAX_SETTLED
+
+
+def test_settled_connections_retired_by_reuse_do_not_count_as_waiting() -> None:
+    """A settled connection whose 4-tuple a new SYN reuses is retired then, but stays in the
+    queue until it reaches the head: it must not count toward MAX_SETTLED, or connections
+    ahead of it would go before their time."""
+    from pktflow.capture.packet import ACK, RST, SYN
+    from pktflow.tcp.engine import MAX_SETTLED
+
+    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
+    pkts: list[tuple] = []  # type: ignore[type-arg]
+
+    def attempt(port: int, isn: int, refused: bool = True) -> None:
+        ts = len(pkts) * 1e-6
+        pkts.append((len(pkts) + 1, ts, client, server, port, 5432, isn, 0, SYN, 64240, 0,
+                     b"", b""))
+        if refused:
+            pkts.append((len(pkts) + 1, ts, server, client, 5432, port, 0, isn + 1, RST | ACK,
+                         0, 0, b"", b""))
+
+    for port in range(20000, 20005):
+        attempt(port, 1000)  # c1-c5: settled, waiting at the head
+    for port in range(30000, 30010):
+        attempt(port, 1000)  # c6-c15: settled
+    for port in range(30000, 30010):
+        attempt(port, 5000, refused=False)  # c16-c25 reuse their 4-tuples: c6-c15 retire
+    for port in range(30010, 30000 + MAX_SETTLED):
+        attempt(port, 1000)  # 5 fewer settled waiting than MAX_SETTLED, 5 more queued
+    retired: list[str] = []
+    engine = TcpEngine(retired=lambda conn: retired.append(conn.id), linger=30.0,
+                       settled_linger=2.0)
+    for p in pkts:  # all within 0.1 s: nothing is silent for the settled linger
+        engine.feed(p)
+        engine.sweep(p[1])
+    assert retired == [f"c{i}" for i in range(6, 16)]

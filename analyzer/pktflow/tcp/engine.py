@@ -69,6 +69,9 @@ class TcpEngine:
             else min(linger, settled_linger)
         self._closing: deque[Connection] = deque()  # closed, in the order they closed
         self._settled: deque[Connection] = deque()  # reset or both FINs acknowledged, in order
+        # those of them not yet retired (a reused 4-tuple retires one before its time; its
+        # entry stays until it reaches the head): what MAX_SETTLED bounds
+        self._settled_waiting = 0
         self._table: dict[Key, tuple[Connection, int]] = {}
         # The two connections last found in the table. A capture interleaves few busy
         # connections, and the native reader hands out one object per address, so identity
@@ -151,6 +154,8 @@ class TcpEngine:
         self._table.pop((a[0], a[1], b[0], b[1]), None)
         self._table.pop((b[0], b[1], a[0], a[1]), None)
         self._finish_connection(conn)
+        if conn.settled:
+            self._settled_waiting -= 1
         if closed:
             gone = self._gone
             gone[(a[0], a[1], b[0], b[1])] = None
@@ -174,12 +179,12 @@ class TcpEngine:
 
     def _sweep(self, closing: deque[Connection], now: float, linger: float,
                most: int = -1) -> None:
-        """Retire from the head of `closing` those silent for `linger`, and beyond `most`
-        waiting (-1: no bound) the oldest, silent or not."""
+        """Retire from the head of `closing` those silent for `linger`, and while more than
+        `most` settled connections wait (-1: no bound) the oldest, silent or not."""
         while closing:
             conn = closing[0]
             if not conn.finished:
-                if now - conn.end_ts < linger and not 0 <= most < len(closing):
+                if now - conn.end_ts < linger and not 0 <= most < self._settled_waiting:
                     return
                 self._retire(conn, closed=True)
             closing.popleft()
@@ -272,6 +277,7 @@ class TcpEngine:
             # an RTO later (200 ms at least, doubling).
             conn.settled = True
             self._settled.append(conn)
+            self._settled_waiting += 1
         for cobs in conn.compiled_observers:  # a direct call when compiled
             cobs.on_packet(d, frame, ts, seq_rel, end, ack_rel, scaled_win, flags, kind)
         for obs in conn.other_observers:
