@@ -24,20 +24,18 @@ def sql_key(sql: str | None) -> str:
 
 
 class QueryRef:
-    __slots__ = ("conn", "index", "q")
+    __slots__ = ("conn", "index", "q", "sent")
 
     def __init__(self, conn: str, index: int, q: dict[str, Any]) -> None:
         self.conn = conn
         self.index = index
         self.q = q
+        # When the request's last byte was seen; frame numbers order equal timestamps. Kept:
+        # matching a storm's 20,000 front queries reads it about 200,000 times.
+        self.sent = (float(q.get("sent_s") or 0.0), int(q.get("sent_frame") or 0))
 
     def __repr__(self) -> str:
         return f"QueryRef({self.conn}#{self.index})"
-
-    @property
-    def sent(self) -> tuple[float, int]:
-        """When the request's last byte was seen; frame numbers order equal timestamps."""
-        return (float(self.q.get("sent_s") or 0.0), int(self.q.get("sent_frame") or 0))
 
 
 class Relay:
