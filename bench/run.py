@@ -7,10 +7,10 @@
 a pg_dump of a 1,500,000-row table over the bridge (MTU 1500, offloads off), direct and through
 PgBouncer, a connection storm (pgbench -C -S through PgBouncer in transaction mode: 20,000
 client connections of one SELECT each), and four pooled dumps concatenated (mergecap -a) for
-the scale check. Prints wall
-time, CPU time and peak RSS per tool, packets/s and the ratios, pktflow's time per million
-packets and peak RSS on the 4x capture, and writes bench/results.md. --reuse times the inputs
-an earlier --generate left in bench/out/ again (after a change to pktflow).
+the scale check. Prints wall time, CPU time and peak RSS per tool, packets/s and the ratios,
+pktflow's time per million packets and peak RSS on the 4x capture, and writes
+bench/results.md. --reuse times the inputs an earlier --generate left in bench/out/ again
+(after a change to pktflow).
 Run by hand, never by the test suite: timings belong in a benchmark, not in assertions.
 """
 

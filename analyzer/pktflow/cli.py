@@ -159,13 +159,16 @@ def write_json(report: dict[str, Any], out: IO[str]) -> None:
             for j, text in enumerate(connections_json(value, INDENTED)):
                 out.write(("," if j else "") + "\n    " + text)
             out.write("\n  ]" if value else "]")
-        else:  # the relays of a storm hold thousands of pairs: a batch of pieces at a time
+        else:  # the relays of a storm hold thousands of pairs: about a megabyte at a time
             batch: list[str] = []
-            for piece in pieces(value, 1):
+            size = 0
+            for piece in pieces(value, 1):  # each at most PIECE long, most far shorter
                 batch.append(piece)
-                if len(batch) >= 4096:
+                size += len(piece)
+                if size >= 1 << 20:
                     out.write("".join(batch))
                     batch.clear()
+                    size = 0
             out.write("".join(batch))
     out.write("\n}\n" if report else "}\n")
 

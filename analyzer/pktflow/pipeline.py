@@ -226,7 +226,7 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
         findings.append(Finding(
             "info", "late-packets",
             f"{engine.late_packets:,} packets came after their connection had closed and been "
-            f"reported (silent {min(run.options.settled_linger_s, run.options.linger_s):g} s "
+            f"reported (silent {engine.settled_linger:g} s "
             f"after a RST or both FINs acknowledged, else {run.options.linger_s:g} s); they are "
             f"not analysed", None,
             engine.late_frames))

@@ -1,10 +1,11 @@
 """A report's connections kept compact: each as its JSON, compressed, once it is reported.
 
-A connection's report is about 5 KB of JSON but 25-30 KB as Python dicts, and a capture of a
-connection storm (pgbench -C, 20,000 connections) held 570 MB of them until the report was
-written. Stored, one takes about 600 bytes (deflate primed with the first connection's JSON:
-the keys and most values repeat), plus what relay matching reads of a PostgreSQL connection
-(relay.measure.relay_view). The text is in the layout the output will have, compact (jsonl)
+A connection's report is 7-12 KB of JSON (compact or indented) but 25-30 KB as Python dicts,
+and a capture of a connection storm (pgbench -C, 20,000 connections) held 570 MB of them until
+the report was written. Stored, one takes 800-1,000 bytes (deflate primed with the first
+connection's JSON: the keys and most values repeat), plus what relay matching reads of a
+PostgreSQL connection (relay.measure.relay_view) and its payload bytes (the text overview's
+ranking). The text is in the layout the output will have, compact (jsonl)
 or indented as --format json nests it, so the JSON writers copy it; everything else decodes
 one connection at a time. Deflate is ISA-L's when the isal package is there (14-18 us a
 connection, zlib's 30-47), raw (no checksum over the dictionary and the text each time).

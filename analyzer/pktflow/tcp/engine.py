@@ -65,7 +65,8 @@ class TcpEngine:
         self._observer_factory = observer_factory
         self._retired = retired
         self._linger = linger if retired is not None else None
-        self._settled_linger = linger if linger is None or settled_linger is None \
+        # the settled linger in effect: never longer than linger
+        self.settled_linger = linger if linger is None or settled_linger is None \
             else min(linger, settled_linger)
         self._closing: deque[Connection] = deque()  # closed, in the order they closed
         self._settled: deque[Connection] = deque()  # reset or both FINs acknowledged, in order
@@ -171,7 +172,7 @@ class TcpEngine:
         settled ones since `now - settled_linger`; call it between packets, now and then. The
         oldest closed first: one that still has packets holds the others back until it too is
         silent."""
-        linger, settled = self._linger, self._settled_linger
+        linger, settled = self._linger, self.settled_linger
         if linger is None or settled is None:
             return
         self._sweep(self._settled, now, settled, MAX_SETTLED)
