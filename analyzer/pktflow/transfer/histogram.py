@@ -60,17 +60,25 @@ class _Runs:
 
     def quantile(self, q: float) -> int | None:
         """The first value whose cumulative count passes q * (n - 1)."""
-        seen = self.values()
-        target = q * (sum(c for _, c in seen) - 1)
-        total = 0
-        for v, c in seen:
-            total += c
-            if total > target:
-                return v
-        return seen[-1][0] if seen else None
+        return _quantile(self.values(), q)
 
     def median(self) -> int | None:
         return self.quantile(0.5)
+
+
+def _quantile(seen: list[tuple[int, int]], q: float) -> int | None:
+    """The first value of `seen` ((value, count) in increasing order) whose cumulative count
+    passes q * (n - 1)."""
+    n = 0
+    for _, c in seen:
+        n += c
+    target = q * (n - 1)
+    total = 0
+    for v, c in seen:
+        total += c
+        if total > target:
+            return v
+    return seen[-1][0] if seen else None
 
 
 class Histogram(_Runs):
@@ -109,17 +117,36 @@ class Histogram(_Runs):
     def values(self) -> list[tuple[int, int]]:
         return sorted(self.counts.items())
 
+    def quantile(self, q: float) -> int | None:
+        counts = self.counts
+        if len(counts) == 1:  # most of a short connection's histograms: no list to sort
+            for v in counts:
+                return v
+        return _quantile(sorted(counts.items()), q)
+
     @property
     def hi(self) -> int | None:
         return max(self.counts) if self.counts else None
 
     def mode(self) -> int | None:
-        return max(self.counts, key=self.counts.__getitem__) if self.counts else None
+        """The most frequent value; the first counted among equals."""
+        best, most = None, 0
+        for v, c in self.counts.items():
+            if c > most:
+                best, most = v, c
+        return best
 
     def top(self, k: int = 12) -> dict[str, int]:
         """The k most frequent values, keyed as strings for JSON, largest count first."""
-        best = sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        return {str(v): c for v, c in best}
+        counts = self.counts
+        if len(counts) > 1:
+            best = sorted(counts.items(), key=_by_count)[:k]
+            return {str(v): c for v, c in best}
+        return {str(v): c for v, c in counts.items()} if k > 0 else {}
+
+
+def _by_count(item: tuple[int, int]) -> tuple[int, int]:
+    return -item[1], item[0]
 
 
 # Quantiles: exact counts while there are at most EXACT_KEYS distinct values; then buckets:
