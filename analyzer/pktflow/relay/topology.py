@@ -111,8 +111,10 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
     sent_index = {k: [r.sent for r in v] for k, v in back_q.items()}
     used: set[tuple[str, int]] = set()
     bound: dict[str, str] = {}  # front conn -> back conn it was last served by
+    front_keys: set[str] = set()
     for f in _refs(fronts):
         key = sql_key(f.q.get("sql"))
+        front_keys.add(key)
         cands = back_q.get(key)
         if not cands:
             relay.unmatched_front.append(f)
@@ -139,7 +141,6 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
         used.add((best.conn, best.index))
         bound[f.conn] = best.conn
         relay.pairs.append((f, best))
-    front_keys = {sql_key(q.get("sql")) for c in fronts for q in c.get("queries") or []}
     served = {b.conn for _, b in relay.pairs}
     for c in backs:
         if c["id"] not in served:

@@ -9,10 +9,22 @@ are reported as evidence but do not decide: they include delayed ACKs and the se
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 SAME_HOST_MS = 0.2  # both round trips under this: one host or adjacent namespaces
 RATIO = 4.0  # one side's ACK delay this many times the other's decides the side
+# the capture point in words, by position
+WHERE: Final = {
+    "client": "at the client (it answered the SYN-ACK at once; the server was a round trip "
+              "away): times of server data are when the client received it",
+    "server": "at the server (it answered the SYN at once; the client was a round trip "
+              "away): times of server data are when the server sent it",
+    "between": "between the hosts (each side takes a share of the handshake's round trip)",
+    "same host": "on the same host as both ends, or adjacent to both: round trips under "
+                 f"{SAME_HOST_MS} ms, so the side cannot be told",
+    "unknown": "at an unknown point: the handshake is not in the capture (the data's ACK "
+               "delays include each side's own delayed ACK and work, so they cannot tell)",
+}
 
 
 def _rtt(d: dict[str, Any]) -> float | None:
@@ -61,16 +73,5 @@ def capture_point(conn: dict[str, Any]) -> dict[str, Any]:
     else:
         link = "mtu 1500"
         limit = "segments are at most one MTU: the capture shows the wire's packets"
-    where = {
-        "client": "at the client (it answered the SYN-ACK at once; the server was a round trip "
-                  "away): times of server data are when the client received it",
-        "server": "at the server (it answered the SYN at once; the client was a round trip "
-                  "away): times of server data are when the server sent it",
-        "between": "between the hosts (each side takes a share of the handshake's round trip)",
-        "same host": "on the same host as both ends, or adjacent to both: round trips under "
-                     f"{SAME_HOST_MS} ms, so the side cannot be told",
-        "unknown": "at an unknown point: the handshake is not in the capture (the data's ACK "
-                   "delays include each side's own delayed ACK and work, so they cannot tell)",
-    }[position]
-    return {"position": position, "link": link, "summary": f"captured {where}; {limit}",
-            "evidence": evidence}
+    return {"position": position, "link": link,
+            "summary": f"captured {WHERE[position]}; {limit}", "evidence": evidence}
