@@ -279,3 +279,84 @@ def test_settled_connections_retired_by_reuse_do_not_count_as_waiting() -> None:
         engine.feed(p)
         engine.sweep(p[1])
     assert retired == [f"c{i}" for i in range(6, 16)]
+
+
+def _handshake_cases() -> list[tuple]:  # type: ignore[type-arg]
+    """Connection attempts whose first packets are handshake segments, one per client port,
+    interleaved packet by packet: what the engine keeps as packets before making them."""
+    from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
+
+    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
+    query = b"Q\x00\x00\x00\x0dSELECT 1\x00"
+
+    Seg = tuple[bytes, bytes, int, int, int, int, int, bytes]
+
+    def c(port: int, seq: int, ack: int, flags: int, payload: bytes = b"") -> Seg:
+        return (client, server, port, 5432, seq, ack, flags, payload)
+
+    def s(port: int, seq: int, ack: int, flags: int, payload: bytes = b"") -> Seg:
+        return (server, client, 5432, port, seq, ack, flags, payload)
+
+    cases = [
+        [c(40001, 100, 0, SYN)] * 3,  # unanswered, retransmitted
+        [c(40002, 100, 0, SYN), s(40002, 900, 101, SYN | ACK), s(40002, 900, 101, SYN | ACK),
+         c(40002, 101, 901, ACK), c(40002, 101, 901, ACK | PSH, query),
+         s(40002, 901, 115, ACK), c(40002, 115, 901, FIN | ACK)],  # answered, late ACK
+        [c(40003, 100, 0, SYN), s(40003, 0, 101, RST | ACK)],  # refused
+        [c(40004, 100, 0, SYN), c(40004, 7000, 0, SYN)],  # the 4-tuple reused: two
+        [s(40005, 900, 101, SYN | ACK), c(40005, 101, 901, ACK),
+         c(40005, 101, 901, ACK | PSH, query)],  # the capture began after the SYN
+        [c(40006, 100, 0, SYN)] + [s(40006, 900, 101, SYN | ACK)] * 4,  # no final ACK
+        [c(40007, 100, 0, SYN)] * 20,  # more than MAX_WAITING
+        [c(40008, 100, 0, SYN, query)],  # data on the SYN
+        [s(40009, 900, 101, SYN | ACK), c(40009, 100, 0, SYN)],  # a SYN after the SYN-ACK
+    ]
+    out: list[tuple] = []  # type: ignore[type-arg]
+    for step in range(max(map(len, cases))):
+        for case in cases:
+            if step < len(case):
+                src, dst, sport, dport, seq, ack, flags, payload = case[step]
+                out.append((len(out) + 1, 1000.0 + len(out) * 0.01, src, dst, sport, dport,
+                            seq, ack, flags, 64240, len(payload), payload, b""))
+    return out
+
+
+def test_connections_kept_as_handshake_segments_report_as_if_made_at_once() -> None:
+    """With a retired callback, a connection of only SYNs and SYN-ACKs waits as its packets;
+    made when another packet comes or at the end, it must report exactly as a connection the
+    engine made at its first packet (the engine without a callback), numbered as it opened."""
+    pkts = _handshake_cases()
+    kept = report(pkts, math.inf)
+    stats = CaptureStats(file="crafted", format="pcap", packets=len(pkts),
+                         tcp_packets=len(pkts), first_ts=pkts[0][1], last_ts=pkts[-1][1])
+    run = Run(Options(linger_s=math.inf), stats)
+    engine = TcpEngine(run.sink, run.observers)  # no callback: every connection made at once
+    for p in pkts:
+        engine.feed(p)
+    engine.finish()
+    assert kept == build_report(stats, engine, run)
+    conns = kept["connections"]
+    assert [c["client"]["port"] for c in conns] == [
+        40001, 40002, 40003, 40004, 40005, 40006, 40007, 40008, 40009, 40004, 40009]
+    assert [c["packets"] for c in conns] == [3, 7, 2, 1, 3, 5, 20, 1, 1, 1, 1]
+
+
+def test_unanswered_syns_hold_no_analyses() -> None:
+    """A scan of 3,000 ports that never answer, around one real connection: only that one
+    has analyses while the pass goes on (a Connection with its analyses took 12 KB; 200,000
+    unanswered SYNs took 2.4 GB), and every attempt is still reported, in opening order."""
+    from pktflow.capture.packet import SYN
+
+    client, server = b"\x0a\x01\x00\x00", b"\x0a\x00\x00\x02"
+    real = conversation(20000, 1000.0 + 1500 * 1e-3)
+    scan = [(0, 1000.0 + i * 1e-3, client, server, 30000 + i, 5432, 100, 0, SYN, 64240, 0, b"",
+             b"") for i in range(3000)]
+    pkts = sorted(scan + real, key=lambda p: p[1])
+    pkts = [(i + 1, *p[1:]) for i, p in enumerate(pkts)]
+    live: list[int] = []
+    rep = report(pkts, 30.0, live=live)
+    assert max(live) == 1
+    conns = rep["connections"]
+    assert len(conns) == 3001
+    assert [c["first_frame"] for c in conns] == sorted(c["first_frame"] for c in conns)
+    assert [c["id"] for c in conns] == [f"c{i}" for i in range(1, 3002)]

@@ -18,6 +18,10 @@ Rules, in the order `feed` applies them:
   acknowledged): memory then follows the connections open at once, not all a capture held. A
   later packet on its 4-tuple other than a SYN is counted as late (late_packets, late_frames),
   not taken for a new connection (the last MAX_GONE are known).
+- With a `retired` callback, a connection whose packets are all handshake segments without data
+  (SYN, SYN-ACK, their retransmissions) is kept as those packets, its number reserved, and made
+  when another kind of packet comes (they are then fed first) or at the end: a SYN flood or a
+  scan of unanswered ports opens a connection a packet, and 200,000 held 2.4 GB as Connections.
 """
 
 from __future__ import annotations
@@ -43,6 +47,31 @@ MAX_LATE_FRAMES: Final = 20
 # Settled connections waiting out settled_linger: past this, the oldest go at once (a scan of
 # 100,000 connections in 0.2 s held every one's analyses, 1.2 GB, for the 2 s).
 MAX_SETTLED: Final = 10_000
+MAX_WAITING: Final = 16  # handshake segments kept of a connection not made yet; one more makes it
+
+
+class _Waiting:
+    """A connection not made yet: its reserved number and its packets, all handshake segments
+    without data, the first a SYN or a SYN-ACK."""
+
+    __slots__ = ("number", "packets")
+
+    def __init__(self, number: int, first: TcpTuple) -> None:
+        self.number = number
+        self.packets = [first]
+
+    def takes(self, pkt: TcpTuple) -> bool:
+        """Whether the packet is a handshake segment the connection, once made, would take as
+        its own (lookup's rules): a SYN-ACK, or the first SYN again (same ISN, same way)."""
+        flags = pkt[8]
+        if pkt[10] or flags & (FIN | RST) or not flags & SYN \
+                or len(self.packets) >= MAX_WAITING:
+            return False
+        if flags & ACK:
+            return True
+        first = self.packets[0]
+        return (first[8] & ACK == 0 and first[6] == pkt[6] and first[4] == pkt[4]
+                and first[2] == pkt[2])
 
 
 def _side(conn: Connection, src: bytes, sport: int, dst: bytes, dport: int) -> int:
@@ -81,6 +110,9 @@ class TcpEngine:
         self._warm: Connection | None = None
         self._live: dict[str, Connection] = {}  # by id, in the order they opened
         self.opened = 0
+        # connections not made yet (see the rules), both ways; only when they can be retired
+        self._waiting: dict[Key, _Waiting] = {}
+        self._defer = retired is not None
         # Both ways of connections retired closed, oldest first. An OrderedDict: forgetting a
         # plain dict's oldest key walks past every key deleted before it, a quadratic pass.
         self._gone: OrderedDict[Key, None] = OrderedDict()
@@ -89,15 +121,17 @@ class TcpEngine:
 
     @property
     def connections(self) -> list[Connection]:
-        """The connections not handed to `retired`, in the order they opened."""
+        """The connections made and not handed to `retired`, in the order they were made."""
         return list(self._live.values())
 
     # -- connection table --------------------------------------------------------------
 
     def _open(self, client: tuple[bytes, int], server: tuple[bytes, int], ts: float,
-              frame: int, role_source: str) -> Connection:
-        self.opened += 1
-        conn = Connection(f"c{self.opened}", client, server, ts, frame, role_source)
+              frame: int, role_source: str, number: int = 0) -> Connection:
+        if not number:
+            self.opened += 1
+            number = self.opened
+        conn = Connection(f"c{number}", client, server, ts, frame, role_source)
         self._live[conn.id] = conn
         self._table[(client[0], client[1], server[0], server[1])] = (conn, 0)
         self._table[(server[0], server[1], client[0], client[1])] = (conn, 1)
@@ -106,8 +140,9 @@ class TcpEngine:
         return conn
 
     def _lookup(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, seq: int,
-                ts: float, frame: int) -> tuple[Connection, int] | None:
-        """The packet's connection and direction; None for a late packet (see the rules)."""
+                ts: float, frame: int, pkt: TcpTuple) -> tuple[Connection, int] | None:
+        """The packet's connection and direction; None for a late packet (counted) or one
+        kept for a connection not made yet (see the rules)."""
         hit: tuple[Connection, int] | None = None
         hot, warm = self._hot, self._warm
         if hot is not None:
@@ -123,19 +158,41 @@ class TcpEngine:
             if hit is not None and hit[0] is not hot:
                 self._warm = hot
                 self._hot = hit[0]
+        if hit is None and self._waiting:
+            waiting = self._waiting.get((src, sport, dst, dport))
+            if waiting is not None:
+                if waiting.takes(pkt):
+                    waiting.packets.append(pkt)
+                    return None
+                self._make(waiting)
+                hit = self._table.get((src, sport, dst, dport))
         syn_only = flags & (SYN | ACK) == SYN
         if hit is None and self._gone and not flags & SYN \
                 and (src, sport, dst, dport) in self._gone:
+            self.late_packets += 1
+            if len(self.late_frames) < MAX_LATE_FRAMES:
+                self.late_frames.append(frame)
             return None
         if hit is not None:
             if not syn_only:
                 return hit
             conn, d = hit
             c2s = conn.dirs[0]
-            # A retransmitted SYN carries the same ISN; anything else reuses the 4-tuple.
-            if d == 0 and c2s.isn_seen and c2s.base == (seq + 1) & 0xFFFFFFFF and not conn.closed:
+            # A retransmitted SYN carries the same ISN; anything else reuses the 4-tuple. (A
+            # connection without packets was just made for this one, from the packets kept.)
+            if not conn.packets or d == 0 and c2s.isn_seen \
+                    and c2s.base == (seq + 1) & 0xFFFFFFFF and not conn.closed:
                 return hit
             self._retire(conn)
+        # Kept as packets (see the rules), unless the 4-tuple is its own reverse: fed again,
+        # its first packet would be taken for side 1.
+        if self._defer and flags & SYN and not flags & (FIN | RST) and not pkt[10] \
+                and (sport != dport or src != dst):
+            self.opened += 1
+            waiting = _Waiting(self.opened, pkt)
+            self._waiting[(src, sport, dst, dport)] = waiting
+            self._waiting[(dst, dport, src, sport)] = waiting
+            return None
         if syn_only:
             return self._open((src, sport), (dst, dport), ts, frame, "handshake"), 0
         if flags & (SYN | ACK) == SYN | ACK:
@@ -143,6 +200,20 @@ class TcpEngine:
         if sport < dport:
             return self._open((dst, dport), (src, sport), ts, frame, "port"), 1
         return self._open((src, sport), (dst, dport), ts, frame, "port"), 0
+
+    def _make(self, waiting: _Waiting) -> Connection:
+        """Make a connection kept as its handshake segments, and feed it them."""
+        frame, ts, src, dst, sport, dport = waiting.packets[0][:6]
+        del self._waiting[(src, sport, dst, dport)]
+        del self._waiting[(dst, dport, src, sport)]
+        if waiting.packets[0][8] & ACK:
+            conn = self._open((dst, dport), (src, sport), ts, frame, "syn-ack", waiting.number)
+        else:
+            conn = self._open((src, sport), (dst, dport), ts, frame, "handshake", waiting.number)
+        packets, waiting.packets = waiting.packets, []  # fed to the connection: let go
+        for pkt in packets:
+            self.feed(pkt)
+        return conn
 
     def _retire(self, conn: Connection, closed: bool = False) -> None:
         """Finish a connection whose 4-tuple is being reused, or (closed) that closed and went
@@ -195,11 +266,8 @@ class TcpEngine:
     def feed(self, pkt: TcpTuple) -> None:
         (frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload,
          options) = pkt
-        found = self._lookup(src, sport, dst, dport, flags, seq, ts, frame)
+        found = self._lookup(src, sport, dst, dport, flags, seq, ts, frame, pkt)
         if found is None:
-            self.late_packets += 1
-            if len(self.late_frames) < MAX_LATE_FRAMES:
-                self.late_frames.append(frame)
             return
         conn, d = found
         conn.packets += 1
@@ -462,5 +530,9 @@ class TcpEngine:
             obs.finish(info)
 
     def finish(self) -> None:
+        # made one at a time, and retired at once: a flood's unanswered SYNs stay small (a
+        # list first: taking the next from the table each time would walk the deleted keys)
+        for waiting in dict.fromkeys(self._waiting.values()):
+            self._retire(self._make(waiting))
         for conn in self._live.values():
             self._finish_connection(conn)
