@@ -194,3 +194,32 @@ def test_explain_names_only_what_the_diagram_shows() -> None:
     pooled = [line.split("  ")[0] for line in flow_json(str(POOLED), "--explain")["explain"]]
     assert "~4 KB segments from the pooler" in pooled and "zero window" in pooled
     assert flow_json(str(DIRECT))["explain"] == []
+
+
+def test_the_diagram_numbers_connections_as_the_analysis_does(tmp_path: Path) -> None:
+    """A connection closed and silent is reported mid-pass; a SYN-ACK on its 4-tuple 45 s
+    later then opens a new connection (c3). The diagram's own pass must retire and number
+    connections the same way: keeping every connection, it gave that SYN-ACK to c1 and drew
+    nothing for c3."""
+    from craft import LINKTYPE_ETHERNET, frame, tcp_segment, write_pcap
+
+    c = {"src": "10.0.0.1", "dst": "10.0.0.2", "sport": 40000, "dport": 5432}
+    s = {"src": "10.0.0.2", "dst": "10.0.0.1", "sport": 5432, "dport": 40000}
+    first = [tcp_segment(seq=100, ack=0, flags="S", **c),
+             tcp_segment(seq=900, ack=101, flags="SA", **s),
+             tcp_segment(seq=101, ack=901, flags="A", **c),
+             tcp_segment(seq=101, ack=901, flags="FA", **c),
+             tcp_segment(seq=901, ack=102, flags="FA", **s),
+             tcp_segment(seq=102, ack=902, flags="A", **c)]
+    other = tcp_segment(b"x" * 1400, src="10.0.0.3", sport=41000, seq=5000)  # MBs: sweeps
+    late = tcp_segment(seq=900, ack=101, flags="SA", **s)
+    packets = [*first, *[other] * 1500, late]
+    path = write_pcap(tmp_path / "reuse.pcap", [frame(p, LINKTYPE_ETHERNET) for p in packets],
+                      dt=0.03)
+    conns = analyze(str(path))["connections"]
+    assert [(c["id"], c["first_frame"]) for c in conns] == [("c1", 1), ("c2", 7),
+                                                          ("c3", len(packets))]
+    drawn = flow_json(str(path), "--connection", "c3")
+    assert [(r["connection"], r["frame"]) for r in rows(drawn)] == [("c3", len(packets))]
+    drawn = flow_json(str(path), "--connection", "c1")
+    assert max(r["frame"] for r in rows(drawn)) == 6
