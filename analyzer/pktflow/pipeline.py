@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from pktflow import __version__
 from pktflow.capture.packet import CaptureStats
-from pktflow.capture.reader import open_capture
+from pktflow.capture.reader import Capture, open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.relay.measure import relays_json
@@ -65,15 +65,7 @@ def analyze(path: str, options: Options | None = None,
                                observer_factory=run.observers if options.transfer else None,
                                retired=run.report, linger=options.linger_s,
                                settled_linger=options.settled_linger_s)
-            n = 0
-            for batch in cap.batches():
-                for pkt in batch:
-                    engine.feed(pkt)  # a native call when compiled: no bound method between
-                if batch:
-                    engine.sweep(batch[-1][1])
-                if progress is not None and (n + len(batch)) >> 16 != n >> 16:
-                    progress(n + len(batch))
-                n += len(batch)
+            feed_capture(cap, engine, progress)
         engine.finish()
         return build_report(stats, engine, run)
     finally:
@@ -86,6 +78,19 @@ def analyze(path: str, options: Options | None = None,
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def feed_capture(cap: Capture, engine: TcpEngine, progress: Progress | None = None) -> None:
+    """Feed the engine every packet of the capture, sweeping it between batches."""
+    n = 0
+    for batch in cap.batches():
+        for pkt in batch:
+            engine.feed(pkt)  # a native call when compiled: no bound method between
+        if batch:
+            engine.sweep(batch[-1][1])
+        if progress is not None and (n + len(batch)) >> 16 != n >> 16:
+            progress(n + len(batch))
+        n += len(batch)
 
 
 class Run:

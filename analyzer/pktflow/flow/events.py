@@ -11,7 +11,7 @@ from typing import NamedTuple
 from pktflow.capture.reader import open_capture
 from pktflow.pgwire.conversation import Conversation
 from pktflow.pgwire.messages import BACKEND, FRONTEND
-from pktflow.pipeline import LINGER_S, SETTLED_LINGER_S
+from pktflow.pipeline import LINGER_S, SETTLED_LINGER_S, feed_capture
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.observe import DirectionInfo, PacketObserver
@@ -163,16 +163,8 @@ def collect(path: str, conn_ids: set[str], t0: float, t1: float,
     # the end, a scan's 200,000 unanswered SYNs held 2.5 GB).
     engine = TcpEngine(sink_factory=sink, observer_factory=observers,  # type: ignore[arg-type]
                        retired=settled, linger=LINGER_S, settled_linger=SETTLED_LINGER_S)
-    n = 0
     with open_capture(path) as cap:
-        for batch in cap.batches():
-            for pkt in batch:
-                engine.feed(pkt)
-            if batch:
-                engine.sweep(batch[-1][1])
-            if progress is not None and (n + len(batch)) >> 16 != n >> 16:
-                progress(n + len(batch))
-            n += len(batch)
+        feed_capture(cap, engine, progress)
     engine.finish()
     for conn in engine.connections:
         settled(conn)
