@@ -136,3 +136,23 @@ def test_the_busiest_are_found_without_decoding_the_rest(monkeypatch: pytest.Mon
     top = busiest(conns, 20)
     assert top == busiest(plain["connections"], 20)
     assert sorted(decoded) == sorted(i for i, _ in top)
+
+
+def test_connections_picked_by_id_decode_only_those(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a diagram reads of a stored report: ids without decoding, and the connections it
+    draws, decoded alone, equal to the plain report's."""
+    path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
+    plain = analyze(str(path))["connections"]
+    conns = analyze(str(path), Options(store=COMPACT))["connections"]
+    assert isinstance(conns, Connections) and len(plain) > 3
+    decoded: list[int] = []
+    text = Connections._text
+    monkeypatch.setattr(Connections, "_text",
+                        lambda self, i: (decoded.append(i), text(self, i))[1])
+    assert stored_module.connection_ids(conns) == [c["id"] for c in plain]
+    assert not decoded
+    want = {plain[1]["id"], plain[-1]["id"], "c999999"}
+    assert stored_module.by_id(conns, want) == [plain[1], plain[-1]]
+    assert sorted(decoded) == [1, len(plain) - 1]
+    assert stored_module.by_id(plain, want) == [plain[1], plain[-1]]
+    assert stored_module.connection_ids(plain) == [c["id"] for c in plain]

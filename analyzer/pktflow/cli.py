@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
             cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
                    "plot": flow_cli.run_plot}[args.command]
-            return cmd(args, env, lambda path: _analyze_one(path, args, env))
+            # the report kept stored: a diagram decodes the connections it draws
+            return cmd(args, env, lambda path: _analyze_one(path, args, env, COMPACT))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from pktflow.capture.packet import ACK, FIN, RST, SYN
 from pktflow.flow.events import Collected
+from pktflow.report.stored import by_id
 from pktflow.tcp.observe import FILLS_HOLE, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
@@ -92,7 +93,7 @@ def label(row: Row, *, windows: bool = True) -> str:
 def _lane_names(report: dict[str, Any], conn_ids: set[str]
                 ) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes."""
-    sel = [c for c in report["connections"] if c["id"] in conn_ids]
+    sel = by_id(report["connections"], conn_ids)
 
     def endpoint(ep: dict[str, Any]) -> str:
         return f"{ep['ip']}:{ep['port']}"
@@ -122,9 +123,8 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
     lanes, ends = _lane_names(report, conn_ids)
     start = report["capture"]["first_ts"] or 0.0
     # (conn, sender is client) whose windows are raw: no handshake, scale unknown
-    raw = {(c["id"], side == "client_to_server") for c in report["connections"]
-           if c["id"] in conn_ids for side, d in c["directions"].items()
-           if not d.get("window_scale_known")}
+    raw = {(c["id"], side == "client_to_server") for c in by_id(report["connections"], conn_ids)
+           for side, d in c["directions"].items() if not d.get("window_scale_known")}
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
     sent_end: dict[tuple[str, int], int] = {}

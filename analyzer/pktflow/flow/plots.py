@@ -12,12 +12,12 @@ from typing import Any
 
 from pktflow.capture.packet import ACK
 from pktflow.flow.events import Collected
+from pktflow.report.stored import by_id
 from pktflow.tcp.observe import PARTIAL_RETRANS, RETRANS
 
 
 def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
     """Per (connection, data direction) with payload: segment, ACK and window series."""
-    names = {c["id"]: c for c in report["connections"]}
     start = report["capture"]["first_ts"] or 0.0
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for ev in got.events:
@@ -34,6 +34,7 @@ def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
                 acked["win"].append((t, ev.ack + ev.win))
                 if ev.win == 0:
                     acked["zero"].append((t, ev.ack))
+    names = {c["id"]: c for c in by_id(report["connections"], {cid for cid, _ in out})}
     series = []
     for (cid, d), s in out.items():
         if not s["seg"] and not s["retr"]:

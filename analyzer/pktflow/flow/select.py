@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pktflow.errors import UsageError
+from pktflow.report.stored import by_id, connection_ids
 
 # After a query's last response byte, keep drawing this long for the ACKs that follow it.
 TAIL_S = 0.2
@@ -24,18 +25,17 @@ class Selection:
 
 def _span_after(report: dict[str, Any], conn_ids: set[str], last: float) -> float:
     """The end of the drawing: the next query sent on these connections, or last + TAIL_S."""
-    nxt = [q["sent_s"] for c in report["connections"] if c["id"] in conn_ids
+    nxt = [q["sent_s"] for c in by_id(report["connections"], conn_ids)
            for q in c.get("queries") or [] if q.get("sent_s") is not None and q["sent_s"] > last]
     return min([last + TAIL_S, *[t - 1e-6 for t in nxt]])
 
 
 def _query(report: dict[str, Any], conn: str, index: int) -> dict[str, Any]:
-    for c in report["connections"]:
-        if c["id"] == conn:
-            qs = c.get("queries") or []
-            if 0 <= index < len(qs):
-                return qs[index]
-            raise UsageError(f"connection {conn} has {len(qs)} queries; no query #{index}")
+    for c in by_id(report["connections"], {conn}):
+        qs = c.get("queries") or []
+        if 0 <= index < len(qs):
+            return qs[index]
+        raise UsageError(f"connection {conn} has {len(qs)} queries; no query #{index}")
     raise UsageError(f"no connection {conn!r} in the capture")
 
 
@@ -57,7 +57,7 @@ def select(report: dict[str, Any], *, query: str | None = None,
            connections: list[str] | None = None, t_from: float | None = None,
            t_to: float | None = None, whole: bool = False) -> Selection:
     conns = report["connections"]
-    known = {c["id"] for c in conns}
+    known = set(connection_ids(conns))
     end = report["capture"]["duration_s"]
     if connections:
         unknown = [c for c in connections if c not in known]
@@ -68,8 +68,7 @@ def select(report: dict[str, Any], *, query: str | None = None,
         return Selection(ids, t_from or 0.0, end if t_to is None else t_to,
                          f"connections {', '.join(sorted(ids))}")
     if whole or t_from is not None or t_to is not None:
-        ids = {c["id"] for c in conns}
-        return Selection(ids, t_from or 0.0, end if t_to is None else t_to, "whole capture")
+        return Selection(known, t_from or 0.0, end if t_to is None else t_to, "whole capture")
     if query:
         conn, _, idx = query.partition("#")
         if not idx.isdigit():
@@ -84,14 +83,17 @@ def select(report: dict[str, Any], *, query: str | None = None,
             conn, idx_n = pair["front"]["connection"], pair["front"]["query_index"]
             q = _query(report, conn, idx_n)
         else:
-            cands = [(c["id"], i, q) for c in conns for i, q in enumerate(c.get("queries") or [])]
-            if not cands:
+            # one pass, keeping the largest only (stored connections are decoded one by one)
+            best = max(((c["id"], i, q) for c in conns
+                        for i, q in enumerate(c.get("queries") or [])),
+                       key=lambda t: t[2].get("response_bytes") or 0, default=None)
+            if best is None:
                 if not conns:
                     raise UsageError("the capture holds no TCP connection to draw")
                 busiest = max(conns, key=lambda c: c["packets"])
                 return Selection({busiest["id"]}, 0.0, end,
                                  f"connection {busiest['id']} (no PostgreSQL queries found)")
-            conn, idx_n, q = max(cands, key=lambda t: t[2].get("response_bytes") or 0)
+            conn, idx_n, q = best
     if pair is not None:
         f = _query(report, pair["front"]["connection"], pair["front"]["query_index"])
         b = _query(report, pair["back"]["connection"], pair["back"]["query_index"])

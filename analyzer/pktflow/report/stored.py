@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
 from typing import Any, overload
 
@@ -80,6 +80,14 @@ class Connections(Sequence[dict[str, Any]]):
         """The report's "connections": this sequence itself."""
         return self
 
+    def ids(self) -> list[str]:
+        """Every connection's id, in order, without decoding any."""
+        return [f"c{number}" for number, _, _, _ in self._items]
+
+    def picked(self, ids: Collection[str]) -> list[dict[str, Any]]:
+        """The connections with these ids, in order: only they are decoded."""
+        return [self[i] for i, item in enumerate(self._items) if f"c{item[0]}" in ids]
+
     def _text(self, i: int) -> str:
         """Connection i in the layout, with "role" last as relay matching adds it to a
         connection dict."""
@@ -137,6 +145,21 @@ class Reports:
 
     def connections(self) -> list[dict[str, Any]]:
         return [report for _, report in self._items]
+
+
+def connection_ids(conns: Sequence[dict[str, Any]]) -> list[str]:
+    """The ids of a report's connections, in order (stored ones not decoded)."""
+    if isinstance(conns, Connections):
+        return conns.ids()
+    return [c["id"] for c in conns]
+
+
+def by_id(conns: Sequence[dict[str, Any]], ids: Collection[str]) -> list[dict[str, Any]]:
+    """The report's connections with these ids, in order (stored ones decoded only if
+    picked: a diagram of two connections of a 20,000-connection capture decodes two)."""
+    if isinstance(conns, Connections):
+        return conns.picked(ids)
+    return [c for c in conns if c["id"] in ids]
 
 
 def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[str]:
