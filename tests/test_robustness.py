@@ -605,3 +605,18 @@ def test_text_overview_lists_the_busiest_connections_only(tmp_path: Path) -> Non
     assert f"{MAX_OVERVIEW + 7 - 10:,} smaller connections are not drawn" in out
     _, js, _ = cli("analyze", "--format", "json", capture)
     assert len(json.loads(js)["connections"]) == MAX_OVERVIEW + 7
+
+
+def test_html_report_has_sections_for_the_busiest_connections_only(tmp_path: Path) -> None:
+    """The HTML report's per-connection sections: the busiest 50, in capture order, and how
+    many it left out (a pgbench -C capture of 20,000 connections made a 12 MB page)."""
+    from pktflow.flow.svg import MAX_SECTIONS
+
+    capture = str(_syn_scan(tmp_path / "scan.pcap", MAX_SECTIONS + 7))
+    out = tmp_path / "report.html"
+    code, _, err = cli("report", capture, "-o", str(out))
+    assert code == 0, err
+    page = out.read_text()
+    ids = re.findall(r"<h2>(c\d+) 10\.1\.0\.0:", page)
+    assert ids == [f"c{i}" for i in range(1, MAX_SECTIONS + 1)]  # all alike: the first ones
+    assert "7 smaller connections are not listed" in page

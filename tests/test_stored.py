@@ -125,7 +125,7 @@ def test_text_report_of_a_storm_stays_readable() -> None:
 def test_the_busiest_are_found_without_decoding_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     """The text overview ranks stored connections by bytes kept beside them: the same ranking
     as the plain report's (ties in capture order), decoding only those it lists."""
-    from pktflow.report.text import busiest
+    from pktflow.report.stored import busiest
 
     plain = report(storm(300, spacing=1.0), 5.0)
     conns = report(storm(300, spacing=1.0), 5.0, store=COMPACT)["connections"]

@@ -12,6 +12,10 @@ from html import escape
 from typing import Any
 
 from pktflow.flow.ladder import Group, Ladder, Row, group_totals, label, to_json
+from pktflow.report.stored import busiest
+
+# connections with a section of their own, the busiest (as the text report's overview)
+MAX_SECTIONS = 50
 
 ROW_H = 20
 TOP = 56
@@ -205,7 +209,9 @@ def _report_sections(report: dict[str, Any]) -> str:
                    f'<div class="verdict">{escape(v["summary"])}'
                    + (f"<br><b>Setting:</b> {escape(v['setting'])}" if v.get("setting") else "")
                    + "</div>")
-    for c in report["connections"]:
+    conns = report["connections"]
+    top = sorted(busiest(conns, MAX_SECTIONS), key=lambda ic: ic[0])  # in capture order
+    for _, c in top:
         title = (f"{c['id']} {c['client']['ip']}:{c['client']['port']} → "
                  f"{c['server']['ip']}:{c['server']['port']} ({c.get('role', 'direct')})")
         out.append(f"<h2>{escape(title)}</h2>")
@@ -221,6 +227,9 @@ def _report_sections(report: dict[str, Any]) -> str:
             if v:
                 out.append(f'<div class="verdict"><b>{escape(name.replace("_", " "))}: '
                            f'{escape(v["limit"])}</b> {escape(v["summary"])}</div>')
+    if len(conns) > len(top):
+        out.append(f"<p>{len(conns) - len(top):,} smaller connections are not listed: "
+                   f"<code>pktflow analyze --format json</code> has every one.</p>")
     return "".join(out)
 
 

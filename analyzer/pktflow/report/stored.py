@@ -162,6 +162,14 @@ def by_id(conns: Sequence[dict[str, Any]], ids: Collection[str]) -> list[dict[st
     return [c for c in conns if c["id"] in ids]
 
 
+def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
+    """The n connections that carried the most bytes, busiest first (ties in capture order),
+    with their indexes: one pass, holding n; stored connections decode only those n."""
+    if isinstance(conns, Connections):
+        return [(i, conns[i]) for i in conns.busiest(n)]
+    return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
+
+
 def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[str]:
     """Each connection's JSON text in `layout`: copied from storage, or encoded."""
     if isinstance(conns, Connections) and conns.layout == layout:

@@ -5,8 +5,6 @@ Renders from the report dict only, so text and JSON can never disagree about a n
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -16,7 +14,7 @@ from rich.text import Text
 
 from pktflow.report.queries import message_counts, protocol_line, query_table
 from pktflow.report.relays import render_relays
-from pktflow.report.stored import Connections, payload_bytes
+from pktflow.report.stored import busiest
 from pktflow.report.transfer import transfer_views
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -125,15 +123,6 @@ MAX_OVERVIEW = 50  # connections listed in the overview; --format json has every
 _OVERVIEW = (("conn", "left"), ("client -> server", "left"), ("role", "left"),
              ("packets", "right"), ("bytes c->s", "right"), ("bytes s->c", "right"),
              ("queries", "right"), ("limit", "left"))
-
-
-def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
-    """The n connections that carried the most bytes, busiest first (ties in capture order),
-    with their indexes: one pass, holding n; stored connections (report.stored) decode only
-    those n."""
-    if isinstance(conns, Connections):
-        return [(i, conns[i]) for i in conns.busiest(n)]
-    return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
 
 
 def render_overview(top: list[dict[str, Any]], total: int,
