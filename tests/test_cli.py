@@ -116,6 +116,25 @@ def test_many_captures_in_parallel_keep_order_and_errors(tmp_path: Path) -> None
     assert err.strip().splitlines() == [f"pktflow: {missing}: no such file"]
 
 
+def test_many_captures_in_parallel_with_stored_reports(tmp_path: Path) -> None:
+    """A worker's report crosses to the parent pickled; past report.stored.RAW connections it
+    holds deflated text, and its deflate module failed to pickle: every capture of more than
+    16 connections made `--format jsonl a b` an internal error."""
+    from pktflow.report.stored import RAW
+
+    scan = []
+    for port in range(30000, 30000 + RAW + 24):  # connection attempts refused with a RST
+        scan.append(tcp_segment(sport=port, seq=100, ack=0, flags="S"))
+        scan.append(tcp_segment(src="10.0.0.2", dst="10.0.0.1", sport=5432, dport=port,
+                                seq=0, ack=101, flags="RA"))
+    big = write_pcap(tmp_path / "scan.pcap", [frame(p, 1) for p in scan])
+    code, out, err = cli("analyze", "--format", "jsonl", str(big), str(DIRECT))
+    assert code == 0, err
+    alone = [cli("analyze", "--format", "jsonl", str(p))[1] for p in (big, DIRECT)]
+    assert out == "".join(alone)
+    assert len(json.loads(out.splitlines()[0])["connections"]) == RAW + 24
+
+
 @pytest.mark.parametrize("width", [80, 100, 160])
 def test_overview_is_whole_in_a_narrow_terminal(width: int) -> None:
     """The connection overview at 80 columns: every header, endpoint, count and verdict in

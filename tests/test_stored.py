@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import tracemalloc
 from pathlib import Path
 
@@ -76,6 +77,8 @@ def test_either_deflate_stores_the_same_text(lib: str, monkeypatch: pytest.Monke
         conns = analyze(str(path), Options(store=layout))["connections"]
         assert conns._lib is module  # type: ignore[attr-defined]
         assert list(conns) == plain["connections"]
+        # a worker process hands its report over pickled (analyze --format jsonl a b ...)
+        assert list(pickle.loads(pickle.dumps(conns))) == plain["connections"]
 
 
 def test_roles_survive_storage_on_both_legs_of_a_relay() -> None:

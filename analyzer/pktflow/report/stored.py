@@ -15,6 +15,7 @@ checksum over the dictionary and the text each time)."""
 from __future__ import annotations
 
 import heapq
+import importlib
 import json
 import zlib
 from collections.abc import Collection, Iterator, Sequence
@@ -49,6 +50,19 @@ class Connections(Sequence[dict[str, Any]]):
         # (connection number, JSON without "role": as text, or deflated, relay view or None,
         # payload bytes)
         self._items: list[tuple[int, str | bytes, dict[str, Any] | None, int]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a report crosses from a worker process, `analyze --format jsonl` of
+        several captures): the deflate module by its name."""
+        state = self.__dict__.copy()
+        if self._lib is not None:
+            state["_lib"] = self._lib.__name__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if state["_lib"] is not None:
+            state["_lib"] = importlib.import_module(state["_lib"])
+        self.__dict__.update(state)
 
     def add(self, number: int, report: dict[str, Any]) -> None:
         text = indented(report, 2) if self.layout == INDENTED else compact(report)
