@@ -46,7 +46,6 @@ class Connections(Sequence[dict[str, Any]]):
         self.layout = layout
         self._zdict = b""  # the first connection's JSON: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
-        self._level = 1  # ISA-L's level 0 still compresses (zlib's only stores)
         # (connection number, JSON without "role": as text, or deflated, relay view or None,
         # payload bytes)
         self._items: list[tuple[int, str | bytes, dict[str, Any] | None, int]] = []
@@ -72,8 +71,8 @@ class Connections(Sequence[dict[str, Any]]):
         elif len(self._items) >= RAW:
             if self._lib is None:
                 self._lib = deflate_lib()
-                self._level = 0 if self._lib is not zlib else 1
-            c = self._lib.compressobj(self._level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
+            level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
+            c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
             kept = c.compress(text.encode()) + c.flush()
         self._items.append((number, kept, relay_view(report), payload_bytes(report)))
 

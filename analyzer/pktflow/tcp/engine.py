@@ -112,7 +112,6 @@ class TcpEngine:
         self.opened = 0
         # connections not made yet (see the rules), both ways; only when they can be retired
         self._waiting: dict[Key, _Waiting] = {}
-        self._defer = retired is not None
         # Both ways of connections retired closed, oldest first. An OrderedDict: forgetting a
         # plain dict's oldest key walks past every key deleted before it, a quadratic pass.
         self._gone: OrderedDict[Key, None] = OrderedDict()
@@ -186,7 +185,7 @@ class TcpEngine:
             self._retire(conn)
         # Kept as packets (see the rules), unless the 4-tuple is its own reverse: fed again,
         # its first packet would be taken for side 1.
-        if self._defer and flags & SYN and not flags & (FIN | RST) and not pkt[10] \
+        if self._retired is not None and flags & SYN and not flags & (FIN | RST) and not pkt[10] \
                 and (sport != dport or src != dst):
             self.opened += 1
             waiting = _Waiting(self.opened, pkt)
