@@ -257,3 +257,13 @@ def test_reference_bridge_capture_shows_the_mss_pattern() -> None:
     assert s2c["acks"]["segments_per_ack_median"] == 2
     assert s2c["acks"]["bytes_acked_median"] == 2 * 1448
     assert s2c["pattern"].startswith("1 ACK per 2 segments, 2,896 B")
+
+
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap")), ids=lambda p: p.name)
+def test_verdict_evidence_lists_each_frame_once(path: Path) -> None:
+    """The pooled 20k dump's server leg had its most bytes in flight at its last segment, and
+    the evidence read "13, 1583, 1583"."""
+    for conn in analyze(str(path))["connections"]:
+        for name, d in conn["directions"].items():
+            frames = (d.get("verdict") or {}).get("evidence_frames") or []
+            assert len(frames) == len(set(frames)), (conn["id"], name, frames)

@@ -63,7 +63,8 @@ def verdict(f: Flow) -> dict[str, Any]:
     span = max(f.last_ts - (f.first_ts or f.last_ts), 1e-9)
     # a brief zero window now and then is not what sets the pace; a real share of the time is
     if f.zero_total >= 0.05 * span or full >= 0.3 * flights:
-        evidence = (f.zero_frames[:5] + f.full_frames[:5]) or [f.first_frame]
+        # a frame can both shut the window and fill it: listed once
+        evidence = list(dict.fromkeys(f.zero_frames[:5] + f.full_frames[:5])) or [f.first_frame]
         zero = (f" and fell to zero {f.zero_periods} time(s) for {f.zero_total * 1e3:,.1f} ms "
                 f"in all" if f.zero_periods else "")
         how = ("judged by zero windows only: the window scale is unknown"
@@ -93,7 +94,9 @@ def verdict(f: Flow) -> dict[str, Any]:
             f"({reasons['ack_arrived']}) or with the sender idle ({reasons['sender_idle']}), so "
             f"the sender set the pace (for a server: producing the rows). The ACK pattern "
             f"({pat}) is delayed-ACK pacing, not a round-trip limit.",
-            "evidence_frames": [f.first_frame, f.inflight_max_frame, f.last_frame]}
+            # the most in flight can be at the first or the last segment: each frame once
+            "evidence_frames": list(dict.fromkeys((f.first_frame, f.inflight_max_frame,
+                                                   f.last_frame)))}
 
 
 def direction_json(f: Flow, info: DirectionInfo | None, start: float = 0.0) -> dict[str, Any]:
