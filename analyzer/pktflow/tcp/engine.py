@@ -63,15 +63,13 @@ class _Waiting:
     def takes(self, pkt: TcpTuple) -> bool:
         """Whether the packet is a handshake segment the connection, once made, would take as
         its own (lookup's rules): a SYN-ACK, or the first SYN again (same ISN, same way)."""
-        flags = pkt[8]
-        if pkt[10] or flags & (FIN | RST) or not flags & SYN \
-                or len(self.packets) >= MAX_WAITING:
+        _, _, src, _, sport, _, seq, _, flags, _, plen, _, _ = pkt
+        if plen or flags & (FIN | RST) or not flags & SYN or len(self.packets) >= MAX_WAITING:
             return False
         if flags & ACK:
             return True
-        first = self.packets[0]
-        return (first[8] & ACK == 0 and first[6] == pkt[6] and first[4] == pkt[4]
-                and first[2] == pkt[2])
+        _, _, src0, _, sport0, _, seq0, _, flags0, _, _, _, _ = self.packets[0]
+        return not flags0 & ACK and seq0 == seq and sport0 == sport and src0 == src
 
 
 def _side(conn: Connection, src: bytes, sport: int, dst: bytes, dport: int) -> int:
@@ -192,23 +190,26 @@ class TcpEngine:
             self._waiting[(src, sport, dst, dport)] = waiting
             self._waiting[(dst, dport, src, sport)] = waiting
             return None
-        if syn_only:
-            return self._open((src, sport), (dst, dport), ts, frame, "handshake"), 0
+        return self._new(src, sport, dst, dport, flags, ts, frame)
+
+    def _new(self, src: bytes, sport: int, dst: bytes, dport: int, flags: int, ts: float,
+             frame: int, number: int = 0) -> tuple[Connection, int]:
+        """A connection opened by this packet, client and server as the rules say, and the
+        packet's direction in it."""
+        if flags & (SYN | ACK) == SYN:
+            return self._open((src, sport), (dst, dport), ts, frame, "handshake", number), 0
         if flags & (SYN | ACK) == SYN | ACK:
-            return self._open((dst, dport), (src, sport), ts, frame, "syn-ack"), 1
+            return self._open((dst, dport), (src, sport), ts, frame, "syn-ack", number), 1
         if sport < dport:
-            return self._open((dst, dport), (src, sport), ts, frame, "port"), 1
-        return self._open((src, sport), (dst, dport), ts, frame, "port"), 0
+            return self._open((dst, dport), (src, sport), ts, frame, "port", number), 1
+        return self._open((src, sport), (dst, dport), ts, frame, "port", number), 0
 
     def _make(self, waiting: _Waiting) -> Connection:
         """Make a connection kept as its handshake segments, and feed it them."""
-        frame, ts, src, dst, sport, dport = waiting.packets[0][:6]
+        frame, ts, src, dst, sport, dport, _, _, flags = waiting.packets[0][:9]
         del self._waiting[(src, sport, dst, dport)]
         del self._waiting[(dst, dport, src, sport)]
-        if waiting.packets[0][8] & ACK:
-            conn = self._open((dst, dport), (src, sport), ts, frame, "syn-ack", waiting.number)
-        else:
-            conn = self._open((src, sport), (dst, dport), ts, frame, "handshake", waiting.number)
+        conn, _ = self._new(src, sport, dst, dport, flags, ts, frame, waiting.number)
         packets, waiting.packets = waiting.packets, []  # fed to the connection: let go
         for pkt in packets:
             self.feed(pkt)
