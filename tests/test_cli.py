@@ -13,6 +13,7 @@ from craft import frame, tcp_segment, write_pcap
 
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode
+from pktflow.report.relays import MAX_ROWS
 
 ROOT = Path(__file__).resolve().parent.parent
 DIRECT = ROOT / "captures" / "seqscan-10k-direct-loopback.pcap"
@@ -159,6 +160,35 @@ def test_overview_is_whole_in_a_narrow_terminal(width: int) -> None:
         assert f"{s2c['payload_bytes']:,}" in words
         limit = s2c["verdict"]["limit"]
         assert limit in words or all(part in words for part in limit.split("_"))
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+@pytest.mark.parametrize("capture", ["seqscan-10k-pgbouncer-bridge", "pgdump-20k-pgbouncer-loopback",
+                                     "pgbench-txn-pgbouncer-loopback"])
+def test_relay_table_is_whole_in_a_narrow_terminal(capture: str, width: int) -> None:
+    """The relay panel's matched queries at 80 columns: every id, delay, segment count and
+    median size in full (the segmentation moves to a table of its own), titles not cut."""
+    path = str(ROOT / "captures" / f"{capture}.pcap")
+    _, report, _ = cli("analyze", "--format", "json", path)
+    code, out, _ = cli("analyze", path, width=width)
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("╭─ Relay"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("╰"))
+    # the panel's text, its borders and the wrapping of long lines taken away
+    words = " ".join(line.strip("│ ") for line in lines[start + 1:end]).split()
+    assert code == 0 and all(len(line) <= width for line in lines)
+    assert "sizes in -> out" in " ".join(words)
+    text = " ".join(words)
+    queries = json.loads(report)["relays"][0]["queries"]
+    drawn = [p for p in queries if f"{p['front']['connection']}#{p['front']['query_index']} via "
+             f"{p['back']['connection']}#{p['back']['query_index']} " in text]
+    assert len(drawn) == min(len(queries), MAX_ROWS)
+    for p in drawn:
+        assert f"{p['segments_in']:,} -> {p['segments_out']:,}" in text
+        if p["segment_median_in"] is not None:
+            assert f"{p['segment_median_in']:,} -> {p['segment_median_out']:,}" in text
+        if p["relay_cost_ms"] is not None:
+            assert f"{p['relay_cost_ms']:,.2f}" in words
 
 
 @pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),

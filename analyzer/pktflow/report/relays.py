@@ -3,6 +3,7 @@ Renders from the report's "relays" list (pktflow.report/1) only."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -36,7 +37,27 @@ def _legs(ids: list[str]) -> str:
     return f"{', '.join(ids[:MAX_LEGS])} ... ({len(ids):,} in all)"
 
 
-def render_relay(relay: dict[str, Any]) -> RenderableType:
+# Short headers, explained in the titles, so the SQL keeps its room in a narrow terminal.
+_HEADS = ("front via back", "sql", "rows", "req", "first", "last", "cost", "segments",
+          "median B")
+_DELAYS = ("delays in ms: req = request in -> out, first/last = response byte in -> out, "
+           "cost = added by the relay")
+_SEGMENTS = "segments and median sizes in -> out"
+_SQL_MIN = 12
+
+
+def _table(title: str, rows: list[list[str]], full: list[int], cols: Iterable[int]) -> Table:
+    table = Table(box=None, pad_edge=False, title_justify="left", expand=True, title=title)
+    for i in cols:
+        table.add_column(_HEADS[i], justify="left" if i < 2 else "right", no_wrap=True,
+                         overflow="ellipsis", ratio=1 if i == 1 else None,
+                         min_width=_SQL_MIN if i == 1 else full[i])
+    for r in rows:
+        table.add_row(*(r[i] for i in cols))
+    return table
+
+
+def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
     head = Text()
     head.append(f"{relay['host']}:{relay['front_port']}", "bold")
     head.append(" relays to port " + ", ".join(str(p) for p in relay["back_ports"]))
@@ -59,11 +80,6 @@ def render_relay(relay: dict[str, Any]) -> RenderableType:
     # (transaction pooling): the ones the relay delayed most.
     bulk = any((p["segments_in"] or 0) >= 4 for p in relay["queries"])
     order = "biggest responses first" if bulk else "most delayed by the relay first"
-    # Short headers, explained in the title, so the SQL keeps its room in a narrow terminal.
-    table = Table(box=None, pad_edge=False, title_justify="left", expand=True,
-                  title=f"matched queries, {order}; delays in ms: req = request in -> out, "
-                        f"first/last = response byte in -> out, cost = added by the relay; "
-                        f"segments and median sizes in -> out")
     pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
                    if bulk else -(p["relay_cost_ms"] or 0.0))
     rows = [[f"{p['front']['connection']}#{p['front']['query_index']} via "
@@ -73,17 +89,16 @@ def render_relay(relay: dict[str, Any]) -> RenderableType:
              f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
              f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}"]
             for p in pairs[:MAX_ROWS]]
-    heads = ("front via back", "sql", "rows", "req", "first", "last", "cost", "segments",
-             "median B")
-    for i, col in enumerate(heads):
-        # numbers keep their full width; only the SQL gives way in a narrow terminal
-        full = max([len(col), *(len(r[i]) for r in rows)])
-        table.add_column(col, justify="left" if i < 2 else "right", no_wrap=True,
-                         overflow="ellipsis", ratio=1 if col == "sql" else None,
-                         min_width=10 if col == "sql" else full)
-    for r in rows:
-        table.add_row(*r)
-    body.append(table)
+    full = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(_HEADS)]
+    # The panel takes 4 columns; one table when every number and 12 characters of SQL fit,
+    # else the delays and the segmentation as two tables (numbers are never cropped).
+    room = width - 4
+    if sum(full) - full[1] + _SQL_MIN + 2 * (len(_HEADS) - 1) <= room:
+        body.append(_table(f"matched queries, {order}; {_DELAYS}; {_SEGMENTS}", rows, full,
+                           range(len(_HEADS))))
+    else:
+        body.append(_table(f"matched queries, {order}; {_DELAYS}", rows, full, range(7)))
+        body.append(_table(f"the same queries: {_SEGMENTS}", rows, full, (0, 1, 7, 8)))
     if len(pairs) > MAX_ROWS:
         body.append(Text(f"... {len(pairs) - MAX_ROWS:,} smaller matched queries in the JSON "
                          f"report", "dim"))
@@ -91,5 +106,5 @@ def render_relay(relay: dict[str, Any]) -> RenderableType:
     return Panel(Group(*body), title="Relay", title_align="left")
 
 
-def render_relays(report: dict[str, Any]) -> list[RenderableType]:
-    return [render_relay(r) for r in report.get("relays") or []]
+def render_relays(report: dict[str, Any], width: int = 120) -> list[RenderableType]:
+    return [render_relay(r, width) for r in report.get("relays") or []]

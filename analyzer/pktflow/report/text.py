@@ -172,7 +172,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     top = busiest(conns, MAX_OVERVIEW)
     if len(conns) > 1:
         console.print(render_overview([c for _, c in top], len(conns), console.width))
-    for relay in render_relays(report):
+    for relay in render_relays(report, console.width):
         console.print(relay)
     for _, conn in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
         console.print(render_connection(conn))
