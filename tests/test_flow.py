@@ -63,6 +63,25 @@ def test_direct_seqscan_fits_one_screen_and_shows_the_study_pattern() -> None:
     assert any("C Z" in ln for ln in lines)  # CommandComplete and ReadyForQuery close it
 
 
+@pytest.mark.parametrize("width", [80, 100, 120])
+@pytest.mark.parametrize("capture", [DIRECT, POOLED, POOLED_BRIDGE], ids=lambda p: p.stem)
+def test_ladder_fits_a_narrow_terminal(capture: Path, width: int) -> None:
+    """At 80 columns every lane keeps its whole address and port in the header (the role above
+    it when one line is too narrow), and long notes wrap inside their block: after the title,
+    no line starts left of the lanes."""
+    code, out, _ = cli("flow", str(capture), width=width)
+    doc = flow_json(str(capture))
+    lines = out.splitlines()
+    assert code == 0 and all(len(line) <= width for line in lines)
+    head = " ".join(lines[1:3]).split()
+    for lane in doc["lanes"]:
+        role, _, end = lane.partition(" ")
+        assert role in head and end in head, (lane, lines[1:3])
+    body = [ln for ln in lines[1:] if ln.strip()]
+    body = body[:body.index("What you see")] if "What you see" in body else body
+    assert all(ln.startswith(" ") for ln in body), [ln for ln in body if ln[:1] != " "]
+
+
 def test_pooled_seqscan_has_three_lanes_and_shows_the_resplit() -> None:
     code, out, _ = cli("flow", str(POOLED), width=160)
     assert code == 0

@@ -3,6 +3,9 @@ folded into one bracketed block ("× 38"). Fits the console width."""
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 from rich.console import Console
 from rich.text import Text
 
@@ -10,6 +13,7 @@ from pktflow.flow.ladder import (Group, Ladder, Phase, Row, breakdown, group_tot
                                   span_totals)
 
 GUTTER = 20  # "  12.345 ms  #12345 " before the lanes
+_UNIT = re.compile(r"(\d) (B|ms|s)\b")
 
 
 def _style(r: Row) -> str:
@@ -33,13 +37,36 @@ class _Canvas:
         self.x = [round(i * (area - 1) / max(1, n - 1)) for i in range(n)] if n > 1 else [0]
 
     def header(self) -> Text:
+        """The lanes' names over their rules: "role address:port" on one line when all fit,
+        else the role above the address; an address too long loses its start, not its port."""
+        line = self._place(self.lanes)
+        if line is None:
+            roles, _, ends = zip(*(name.partition(" ") for name in self.lanes))
+            ends_line = self._place(list(ends))
+            if ends_line is None:  # each keeps the room up to halfway to its neighbours
+                ends_line = self._place([e if len(e) < room else "…" + e[-(room - 2):]
+                                         for e, room in zip(ends, self._rooms())], crop=True)
+            line = f"{self._place(list(roles), crop=True)}\n{' ' * GUTTER}{ends_line}"
+        return Text(" " * GUTTER + line, "bold")
+
+    def _rooms(self) -> list[int]:
+        bounds = [0, *((a + b) // 2 for a, b in zip(self.x, self.x[1:])), self.width]
+        return [max(4, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+
+    def _place(self, names: list[str], crop: bool = False) -> str | None:
+        """Names centred over their lanes, kept inside the canvas; None when two would touch
+        (with `crop`, they are cut instead)."""
         line = [" "] * self.width
-        for name, x in zip(self.lanes, self.x):
-            span = self.width // max(1, len(self.lanes))
-            name = name[:max(4, span - 1)]
-            start = min(max(0, x - len(name) // 2), self.width - len(name))
+        end = 0  # first free column
+        for name, x in zip(names, self.x):
+            start = min(max(end, x - len(name) // 2), self.width - len(name))
+            if start < end:
+                if not crop:
+                    return None
+                start, name = end, name[:max(0, self.width - end)]
             line[start:start + len(name)] = name
-        return Text(" " * GUTTER + "".join(line), "bold")
+            end = start + len(name) + 1
+        return "".join(line)
 
     def rules(self) -> list[str]:
         line = [" "] * self.width
@@ -71,8 +98,16 @@ class _Canvas:
         return out
 
     def note(self, lead: str, text: str, style: str) -> Text:
+        """A line of text beside the lanes; a long one wraps under itself, inside its block."""
         out = Text(lead.ljust(GUTTER)[:GUTTER], "dim")
-        out.append(text, style)
+        if len(text) <= self.width:
+            out.append(text, style)
+            return out
+        indent = ("│     " if text[:1] in "╭│" else "   ")
+        glued = _UNIT.sub("\\1\0\\2", text)  # a number keeps its unit on its line
+        lines = textwrap.wrap(glued, self.width, subsequent_indent=indent,
+                              break_on_hyphens=False)
+        out.append(f"\n{' ' * GUTTER}".join(lines).replace("\0", " "), style)
         return out
 
 
