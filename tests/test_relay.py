@@ -15,7 +15,7 @@ import pytest
 
 from pktflow.pipeline import analyze
 from pktflow.relay.measure import relays_json
-from pktflow.relay.topology import find_relays
+from pktflow.relay.topology import Leg, find_relays, relay_view
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
@@ -171,6 +171,10 @@ def _conn(cid: str, client: tuple[str, int], server: tuple[str, int],
             "directions": {"client_to_server": dict(d), "server_to_client": dict(d)}}
 
 
+def _legs(*conns: dict[str, Any]) -> list[Leg]:
+    return [leg for leg in map(relay_view, conns) if leg is not None]
+
+
 POOLER, DB = "10.0.0.2", "10.0.0.3"
 
 
@@ -203,13 +207,13 @@ def test_back_request_before_front_request_is_no_relay() -> None:
     # The mirror image of a relay: the "back" statement left before the "front" one arrived.
     front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
     back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 0.99, 1.0, 1.05, 4)])
-    assert find_relays([front, back]) == []
+    assert find_relays(_legs(front, back)) == []
 
 
 def test_back_request_after_front_response_is_no_match() -> None:
     front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
     back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.15, 1.16, 1.17, 8)])
-    assert find_relays([front, back]) == []
+    assert find_relays(_legs(front, back)) == []
 
 
 def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:

@@ -15,7 +15,7 @@ from pktflow.capture.packet import CaptureStats
 from pktflow.capture.reader import Capture, open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
-from pktflow.relay.measure import relays_json
+from pktflow.relay.measure import relays_of
 from pktflow.report.stored import Connections, Reports
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
@@ -237,8 +237,8 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
             engine.late_frames))
     reports = run.reports
     reports.sort()
-    # relay matching sets each connection's "role": a stored one's in its relay view
-    relays, relay_findings = relays_json(reports.relay_views())
+    relays, relay_findings, roles = relays_of(reports.relay_legs())
+    reports.set_roles(roles)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return {

@@ -1,7 +1,8 @@
 """What a relay does to each query and to the transfer: delays, re-segmentation, coupling of the
 back leg to the front leg's drain, and a verdict in words with the setting that would change it.
 
-Input and output are report dicts (pktflow.report/1), so text, JSON and `compare` agree.
+Input: what relay_view takes of the report's connection dicts (pktflow.report/1); output:
+the report's "relays" list, so text, JSON and `compare` agree.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.findings import Finding
-from pktflow.relay.topology import QueryRef, Relay, find_relays, is_postgres
+from pktflow.relay.topology import Leg, LegQuery, QueryRef, Relay, find_relays, relay_view
 
 
 def ms_between(a: Any, b: Any) -> float | None:
@@ -21,38 +22,32 @@ def ms_between(a: Any, b: Any) -> float | None:
 
 def pair_json(f: QueryRef, b: QueryRef) -> dict[str, Any]:
     fq, bq = f.q, b.q
-    through = ms_between(fq.get("sent_s"), fq.get("last_response_s"))
-    own = ms_between(bq.get("sent_s"), bq.get("last_response_s"))
-    seg_in, seg_out = bq.get("response_segments") or 0, fq.get("response_segments") or 0
+    through = ms_between(fq.sent_s, fq.last_response_s)
+    own = ms_between(bq.sent_s, bq.last_response_s)
+    seg_in, seg_out = bq.response_segments or 0, fq.response_segments or 0
     return {
         "front": {"connection": f.conn, "query_index": f.index},
         "back": {"connection": b.conn, "query_index": b.index},
-        "sql": fq.get("sql"), "rows": fq.get("rows"),
-        "response_bytes": {"front": fq.get("response_bytes"), "back": bq.get("response_bytes")},
-        "request_delay_ms": ms_between(fq.get("sent_s"), bq.get("sent_s")),
-        "first_byte_delay_ms": ms_between(bq.get("first_response_s"),
-                                          fq.get("first_response_s")),
-        "last_byte_delay_ms": ms_between(bq.get("last_response_s"),
-                                         fq.get("last_response_s")),
+        "sql": fq.sql, "rows": fq.rows,
+        "response_bytes": {"front": fq.response_bytes, "back": bq.response_bytes},
+        "request_delay_ms": ms_between(fq.sent_s, bq.sent_s),
+        "first_byte_delay_ms": ms_between(bq.first_response_s, fq.first_response_s),
+        "last_byte_delay_ms": ms_between(bq.last_response_s, fq.last_response_s),
         "through_relay_ms": through, "back_leg_ms": own,
         "relay_cost_ms": None if through is None or own is None else round(through - own, 3),
         "segments_in": seg_in, "segments_out": seg_out,
         "segments_out_per_in": round(seg_out / seg_in, 2) if seg_in else None,
-        "segment_median_in": bq.get("response_segment_median"),
-        "segment_median_out": fq.get("response_segment_median"),
-        "segment_max_in": bq.get("response_segment_max"),
-        "segment_max_out": fq.get("response_segment_max"),
-        "frames": {"front_sent": fq.get("sent_frame"), "back_sent": bq.get("sent_frame"),
-                   "back_first": bq.get("first_frame"), "front_first": fq.get("first_frame"),
-                   "back_last": bq.get("last_frame"), "front_last": fq.get("last_frame")},
+        "segment_median_in": bq.response_segment_median,
+        "segment_median_out": fq.response_segment_median,
+        "segment_max_in": bq.response_segment_max,
+        "segment_max_out": fq.response_segment_max,
+        "frames": {"front_sent": fq.sent_frame, "back_sent": bq.sent_frame,
+                   "back_first": bq.first_frame, "front_first": fq.first_frame,
+                   "back_last": bq.last_frame, "front_last": fq.last_frame},
     }
 
 
-def _s2c(conn: dict[str, Any]) -> dict[str, Any]:
-    return conn["directions"]["server_to_client"]
-
-
-def coupling_json(backs: list[dict[str, Any]], fronts: list[dict[str, Any]]) -> dict[str, Any]:
+def coupling_json(backs: list[Leg], fronts: list[Leg]) -> dict[str, Any]:
     """Did the server wait for the relay? The relay's receive window on the back leg (advertised
     to the server) shrinking to zero while it forwards to the client is the sign."""
     zero_events = zero_s = 0.0
@@ -60,15 +55,13 @@ def coupling_json(backs: list[dict[str, Any]], fronts: list[dict[str, Any]]) -> 
     back_ack = front_ack = None
     back_flight = None
     for c in backs:
-        d = _s2c(c)
-        w = d.get("window") or {}
-        zero_events += w.get("zero_window_periods") or 0
-        zero_s += w.get("zero_window_total_s") or 0.0
-        frames += (d.get("verdict") or {}).get("evidence_frames") or []
-        back_ack = back_ack or (d.get("acks") or {}).get("bytes_acked_median")
-        back_flight = back_flight or (d.get("flights") or {}).get("bytes_median")
+        zero_events += c.zero_window_periods
+        zero_s += c.zero_window_total_s
+        frames += c.evidence_frames
+        back_ack = back_ack or c.bytes_acked_median
+        back_flight = back_flight or c.flight_bytes_median
     for c in fronts:
-        front_ack = front_ack or (_s2c(c).get("acks") or {}).get("bytes_acked_median")
+        front_ack = front_ack or c.bytes_acked_median
     if zero_events:
         summary = (f"the relay's receive window on the back leg reached zero {int(zero_events)} "
                    f"time(s), {zero_s * 1000:,.2f} ms in all: the server waited for the relay "
@@ -156,7 +149,7 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
             "evidence_frames": sorted(set(frames))[:12]}
 
 
-def forward_chunk(front_queries: list[dict[str, Any]]) -> int | None:
+def forward_chunk(front_queries: list[LegQuery]) -> int | None:
     """The largest chunk the relay forwards as a habit. Large (>= 1 KiB) segment sizes that
     make up at least 15% of them qualify; coalesced segments (the kernel merging queued writes
     when the client's window reopens, up to 65,483 bytes on loopback) are sums of several
@@ -164,9 +157,9 @@ def forward_chunk(front_queries: list[dict[str, Any]]) -> int | None:
     PgBouncer's default pkt_buf, 8,099 for Pgpool-II, 1,448 (the MSS) over a bridge."""
     sizes: dict[int, int] = {}
     for q in front_queries:
-        if (q.get("response_segments") or 0) < 4:
+        if (q.response_segments or 0) < 4:
             continue
-        for k, v in (q.get("response_segment_sizes") or {}).items():
+        for k, v in (q.response_segment_sizes or {}).items():
             if int(k) >= 1024:
                 sizes[int(k)] = sizes.get(int(k), 0) + v
     total = sum(sizes.values())
@@ -176,48 +169,26 @@ def forward_chunk(front_queries: list[dict[str, Any]]) -> int | None:
     return max(k for k in common if k <= 2 * common[0])
 
 
-# The fields of a query that matching and pair_json read: a relay view keeps these only (a
-# storm's 40,000 queries, whole, were half the memory its views held).
-RELAY_QUERY_FIELDS = ("sql", "rows", "response_bytes", "sent_s", "first_response_s",
-                      "last_response_s", "sent_frame", "first_frame", "last_frame",
-                      "response_segments", "response_segment_median", "response_segment_max",
-                      "response_segment_sizes")
-
-
-def relay_view(conn: dict[str, Any]) -> dict[str, Any] | None:
-    """What relays_json reads of a connection's report (find_relays, match, coupling_json),
-    for a connection kept compact (report.stored); None for one that cannot be a relay's leg."""
-    if not is_postgres(conn):
-        return None
-    s2c = _s2c(conn)
-    window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
-    acks, flights = s2c.get("acks") or {}, s2c.get("flights") or {}
-    queries = conn.get("queries")
-    if queries is not None:
-        queries = [{k: q[k] for k in RELAY_QUERY_FIELDS if k in q} for q in queries]
-    return {"id": conn["id"], "client": conn["client"], "server": conn["server"],
-            "protocol": conn["protocol"], "queries": queries,
-            "directions": {"server_to_client": {
-                "window": {k: window.get(k) for k in ("zero_window_periods",
-                                                      "zero_window_total_s")},
-                "verdict": {"evidence_frames": verdict.get("evidence_frames")},
-                "acks": {"bytes_acked_median": acks.get("bytes_acked_median")},
-                "flights": {"bytes_median": flights.get("bytes_median")}}}}
-
-
 def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """Find relays, set each connection's "role", and return the report's "relays" list."""
-    by_id = {c["id"]: c for c in conns}
+    """The report's "relays" list of these connection dicts, and each one's "role" set."""
+    legs = [leg for leg in map(relay_view, conns) if leg is not None]
+    relays, findings, roles = relays_of(legs)
     for c in conns:
-        c["role"] = "direct"
+        c["role"] = roles.get(c["id"], "direct")
+    return relays, findings
+
+
+def relays_of(legs: list[Leg]) -> tuple[list[dict[str, Any]], list[Finding], dict[str, str]]:
+    """Find relays among these legs: the report's "relays" list, its findings, and the role
+    ("front" or "back") of each connection that is a relay's leg."""
+    by_id = {c.id: c for c in legs}
+    roles: dict[str, str] = {}
     out, findings = [], []
-    for relay in find_relays(conns):
+    for relay in find_relays(legs):
         fronts = [by_id[i] for i in relay.front]
         backs = [by_id[i] for i in relay.back]
-        for c in fronts:
-            c["role"] = "front"
-        for c in backs:
-            c["role"] = "back"
+        roles.update((c.id, "front") for c in fronts)
+        roles.update((c.id, "back") for c in backs)
         pairs = [pair_json(f, b) for f, b in relay.pairs]
         max_chunk = forward_chunk([f.q for f, _ in relay.pairs])
         coupling = coupling_json(backs, fronts)
@@ -230,7 +201,7 @@ def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
             "unmatched_front_queries": len(relay.unmatched_front),
             "unmatched_back_queries": len(relay.unmatched_back),
             "pooler_own_queries": [{"connection": r.conn, "query_index": r.index,
-                                    "sql": r.q.get("sql")} for r in relay.own][:100],
+                                    "sql": r.q.sql} for r in relay.own][:100],
             "max_forward_chunk": max_chunk,
             "queries": pairs, "coupling": coupling, "verdict": verdict,
         })
@@ -242,5 +213,5 @@ def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list
                 f"{'y' if len(relay.unmatched_front) == 1 else 'ies'} through "
                 f"{relay.host}:{relay.front_port} had no back-leg execution in the capture "
                 f"(answered by the pooler itself, or its back leg was not captured); first: "
-                f"{r.conn} query {r.index}", r.conn, [r.q.get("sent_frame") or 0]))
-    return out, findings
+                f"{r.conn} query {r.index}", r.conn, [r.q.sent_frame or 0]))
+    return out, findings, roles

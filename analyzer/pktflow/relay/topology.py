@@ -5,15 +5,17 @@ and the client of PostgreSQL connections to another endpoint (back legs), where 
 carry the same statements shortly after the front legs do. No port numbers or product names are
 assumed: on loopback every address is 127.0.0.1, so only the matching content proves a relay.
 
-Works on the report's connection dicts (pktflow.report/1), after the single pass: a relay's
-legs are whole conversations, and matching needs both legs' queries.
+Works after the single pass, on what it reads of the report's connection dicts
+(pktflow.report/1), taken by relay_view: a relay's legs are whole conversations, and matching
+needs both legs' queries.
 """
 
 from __future__ import annotations
 
 import bisect
+import sys
 from collections import defaultdict
-from typing import Any
+from typing import Any, NamedTuple
 
 # How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
 SCAN_LIMIT = 64
@@ -23,16 +25,72 @@ def sql_key(sql: str | None) -> str:
     return " ".join((sql or "").split()).rstrip(";").strip()
 
 
+class LegQuery(NamedTuple):
+    """The fields of a query's report that matching and pair_json read (None: not in it)."""
+    sql: str | None
+    rows: int | None
+    response_bytes: int | None
+    sent_s: float | None
+    first_response_s: float | None
+    last_response_s: float | None
+    sent_frame: int | None
+    first_frame: int | None
+    last_frame: int | None
+    response_segments: int | None
+    response_segment_median: int | None
+    response_segment_max: int | None
+    response_segment_sizes: dict[str, int] | None
+
+
+class Leg(NamedTuple):
+    """What relay matching reads of a PostgreSQL connection's report: a tuple, not the report's
+    dicts (a storm keeps one per connection until the end: 6.3 KB each as dicts)."""
+    id: str
+    client: tuple[str, int]
+    server: tuple[str, int]
+    queries: tuple[LegQuery, ...]
+    # of its server -> client direction, for coupling_json
+    zero_window_periods: int
+    zero_window_total_s: float
+    evidence_frames: tuple[int, ...]
+    bytes_acked_median: int | None
+    flight_bytes_median: int | None
+
+
+def relay_view(conn: dict[str, Any]) -> Leg | None:
+    """The Leg of a connection's report; None for one that cannot be a relay's leg."""
+    if not is_postgres(conn):
+        return None
+    s2c = conn["directions"]["server_to_client"]
+    window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
+    queries = []
+    for q in conn.get("queries") or ():
+        sql = q.get("sql")
+        queries.append(LegQuery(
+            sys.intern(sql) if type(sql) is str else sql,  # a storm sends the same few
+            q.get("rows"), q.get("response_bytes"), q.get("sent_s"), q.get("first_response_s"),
+            q.get("last_response_s"), q.get("sent_frame"), q.get("first_frame"),
+            q.get("last_frame"), q.get("response_segments"), q.get("response_segment_median"),
+            q.get("response_segment_max"), q.get("response_segment_sizes")))
+    client, server = conn["client"], conn["server"]
+    return Leg(conn["id"], (sys.intern(client["ip"]), client["port"]),
+               (sys.intern(server["ip"]), server["port"]), tuple(queries),
+               window.get("zero_window_periods") or 0, window.get("zero_window_total_s") or 0.0,
+               tuple(verdict.get("evidence_frames") or ()),
+               (s2c.get("acks") or {}).get("bytes_acked_median"),
+               (s2c.get("flights") or {}).get("bytes_median"))
+
+
 class QueryRef:
     __slots__ = ("conn", "index", "q", "sent")
 
-    def __init__(self, conn: str, index: int, q: dict[str, Any]) -> None:
+    def __init__(self, conn: str, index: int, q: LegQuery) -> None:
         self.conn = conn
         self.index = index
         self.q = q
         # When the request's last byte was seen; frame numbers order equal timestamps. Kept:
         # matching a storm's 20,000 front queries reads it about 200,000 times.
-        self.sent = (float(q.get("sent_s") or 0.0), int(q.get("sent_frame") or 0))
+        self.sent = (float(q.sent_s or 0.0), int(q.sent_frame or 0))
 
     def __repr__(self) -> str:
         return f"QueryRef({self.conn}#{self.index})"
@@ -58,16 +116,15 @@ def is_postgres(conn: dict[str, Any]) -> bool:
     return str(conn.get("protocol", "")).startswith("postgresql")
 
 
-def find_relays(conns: list[dict[str, Any]]) -> list[Relay]:
-    pg = [c for c in conns if is_postgres(c)]
-    by_server: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for c in pg:
-        by_server[(c["server"]["ip"], c["server"]["port"])].append(c)
+def find_relays(legs: list[Leg]) -> list[Relay]:
+    by_server: dict[tuple[str, int], list[Leg]] = defaultdict(list)
+    for c in legs:
+        by_server[c.server].append(c)
     candidates = []
     for (ip, port), fronts in by_server.items():
-        front_ids = {c["id"] for c in fronts}
-        backs = [c for c in pg if c["client"]["ip"] == ip and c["id"] not in front_ids
-                 and (c["server"]["ip"], c["server"]["port"]) != (ip, port)]
+        front_ids = {c.id for c in fronts}
+        backs = [c for c in legs if c.client[0] == ip and c.id not in front_ids
+                 and c.server != (ip, port)]
         if backs:
             relay = match(ip, port, fronts, backs)
             if relay.pairs:
@@ -80,22 +137,21 @@ def find_relays(conns: list[dict[str, Any]]) -> list[Relay]:
     taken: set[str] = set()
     relays = []
     for relay in candidates:
-        legs = set(relay.front) | set(relay.back)
-        if legs & taken:
+        ids = set(relay.front) | set(relay.back)
+        if ids & taken:
             continue
-        taken |= legs
+        taken |= ids
         relays.append(relay)
     return relays
 
 
-def _refs(conns: list[dict[str, Any]]) -> list[QueryRef]:
-    refs = [QueryRef(c["id"], i, q) for c in conns for i, q in enumerate(c.get("queries") or [])]
+def _refs(legs: list[Leg]) -> list[QueryRef]:
+    refs = [QueryRef(c.id, i, q) for c in legs for i, q in enumerate(c.queries)]
     refs.sort(key=lambda r: r.sent)
     return refs
 
 
-def match(ip: str, port: int, fronts: list[dict[str, Any]],
-          backs: list[dict[str, Any]]) -> Relay:
+def match(ip: str, port: int, fronts: list[Leg], backs: list[Leg]) -> Relay:
     """Pair each front query with the back-leg execution that served it.
 
     Same SQL text, sent on the back leg after it arrived on the front leg and before the front
@@ -107,21 +163,21 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
     relay = Relay(ip, port)
     back_q: dict[str, list[QueryRef]] = defaultdict(list)
     for r in _refs(backs):
-        back_q[sql_key(r.q.get("sql"))].append(r)
+        back_q[sql_key(r.q.sql)].append(r)
     sent_index = {k: [r.sent for r in v] for k, v in back_q.items()}
     used: set[tuple[str, int]] = set()
     bound: dict[str, str] = {}  # front conn -> back conn it was last served by
     front_keys: set[str] = set()
     for f in _refs(fronts):
-        key = sql_key(f.q.get("sql"))
+        key = sql_key(f.q.sql)
         front_keys.add(key)
         cands = back_q.get(key)
         if not cands:
             relay.unmatched_front.append(f)
             continue
         start = bisect.bisect_right(sent_index[key], f.sent)
-        first = f.q.get("first_response_s")
-        latest = ((float(first), int(f.q.get("first_frame") or 0)) if first is not None
+        first = f.q.first_response_s
+        latest = ((float(first), int(f.q.first_frame or 0)) if first is not None
                   else (float("inf"), 0))
         best: QueryRef | None = None
         best_score: tuple[int, int, tuple[float, int]] | None = None
@@ -131,7 +187,7 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
             if (b.conn, b.index) in used:
                 continue
             score = (0 if bound.get(f.conn) == b.conn else 1,
-                     0 if b.q.get("response_bytes") == f.q.get("response_bytes") else 1,
+                     0 if b.q.response_bytes == f.q.response_bytes else 1,
                      b.sent)
             if best_score is None or score < best_score:
                 best, best_score = b, score
@@ -143,16 +199,16 @@ def match(ip: str, port: int, fronts: list[dict[str, Any]],
         relay.pairs.append((f, best))
     served = {b.conn for _, b in relay.pairs}
     for c in backs:
-        if c["id"] not in served:
+        if c.id not in served:
             continue
-        for i, q in enumerate(c.get("queries") or []):
-            if (c["id"], i) in used:
+        for i, q in enumerate(c.queries):
+            if (c.id, i) in used:
                 continue
-            ref = QueryRef(c["id"], i, q)
-            (relay.unmatched_back if sql_key(q.get("sql")) in front_keys else relay.own).append(ref)
-    relay.front = sorted({c["id"] for c in fronts}, key=_conn_order)
+            ref = QueryRef(c.id, i, q)
+            (relay.unmatched_back if sql_key(q.sql) in front_keys else relay.own).append(ref)
+    relay.front = sorted({c.id for c in fronts}, key=_conn_order)
     relay.back = sorted(served, key=_conn_order)
-    relay.back_ports = sorted({c["server"]["port"] for c in backs if c["id"] in served})
+    relay.back_ports = sorted({c.server[1] for c in backs if c.id in served})
     return relay
 
 

@@ -4,7 +4,7 @@ A connection's report is 7-12 KB of JSON (compact or indented) but 25-30 KB as P
 and a capture of a connection storm (pgbench -C, 20,000 connections) held 570 MB of them until
 the report was written. Stored, one takes 500-1,000 bytes (deflate primed with the first
 connection's JSON: the keys and most values repeat), plus what relay matching reads of a
-PostgreSQL connection (relay.measure.relay_view) and its payload bytes (the text overview's
+PostgreSQL connection (relay.topology.relay_view) and its payload bytes (the text overview's
 ranking). The text is in the layout the output will have, compact (jsonl)
 or indented as --format json nests it, so the JSON writers copy it; everything else decodes
 one connection at a time. Deflate is ISA-L's level 0 when the isal package is there (10 us
@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any, overload
 
 from pktflow.capture.gz import deflate_lib
-from pktflow.relay.measure import relay_view
+from pktflow.relay.topology import Leg, relay_view
 from pktflow.report.jsontext import compact, indented
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -46,9 +46,10 @@ class Connections(Sequence[dict[str, Any]]):
         self.layout = layout
         self._zdict = b""  # the first connection's JSON: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
-        # (connection number, JSON without "role": as text, or deflated, relay view or None,
-        # payload bytes)
-        self._items: list[tuple[int, str | bytes, dict[str, Any] | None, int]] = []
+        # (connection number, JSON without "role": as text, or deflated, what relay matching
+        # reads of it or None, payload bytes)
+        self._items: list[tuple[int, str | bytes, Leg | None, int]] = []
+        self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (a report crosses from a worker process, `analyze --format jsonl` of
@@ -79,9 +80,13 @@ class Connections(Sequence[dict[str, Any]]):
     def sort(self) -> None:
         self._items.sort(key=lambda item: item[0])
 
-    def relay_views(self) -> list[dict[str, Any]]:
-        """What relay matching reads, of the connections it can use; it sets "role" in them."""
-        return [view for _, _, view, _ in self._items if view is not None]
+    def relay_legs(self) -> list[Leg]:
+        """What relay matching reads, of the connections it can use."""
+        return [leg for _, _, leg, _ in self._items if leg is not None]
+
+    def set_roles(self, roles: dict[str, str]) -> None:
+        """Each connection's "role", by id, as relay matching found them (else "direct")."""
+        self._roles = roles
 
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties in
@@ -104,14 +109,14 @@ class Connections(Sequence[dict[str, Any]]):
     def _text(self, i: int) -> str:
         """Connection i in the layout, with "role" last as relay matching adds it to a
         connection dict."""
-        _, kept, view, _ = self._items[i]
+        number, kept, _, _ = self._items[i]
         if isinstance(kept, str):
             text = kept
         else:
             assert self._lib is not None  # it deflated this
             d = self._lib.decompressobj(_WBITS, zdict=self._zdict)
             text = (d.decompress(kept) + d.flush()).decode()
-        role = json.dumps("direct" if view is None else view.get("role", "direct"))
+        role = json.dumps(self._roles.get(f"c{number}", "direct"))
         if self.layout == INDENTED:  # the text ends with the closing brace's line, "\n    }"
             return f'{text[:-6]},\n      "role": {role}\n    }}'
         return f'{text[:-1]},"role":{role}}}'
@@ -152,9 +157,13 @@ class Reports:
     def sort(self) -> None:
         self._items.sort(key=lambda item: item[0])
 
-    def relay_views(self) -> list[dict[str, Any]]:
-        """The reports themselves: relay matching reads them and sets their "role"."""
-        return [report for _, report in self._items]
+    def relay_legs(self) -> list[Leg]:
+        return [leg for leg in (relay_view(report) for _, report in self._items)
+                if leg is not None]
+
+    def set_roles(self, roles: dict[str, str]) -> None:
+        for _, report in self._items:
+            report["role"] = roles.get(report["id"], "direct")
 
     def connections(self) -> list[dict[str, Any]]:
         return [report for _, report in self._items]
