@@ -36,6 +36,10 @@ _D: Final = 0x44  # "D": DataRow from the backend, Describe from the frontend
 # Type byte -> message name, bound here: compiled, a Final is a C static, M.BACKEND a lookup
 # in the other module's dict at every use.
 _BACKEND_TYPES: Final = M.BACKEND
+# ParameterStatus bodies decoded: every connection of a storm gets the same dozen or so (the
+# strings are shared too). Bounded: a server that sends changing values only fills it.
+_PARAMETER_TEXT: dict[bytes, tuple[str, str]] = {}
+MAX_PARAMETER_TEXT: Final = 4096
 _FRONTEND_TYPES: Final = M.FRONTEND
 _d: Final = 0x64  # "d": CopyData, either way
 MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
@@ -515,9 +519,16 @@ class Conversation(CompiledSink):
             self.batch_error = False
             return
         if t == 0x53 and body:  # ParameterStatus
-            parts = M.cstrings(body, 2)
-            if len(parts) >= 2 and len(self.parameters) < 64:
-                self.parameters[parts[0]] = parts[1]
+            pair = _PARAMETER_TEXT.get(body)
+            if pair is None:
+                parts = M.cstrings(body, 2)
+                if len(parts) < 2:
+                    return
+                pair = (parts[0], parts[1])
+                if len(_PARAMETER_TEXT) < MAX_PARAMETER_TEXT:
+                    _PARAMETER_TEXT[body] = pair
+            if len(self.parameters) < 64:
+                self.parameters[pair[0]] = pair[1]
             return
         if t == 0x4B and len(body) >= 4:  # BackendKeyData
             self.backend_pid = M.INT32.unpack_from(body)[0]
