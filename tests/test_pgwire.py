@@ -72,6 +72,27 @@ def run(front: bytes, back: bytes, *, splits: tuple[list[int], list[int]] | None
     return out
 
 
+def test_server_parameters_of_many_connections() -> None:
+    """ParameterStatus bodies are decoded once and shared: each connection still gets its own
+    values (the last one sent for a name wins, at most 64 names), and the shared table stays
+    bounded when every body differs."""
+    from pktflow.pgwire import conversation
+
+    front = startup() + msg("Q", cstr("SELECT 1")) + msg("X")
+    for i in range(conversation.MAX_PARAMETER_TEXT + 10):
+        params = [("application_name", f"app{i}"), ("TimeZone", "UTC"), ("bad", None),
+                  ("application_name", f"app{i}b"), ("server_version", "15.20")] + \
+            [(f"p{k}", "x") for k in range(70)]
+        back = AUTH_OK + b"".join(msg("S", cstr(k) + cstr(v) if v else k.encode())
+                                  for k, v in params) + READY  # "bad": no NUL, no value
+        got = run(front, back)["server_parameters"]
+        if i in (0, 1, conversation.MAX_PARAMETER_TEXT + 9):
+            assert list(got.items())[:4] == [("application_name", f"app{i}b"),
+                                             ("TimeZone", "UTC"), ("server_version", "15.20"),
+                                             ("p0", "x")] and len(got) == 64
+    assert len(conversation._PARAMETER_TEXT) <= conversation.MAX_PARAMETER_TEXT
+
+
 def test_simple_query_whole() -> None:
     front, back = select_exchange(100)
     out = run(front, back)
