@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.findings import Finding
-from pktflow.relay.topology import Leg, LegQuery, QueryRef, Relay, find_relays, relay_view
+from pktflow.relay.topology import (BULK_SEGMENTS, Leg, LegQuery, QueryRef, Relay, find_relays,
+                                    relay_view)
 
 
 def ms_between(a: Any, b: Any) -> float | None:
@@ -86,7 +87,7 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
                  max_chunk: int | None) -> dict[str, Any]:
     """One paragraph: how the relay re-splits the data, whether the server waited on it, what it
     cost, and the setting the evidence points at."""
-    bulk = [p for p in pairs if (p["segments_in"] or 0) >= 4]
+    bulk = [p for p in pairs if (p["segments_in"] or 0) >= BULK_SEGMENTS]
     parts: list[str] = []
     setting: str | None = None
     frames: list[int] = []
@@ -157,7 +158,7 @@ def forward_chunk(front_queries: list[LegQuery]) -> int | None:
     PgBouncer's default pkt_buf, 8,099 for Pgpool-II, 1,448 (the MSS) over a bridge."""
     sizes: dict[int, int] = {}
     for q in front_queries:
-        if (q.response_segments or 0) < 4:
+        if (q.response_segments or 0) < BULK_SEGMENTS:
             continue
         for k, v in (q.response_segment_sizes or {}).items():
             if int(k) >= 1024:

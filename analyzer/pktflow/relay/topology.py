@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 # How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
 SCAN_LIMIT = 64
+BULK_SEGMENTS = 4  # a response in this many segments or more is a bulk one
 
 
 def sql_key(sql: str | None) -> str:
@@ -65,13 +66,15 @@ def relay_view(conn: dict[str, Any]) -> Leg | None:
     window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
     queries = []
     for q in conn.get("queries") or ():
-        sql = q.get("sql")
+        sql, segments = q.get("sql"), q.get("response_segments")
         queries.append(LegQuery(
             sys.intern(sql) if type(sql) is str else sql,  # a storm sends the same few
             q.get("rows"), q.get("response_bytes"), q.get("sent_s"), q.get("first_response_s"),
             q.get("last_response_s"), q.get("sent_frame"), q.get("first_frame"),
-            q.get("last_frame"), q.get("response_segments"), q.get("response_segment_median"),
-            q.get("response_segment_max"), q.get("response_segment_sizes")))
+            q.get("last_frame"), segments, q.get("response_segment_median"),
+            q.get("response_segment_max"),
+            # read for bulk responses only (measure.forward_chunk): a third of a storm's legs
+            q.get("response_segment_sizes") if (segments or 0) >= BULK_SEGMENTS else None))
     client, server = conn["client"], conn["server"]
     return Leg(conn["id"], (sys.intern(client["ip"]), client["port"]),
                (sys.intern(server["ip"]), server["port"]), tuple(queries),

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from pktflow.relay.topology import BULK_SEGMENTS
 from pktflow.report.queries import SQL_WIDTH
 
 MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
@@ -78,7 +79,7 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
                          "dim"))
     # Bulk results: the biggest responses tell the transfer's story. Many small statements
     # (transaction pooling): the ones the relay delayed most.
-    bulk = any((p["segments_in"] or 0) >= 4 for p in relay["queries"])
+    bulk = any((p["segments_in"] or 0) >= BULK_SEGMENTS for p in relay["queries"])
     order = "biggest responses first" if bulk else "most delayed by the relay first"
     pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
                    if bulk else -(p["relay_cost_ms"] or 0.0))
