@@ -3,7 +3,8 @@
 A connection's report is 7-12 KB of JSON (compact or indented) but 25-30 KB as Python dicts,
 and a capture of a connection storm (pgbench -C, 20,000 connections) held 570 MB of them until
 the report was written. Stored, one takes 500-1,000 bytes (deflate primed with the first
-connection's JSON: the keys and most values repeat), plus what relay matching reads of a
+connections' JSON, 32 KB of it: the keys and most values repeat; primed with the first one
+only, a storm's took 1,070 bytes when that one ran pgbench's setup queries and the others not), plus what relay matching reads of a
 PostgreSQL connection (relay.topology.relay_view) and its payload bytes (the text overview's
 ranking). The text is in the layout the output will have, compact (jsonl)
 or indented as --format json nests it, so the JSON writers copy it; everything else decodes
@@ -44,7 +45,7 @@ class Connections(Sequence[dict[str, Any]]):
 
     def __init__(self, layout: str = COMPACT) -> None:
         self.layout = layout
-        self._zdict = b""  # the first connection's JSON: what deflate matches the others to
+        self._zdict = b""  # the first connections' JSON: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
         # (connection number, JSON without "role": as text, or deflated, what relay matching
         # reads of it or None, payload bytes)
@@ -67,11 +68,12 @@ class Connections(Sequence[dict[str, Any]]):
     def add(self, number: int, report: dict[str, Any]) -> None:
         text = indented(report, 2) if self.layout == INDENTED else compact(report)
         kept: str | bytes = text
-        if not self._zdict:
-            self._zdict = text.encode()[-32768:]  # deflate's window
-        elif len(self._items) >= RAW:
+        if len(self._items) >= RAW:
             if self._lib is None:
                 self._lib = deflate_lib()
+                # what deflate matches the others to: the texts kept as they are, up to its
+                # window (several: a capture's first connections are not all alike)
+                self._zdict = "".join(str(k) for _, k, _, _ in self._items).encode()[-32768:]
             level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
             c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
             kept = c.compress(text.encode()) + c.flush()
