@@ -82,6 +82,47 @@ def test_ladder_fits_a_narrow_terminal(capture: Path, width: int) -> None:
     assert all(ln.startswith(" ") for ln in body), [ln for ln in body if ln[:1] != " "]
 
 
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_plain_and_styled_ladders_read_the_same(width: int) -> None:
+    """Without colours the lines are written as plain text (a tenth of rich's cost); through
+    rich (recording, as on a terminal) the same characters, cropped at the same width."""
+    from rich.console import Console
+
+    from pktflow.cli import build_parser
+    from pktflow.flow.cli import prepare
+    from pktflow.flow.text import render
+
+    for capture, argv in ((POOLED, []), (CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap",
+                                         ["--all"])):
+        args = build_parser().parse_args(["flow", str(capture), *argv])
+        _, _, ladder = prepare(args, analyze)
+        texts = []
+        for record in (False, True):
+            out = io.StringIO()
+            render(ladder, Console(file=out, width=width, record=record))
+            texts.append(out.getvalue())
+        assert texts[0] == texts[1]
+        assert all(len(line) <= width for line in texts[0].splitlines())
+
+
+def test_many_clients_share_one_lane() -> None:
+    """More than MAX_SIDE_LANES client endpoints (pgbench's five; a storm's 20,000) are drawn
+    as one lane, with a note; every packet is still drawn, between the right lanes."""
+    from pktflow.flow.ladder import MAX_SIDE_LANES
+
+    capture = str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap")
+    doc = flow_json(capture, "--all")
+    clients = {f"{c['client']['ip']}:{c['client']['port']}"
+               for c in analyze(capture)["connections"] if c["role"] == "front"}
+    assert len(clients) > MAX_SIDE_LANES
+    assert doc["lanes"][0] == f"clients ({len(clients):,} endpoints)"
+    assert len(doc["lanes"]) == 3 and doc["lanes"][1].startswith("pooler")
+    assert any("drawn as one lane" in n for n in doc["notes"])
+    drawn = rows(doc)
+    assert {(r["from"], r["to"]) for r in drawn} <= {(0, 1), (1, 0), (1, 2), (2, 1)}
+    assert len({r["frame"] for r in drawn}) == len(drawn)
+
+
 def test_pooled_seqscan_has_three_lanes_and_shows_the_resplit() -> None:
     code, out, _ = cli("flow", str(POOLED), width=160)
     assert code == 0

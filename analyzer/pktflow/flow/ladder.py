@@ -13,6 +13,7 @@ from pktflow.report.stored import by_id
 from pktflow.tcp.observe import FILLS_HOLE, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
+MAX_SIDE_LANES = 3  # client (or server) lanes drawn apart; more share one lane
 
 
 class Row(NamedTuple):
@@ -90,10 +91,10 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(report: dict[str, Any], conn_ids: set[str]
-                ) -> tuple[list[str], dict[str, tuple[int, int]]]:
-    """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes."""
-    sel = by_id(report["connections"], conn_ids)
+def _lane_names(sel: list[dict[str, Any]]
+                ) -> tuple[list[str], dict[str, tuple[int, int]], list[str]]:
+    """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes;
+    notes on lanes merged. `sel`: the connections drawn."""
 
     def endpoint(ep: dict[str, Any]) -> str:
         return f"{ep['ip']}:{ep['port']}"
@@ -114,16 +115,26 @@ def _lane_names(report: dict[str, Any], conn_ids: set[str]
                          pooler if role == "front" and pooler else server)
     clients = list(dict.fromkeys(a for a, _ in ends.values() if a != pooler))
     servers = list(dict.fromkeys(b for _, b in ends.values() if b != pooler))
+    notes = []
+    for side, role in ((clients, "clients"), (servers, "servers")):
+        if len(side) > MAX_SIDE_LANES:  # a storm's 20,000 clients: one lane, not 20,000
+            lane, merged = f"{role} ({len(side):,} endpoints)", set(side)
+            ends = {k: (lane if a in merged else a, lane if b in merged else b)
+                    for k, (a, b) in ends.items()}
+            notes.append(f"the {len(side):,} {role} are drawn as one lane; --connection draws "
+                         f"chosen connections apart")
+            side[:] = [lane]
     lanes = clients + ([pooler] if pooler else []) + servers
     index = {name: i for i, name in enumerate(lanes)}
-    return lanes, {k: (index[a], index[b]) for k, (a, b) in ends.items()}
+    return lanes, {k: (index[a], index[b]) for k, (a, b) in ends.items()}, notes
 
 
 def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:
-    lanes, ends = _lane_names(report, conn_ids)
+    sel = by_id(report["connections"], conn_ids)  # a stored report decodes these once
+    lanes, ends, lane_notes = _lane_names(sel)
     start = report["capture"]["first_ts"] or 0.0
     # (conn, sender is client) whose windows are raw: no handshake, scale unknown
-    raw = {(c["id"], side == "client_to_server") for c in by_id(report["connections"], conn_ids)
+    raw = {(c["id"], side == "client_to_server") for c in sel
            for side, d in c["directions"].items() if not d.get("window_scale_known")}
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
@@ -182,7 +193,7 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                 rows.append(Row(t, ev.frame, ev.conn, src, dst, "dupack", 0, ev.win, (), False,
                                 tuple(marks)))
         last_win[(ev.conn, ev.d)] = ev.win
-    ladder = Ladder(title, lanes, rows, cut=got.cut)
+    ladder = Ladder(title, lanes, rows, cut=got.cut, notes=lane_notes)
     ladder.items = collapse(rows)
     ladder.phases = phases(rows, ladder.items)
     if got.cut:
