@@ -155,7 +155,9 @@ def test_connections_picked_by_id_decode_only_those(monkeypatch: pytest.MonkeyPa
     assert stored_module.connection_ids(conns) == [c["id"] for c in plain]
     assert not decoded
     want = {plain[1]["id"], plain[-1]["id"], "c999999"}
-    assert stored_module.by_id(conns, want) == [plain[1], plain[-1]]
+    picked = stored_module.by_id(conns, want)
+    assert next(picked) == plain[1] and decoded == [1]  # one at a time, as they are read
+    assert list(picked) == [plain[-1]]
     assert sorted(decoded) == [1, len(plain) - 1]
-    assert stored_module.by_id(plain, want) == [plain[1], plain[-1]]
+    assert list(stored_module.by_id(plain, want)) == [plain[1], plain[-1]]
     assert stored_module.connection_ids(plain) == [c["id"] for c in plain]

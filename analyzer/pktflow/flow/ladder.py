@@ -130,12 +130,17 @@ def _lane_names(sel: list[dict[str, Any]]
 
 
 def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:
-    sel = by_id(report["connections"], conn_ids)  # a stored report decodes these once
-    lanes, ends, lane_notes = _lane_names(sel)
+    # what is drawn of each connection: a stored report's are decoded one at a time (a
+    # storm's 20,000, decoded and kept, were 600 MB)
+    drawn: list[dict[str, Any]] = []
+    raw: set[tuple[str, bool]] = set()  # (conn, sender is client): windows raw, scale unknown
+    for c in by_id(report["connections"], conn_ids):
+        drawn.append({"id": c["id"], "role": c.get("role", "direct"), "client": c["client"],
+                      "server": c["server"]})
+        raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
+                   if not d.get("window_scale_known"))
+    lanes, ends, lane_notes = _lane_names(drawn)
     start = report["capture"]["first_ts"] or 0.0
-    # (conn, sender is client) whose windows are raw: no handshake, scale unknown
-    raw = {(c["id"], side == "client_to_server") for c in sel
-           for side, d in c["directions"].items() if not d.get("window_scale_known")}
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
     sent_end: dict[tuple[str, int], int] = {}

@@ -104,9 +104,9 @@ class Connections(Sequence[dict[str, Any]]):
         """Every connection's id, in order, without decoding any."""
         return [f"c{number}" for number, _, _, _ in self._items]
 
-    def picked(self, ids: Collection[str]) -> list[dict[str, Any]]:
-        """The connections with these ids, in order: only they are decoded."""
-        return [self[i] for i, item in enumerate(self._items) if f"c{item[0]}" in ids]
+    def picked(self, ids: Collection[str]) -> Iterator[dict[str, Any]]:
+        """The connections with these ids, in order: only they are decoded, one at a time."""
+        return (self[i] for i, item in enumerate(self._items) if f"c{item[0]}" in ids)
 
     def _text(self, i: int) -> str:
         """Connection i in the layout, with "role" last as relay matching adds it to a
@@ -178,12 +178,13 @@ def connection_ids(conns: Sequence[dict[str, Any]]) -> list[str]:
     return [c["id"] for c in conns]
 
 
-def by_id(conns: Sequence[dict[str, Any]], ids: Collection[str]) -> list[dict[str, Any]]:
+def by_id(conns: Sequence[dict[str, Any]], ids: Collection[str]) -> Iterator[dict[str, Any]]:
     """The report's connections with these ids, in order (stored ones decoded only if
-    picked: a diagram of two connections of a 20,000-connection capture decodes two)."""
+    picked, one at a time: a diagram of two connections of a 20,000-connection capture decodes
+    two, and one of all of them holds one decoded at a time)."""
     if isinstance(conns, Connections):
         return conns.picked(ids)
-    return [c for c in conns if c["id"] in ids]
+    return (c for c in conns if c["id"] in ids)
 
 
 def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
