@@ -34,7 +34,11 @@ def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
                 acked["win"].append((t, ev.ack + ev.win))
                 if ev.win == 0:
                     acked["zero"].append((t, ev.ack))
-    names = {c["id"]: c for c in by_id(report["connections"], {cid for cid, _ in out})}
+    # of each connection its endpoints and whether each direction's window scale is known
+    # (a stored report's decoded one at a time, not all kept: a storm's are 600 MB as dicts)
+    names = {c["id"]: (c["client"], c["server"],
+                       {k: bool(v.get("window_scale_known")) for k, v in c["directions"].items()})
+             for c in by_id(report["connections"], {cid for cid, _ in out})}
     series = []
     for (cid, d), s in out.items():
         if not s["seg"] and not s["retr"]:
@@ -43,11 +47,11 @@ def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
         from_client = (d == 0) != got.swapped.get(cid, False)
         raw = True
         if c is not None:
-            a, b = (c["client"], c["server"]) if from_client else (c["server"], c["client"])
+            client, server, known = c
+            a, b = (client, server) if from_client else (server, client)
             title = f"{cid} {a['ip']}:{a['port']} → {b['ip']}:{b['port']}"
             # the window limiting this data is advertised by the receiver
-            receiver = c["directions"]["server_to_client" if from_client else "client_to_server"]
-            raw = not receiver.get("window_scale_known")
+            raw = not known["server_to_client" if from_client else "client_to_server"]
         else:
             title = cid
         base = min(x[1] for x in s["seg"] + s["retr"])
@@ -62,8 +66,9 @@ def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    series = [s for s in _series(report, got) if len(s["seg"]) + len(s["retr"]) >= 4][:3] \
-        or _series(report, got)[:1]
+    every = _series(report, got)
+    series = [s for s in every if len(s["seg"]) + len(s["retr"]) >= 4][:3] or every[:1]
+    del every
     relay_view = len({s["title"].split()[0] for s in series}) > 1
     n = max(1, len(series))
     rows = n + 2 + (1 if relay_view else 0)
