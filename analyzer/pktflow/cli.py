@@ -202,10 +202,12 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from rich.console import Console
 
-    from pktflow.compare import compare
+    from pktflow.compare import compare, side
     from pktflow.report.compare import render as render_compare
 
-    doc = compare(_analyze_one(args.a, args, env), _analyze_one(args.b, args, env))
+    # each report kept stored and read once, then dropped: what compare reads of it stays
+    a = side(_analyze_one(args.a, args, env, COMPACT))
+    doc = compare(a, side(_analyze_one(args.b, args, env, COMPACT)))
     if args.format == "json":
         json.dump(doc, env.stdout, indent=2)
         env.stdout.write("\n")

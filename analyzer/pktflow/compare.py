@@ -7,7 +7,8 @@ leg's query, with the back leg (the server's side) measured through the relay pa
 
 from __future__ import annotations
 
-from typing import Any
+from collections import deque
+from typing import Any, NamedTuple
 
 from pktflow.relay.measure import ms_between
 from pktflow.relay.topology import sql_key
@@ -31,30 +32,36 @@ METRICS = [
 ]
 
 
-def _s2c(conn: dict[str, Any]) -> dict[str, Any]:
-    return conn["directions"]["server_to_client"]
+def _server_side(conn: dict[str, Any]) -> tuple[Any, ...]:
+    """What a query view reads of the connection that served it: its server -> client
+    direction's medians and counts, and each query's segment median."""
+    d = conn["directions"]["server_to_client"]
+    flights = d.get("flights") or {}
+    return ((d.get("acks") or {}).get("bytes_acked_median"), flights.get("bytes_median"),
+            flights.get("count"), (d.get("window") or {}).get("zero_window_periods"),
+            [q.get("response_segment_median") for q in conn.get("queries") or []])
 
 
 def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each client-visible query with the measures of both the client's and the server's leg."""
-    conns = {c["id"]: c for c in report["connections"]}
+    """Each client-visible query with the measures of both the client's and the server's leg.
+    One pass over the connections, keeping of each only what the views read (a stored
+    report's are decoded one at a time: a storm's, kept whole, were half a gigabyte)."""
     back_of: dict[tuple[str, int], dict[str, Any]] = {}
     for relay in report.get("relays") or []:
         for p in relay["queries"]:
             back_of[(p["front"]["connection"], p["front"]["query_index"])] = p
-    out = []
+    servers: dict[str, tuple[Any, ...]] = {}
+    out: list[tuple[dict[str, Any], str, int]] = []  # view, connection that served it, query
     for c in report["connections"]:
+        servers[c["id"]] = _server_side(c)
         if c.get("role") == "back":
             continue
         for i, q in enumerate(c.get("queries") or []):
             pair = back_of.get((c["id"], i))
-            server_conn = conns[pair["back"]["connection"]] if pair else c
-            server_q = (server_conn["queries"][pair["back"]["query_index"]] if pair else q)
-            d_client, d_server = _s2c(c), _s2c(server_conn)
             took = ms_between(q.get("sent_s"), q.get("last_response_s"))
             transfer = ms_between(q.get("first_response_s"), q.get("last_response_s"))
             nbytes = q.get("response_bytes") or 0
-            out.append({
+            out.append(({
                 "sql": q.get("sql"), "connection": c["id"], "query_index": i,
                 "via_relay": pair is not None, "rows": q.get("rows"),
                 "client_ms": took,
@@ -62,16 +69,20 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "response_bytes": nbytes,
                 "client_segment_median": q.get("response_segment_median"),
                 "client_segments": q.get("response_segments"),
-                "client_bytes_per_ack": (d_client.get("acks") or {}).get("bytes_acked_median"),
-                "server_segment_median": server_q.get("response_segment_median"),
-                "server_bytes_per_ack": (d_server.get("acks") or {}).get("bytes_acked_median"),
-                "server_bytes_per_flight": (d_server.get("flights") or {}).get("bytes_median"),
-                "server_flights": (d_server.get("flights") or {}).get("count"),
-                "server_zero_windows": (d_server.get("window") or {}).get("zero_window_periods"),
+                "client_bytes_per_ack": servers[c["id"]][0],
+                "server_segment_median": None, "server_bytes_per_ack": None,
+                "server_bytes_per_flight": None, "server_flights": None,
+                "server_zero_windows": None,
                 "relay_cost_ms": pair["relay_cost_ms"] if pair else 0.0,
                 "frames": [q.get("sent_frame"), q.get("last_frame")],
-            })
-    return out
+            }, pair["back"]["connection"] if pair else c["id"],
+                pair["back"]["query_index"] if pair else i))
+    for view, conn, index in out:  # the server's side, now that every connection is seen
+        ack, flight, flights, zero, medians = servers[conn]
+        view.update(server_segment_median=medians[index], server_bytes_per_ack=ack,
+                    server_bytes_per_flight=flight, server_flights=flights,
+                    server_zero_windows=zero)
+    return [view for view, _, _ in out]
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -80,25 +91,37 @@ def _ratio(a: Any, b: Any) -> float | None:
     return round(b / a, 3)
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+class Side(NamedTuple):
+    """What `compare` reads of one capture's report."""
+    file: str
+    has_relay: bool
+    queries: list[dict[str, Any]]
+
+
+def side(report: dict[str, Any]) -> Side:
+    return Side(report["capture"]["file"], bool(report.get("relays")), query_views(report))
+
+
+def compare(a: dict[str, Any] | Side, b: dict[str, Any] | Side) -> dict[str, Any]:
     """Pair queries by SQL text (in order of appearance when a statement repeats)."""
-    qa, qb = query_views(a), query_views(b)
-    pending: dict[str, list[dict[str, Any]]] = {}
-    for q in qb:
-        pending.setdefault(sql_key(q["sql"]), []).append(q)
+    a = a if isinstance(a, Side) else side(a)
+    b = b if isinstance(b, Side) else side(b)
+    pending: dict[str, deque[dict[str, Any]]] = {}
+    for q in b.queries:
+        pending.setdefault(sql_key(q["sql"]), deque()).append(q)
     rows, only_a = [], []
-    for q in qa:
+    for q in a.queries:
         cands = pending.get(sql_key(q["sql"]))
         if not cands:
             only_a.append(q)
             continue
-        other = cands.pop(0)
+        other = cands.popleft()
         rows.append({"sql": q["sql"], "a": q, "b": other,
                      "ratio_b_to_a": {k: _ratio(q[k], other[k]) for k, *_ in METRICS}})
     only_b = [q for qs in pending.values() for q in qs]
     rows.sort(key=lambda r: -(r["a"]["response_bytes"] or 0))
-    return {"schema": SCHEMA, "a": a["capture"]["file"], "b": b["capture"]["file"],
-            "a_has_relay": bool(a.get("relays")), "b_has_relay": bool(b.get("relays")),
+    return {"schema": SCHEMA, "a": a.file, "b": b.file,
+            "a_has_relay": a.has_relay, "b_has_relay": b.has_relay,
             "queries": rows,
             "only_in_a": [{"sql": q["sql"], "connection": q["connection"]} for q in only_a],
             "only_in_b": [{"sql": q["sql"], "connection": q["connection"]} for q in only_b]}
