@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from pktflow.cli import Env, main
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
@@ -52,3 +54,22 @@ def test_text_highlights_the_differences() -> None:
     code, out = run("compare", str(DIRECT), str(POOLED))
     assert code == 0
     assert "segment size to the client (median)" in out and "0.50x" in out
+
+
+def test_a_stored_report_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare reads a stored report (as the CLI keeps it) in one pass, each connection decoded
+    once, and finds what it finds in the plain reports."""
+    from pktflow.compare import compare, side
+    from pktflow.pipeline import Options, analyze
+    from pktflow.report.stored import COMPACT, Connections
+
+    a, b = CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap", POOLED
+    stored = analyze(str(a), Options(store=COMPACT))
+    decoded: list[int] = []
+    text = Connections._text
+    monkeypatch.setattr(Connections, "_text",
+                        lambda self, i: (decoded.append(i), text(self, i))[1])
+    got = side(stored)
+    assert sorted(decoded) == list(range(len(stored["connections"])))
+    assert compare(got, analyze(str(b))) == compare(analyze(str(a)), analyze(str(b)))
+    assert any(q["a"]["via_relay"] for q in compare(got, got)["queries"])
