@@ -421,9 +421,14 @@ class Conversation(CompiledSink):
         s.named += 1
 
     def _head(self) -> Query | None:
-        for q in self.pending:
+        pending = self.pending
+        if pending:  # per segment of a bulk response: the first is nearly always the one
+            q = pending[0]
             if not q.done:
                 return q
+            for q in pending:
+                if not q.done:
+                    return q
         return None
 
     def _bulk(self, s: _Side, rows: int, copies: int, nbytes: int, frame: int,
