@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pktflow.pipeline import analyze
-from pktflow.relay.measure import relays_json
-from pktflow.relay.topology import Leg, find_relays, relay_view
+from pktflow.relay.measure import relays_of
+from pktflow.relay.topology import Leg, find_relays, relay_leg
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
@@ -172,7 +172,7 @@ def _conn(cid: str, client: tuple[str, int], server: tuple[str, int],
 
 
 def _legs(*conns: dict[str, Any]) -> list[Leg]:
-    return [leg for leg in map(relay_view, conns) if leg is not None]
+    return [leg for leg in map(relay_leg, conns) if leg is not None]
 
 
 POOLER, DB = "10.0.0.2", "10.0.0.3"
@@ -191,8 +191,10 @@ def test_transaction_pooling_pairs_by_time() -> None:
               [_q("UPDATE t SET v = v + 1", 1.11, 1.14, 1.15, 21),
                _q("SELECT 1", 2.0, 2.01, 2.01, 90)]),
     ]
-    relays, _ = relays_json(fronts + backs)
+    relays, _, roles = relays_of(_legs(*fronts, *backs))
     assert len(relays) == 1
+    assert roles == {"c0": "front", "c1": "front", "c2": "front", "c10": "back",
+                     "c11": "back"}
     r = relays[0]
     assert r["front_port"] == 7000 and r["back_ports"] == [7777]
     pairs = {p["front"]["connection"]: (p["back"]["connection"], p["back"]["query_index"])
@@ -220,6 +222,6 @@ def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:
     front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
     back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.01, 1.02, 1.05, 6)])
     other = _conn("c3", (POOLER, 50002), (DB, 7777), [_q("SELECT now()", 1.3, 1.31, 1.32, 9)])
-    relays, _ = relays_json([front, back, other])
+    relays, _, roles = relays_of(_legs(front, back, other))
     assert relays[0]["back_connections"] == ["c2"]
-    assert other["role"] == "direct" and back["role"] == "back" and front["role"] == "front"
+    assert roles == {"c1": "front", "c2": "back"}  # c3 is none of the relay's: direct

@@ -178,11 +178,11 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
         elif isinstance(it, Group) and not expand:
             tot = group_totals(rows, it)
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
-                                      _totals_line(tot, f"╭─ × {it.reps:,}: "), "bold yellow"))
+                                _totals_line(tot, f"╭─ × {it.reps:,}: "), "bold yellow"))
             for r in rows[it.start:it.start + it.period]:
                 out.add(canvas.arrow(r, f"     ×{it.reps:,}"))
             out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",
-                                      "bold yellow"))
+                                "bold yellow"))
         elif isinstance(it, Group):
             for r in rows[it.start:it.end]:
                 out.add(canvas.arrow(r, _lead(r, t0)))
@@ -204,25 +204,25 @@ def _phase(out: _Lines, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
            lanes: list[str]) -> None:
     tot = span_totals(rows, it.start, it.end)
     out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
-                              _totals_line(tot, "╭─ bulk transfer: "), "bold yellow"))
+                        _totals_line(tot, "╭─ bulk transfer: "), "bold yellow"))
     for b in breakdown(rows, it.start, it.end):
         ack = (f"; {b['acks']:,} ACKs back, median {b['ack_median']:,} B"
                if b["acks"] else "; no ACKs back in this span")
         out.add(canvas.note("", f"│  {lanes[b['from']]} → {lanes[b['to']]}: "
-                                  f"{b['segments']:,} segments, median "
-                                  f"{b['segment_median']:,} B{ack}", "yellow"))
+                            f"{b['segments']:,} segments, median "
+                            f"{b['segment_median']:,} B{ack}", "yellow"))
     marked = [r for r in rows[it.start:it.end] if r.marks]
     for r in marked[:6]:
         out.add(canvas.arrow(r, f"  ! #{r.frame}"))
     if len(marked) > 6:
         out.add(canvas.note("", f"│  ... {len(marked) - 6:,} more marked packets "
-                                  f"(--detail)", "red"))
+                            f"(--detail)", "red"))
     g = it.dominant
     if g is not None:
         out.add(canvas.note("", f"│  most repeated: these {g.period} step(s) × "
-                                  f"{g.reps:,} in a row", "yellow"))
+                            f"{g.reps:,} in a row", "yellow"))
         for r in rows[g.start:g.start + g.period]:
             out.add(canvas.arrow(r, f"     ×{g.reps:,}"))
     out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms",
-                              "╰─ (--detail: every repeated block; --expand: every packet)",
-                              "yellow"))
+                        "╰─ (--detail: every repeated block; --expand: every packet)",
+                        "yellow"))

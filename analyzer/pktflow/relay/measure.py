@@ -1,8 +1,8 @@
 """What a relay does to each query and to the transfer: delays, re-segmentation, coupling of the
 back leg to the front leg's drain, and a verdict in words with the setting that would change it.
 
-Input: what relay_view takes of the report's connection dicts (pktflow.report/1); output:
-the report's "relays" list, so text, JSON and `compare` agree.
+Input: what relay_leg takes of the report's connection dicts (pktflow.report/1); output:
+the report's "relays" list and each leg's role, so text, JSON and `compare` agree.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.findings import Finding
-from pktflow.relay.topology import (BULK_SEGMENTS, Leg, LegQuery, QueryRef, Relay, find_relays,
-                                    relay_view)
+from pktflow.relay.topology import BULK_SEGMENTS, Leg, LegQuery, QueryRef, Relay, find_relays
 
 
 def ms_between(a: Any, b: Any) -> float | None:
@@ -168,15 +167,6 @@ def forward_chunk(front_queries: list[LegQuery]) -> int | None:
     if not common:
         return None
     return max(k for k in common if k <= 2 * common[0])
-
-
-def relays_json(conns: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Finding]]:
-    """The report's "relays" list of these connection dicts, and each one's "role" set."""
-    legs = [leg for leg in map(relay_view, conns) if leg is not None]
-    relays, findings, roles = relays_of(legs)
-    for c in conns:
-        c["role"] = roles.get(c["id"], "direct")
-    return relays, findings
 
 
 def relays_of(legs: list[Leg]) -> tuple[list[dict[str, Any]], list[Finding], dict[str, str]]:

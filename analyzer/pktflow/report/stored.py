@@ -2,16 +2,16 @@
 
 A connection's report is 7-12 KB of JSON (compact or indented) but 25-30 KB as Python dicts,
 and a capture of a connection storm (pgbench -C, 20,000 connections) held 570 MB of them until
-the report was written. Stored, one takes 500-1,000 bytes (deflate primed with the first
-connections' JSON, 32 KB of it: the keys and most values repeat; primed with the first one
-only, a storm's took 1,070 bytes when that one ran pgbench's setup queries and the others not), plus what relay matching reads of a
-PostgreSQL connection (relay.topology.relay_view) and its payload bytes (the text overview's
-ranking). The text is in the layout the output will have, compact (jsonl)
-or indented as --format json nests it, so the JSON writers copy it; everything else decodes
-one connection at a time. Deflate is ISA-L's level 0 when the isal package is there (10 us
-and 640 bytes for an indented connection of that capture, 4 us to inflate; its level 1 took
-16 us for 470 bytes, 7 to inflate), else zlib's level 1 (35 us, 520 bytes); raw (no
-checksum over the dictionary and the text each time)."""
+the report was written. Stored, one takes 500-1,000 bytes (deflate primed with 32 KB of the
+first connections' JSON: the keys and most values repeat; primed with the first one only, a
+storm's took 1,070 bytes when that one ran pgbench's setup queries and the others did not),
+plus what relay matching reads of a PostgreSQL connection (relay.topology.relay_leg) and its
+payload bytes (the text overview's ranking). The text is in the layout the output will have,
+compact (jsonl) or indented as --format json nests it, so the JSON writers copy it; everything
+else decodes one connection at a time. Deflate is ISA-L's level 0 when the isal package is
+there (10 us and 640 bytes for an indented connection of that capture, 4 us to inflate; its
+level 1 took 16 us for 470 bytes, 7 to inflate), else zlib's level 1 (35 us, 520 bytes); raw
+(no checksum over the dictionary and the text each time)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any, overload
 
 from pktflow.capture.gz import deflate_lib
-from pktflow.relay.topology import Leg, relay_view
+from pktflow.relay.topology import Leg, relay_leg
 from pktflow.report.jsontext import compact, indented
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -77,7 +77,7 @@ class Connections(Sequence[dict[str, Any]]):
             level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
             c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
             kept = c.compress(text.encode()) + c.flush()
-        self._items.append((number, kept, relay_view(report), payload_bytes(report)))
+        self._items.append((number, kept, relay_leg(report), payload_bytes(report)))
 
     def sort(self) -> None:
         self._items.sort(key=lambda item: item[0])
@@ -160,7 +160,7 @@ class Reports:
         self._items.sort(key=lambda item: item[0])
 
     def relay_legs(self) -> list[Leg]:
-        return [leg for leg in (relay_view(report) for _, report in self._items)
+        return [leg for leg in (relay_leg(report) for _, report in self._items)
                 if leg is not None]
 
     def set_roles(self, roles: dict[str, str]) -> None:
