@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pktflow.errors import UsageError
+from pktflow.report.columns import short_sql
 from pktflow.report.stored import by_id, connection_ids
 
 # After a query's last response byte, keep drawing this long for the ACKs that follow it.
 TAIL_S = 0.2
+TITLE_SQL = 60  # SQL in a diagram's title
 
 
 @dataclass
@@ -46,11 +48,6 @@ def _pair_for(report: dict[str, Any], conn: str, index: int) -> dict[str, Any] |
                 if p[leg]["connection"] == conn and p[leg]["query_index"] == index:
                     return p
     return None
-
-
-def _sql(q: dict[str, Any]) -> str:
-    text = " ".join((q.get("sql") or "").split())
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def select(report: dict[str, Any], *, query: str | None = None,
@@ -101,11 +98,12 @@ def select(report: dict[str, Any], *, query: str | None = None,
         t0 = f["sent_s"]
         last = max(x for x in (f.get("last_response_s"), b.get("last_response_s"), t0)
                    if x is not None)
-        title = (f"{_sql(f)}  ({pair['front']['connection']}#{pair['front']['query_index']} "
-                 f"via {pair['back']['connection']}#{pair['back']['query_index']})")
+        title = (f"{short_sql(f.get('sql'), TITLE_SQL)}  ({pair['front']['connection']}#"
+                 f"{pair['front']['query_index']} via {pair['back']['connection']}#"
+                 f"{pair['back']['query_index']})")
         return Selection(ids, t0, _span_after(report, ids, last), title)
     ids = {conn}
     t0 = q["sent_s"]
     last = q.get("last_response_s") or t0
     return Selection(ids, t0, _span_after(report, ids, last),
-                     f"{_sql(q)}  ({conn}#{idx_n})")
+                     f"{short_sql(q.get('sql'), TITLE_SQL)}  ({conn}#{idx_n})")

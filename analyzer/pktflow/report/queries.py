@@ -6,11 +6,11 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from rich.console import RenderableType
-from rich.table import Table
+from rich.console import Group, RenderableType
 from rich.text import Text
 
-SQL_WIDTH = 48
+from pktflow.report.columns import fits, short_sql, table, widths
+
 MAX_QUERY_ROWS = 30  # queries shown per connection: beyond, those with the largest responses
 
 
@@ -28,11 +28,6 @@ def _rate(nbytes: int, a: float | None, b: float | None) -> str:
         if bps >= div:
             return f"{bps / div:,.1f} {unit}"
     return f"{bps:,.0f} B/s"
-
-
-def _sql(q: dict[str, Any]) -> str:
-    sql = " ".join((q.get("sql") or "").split())
-    return sql if len(sql) <= SQL_WIDTH else sql[:SQL_WIDTH - 1] + "…"
 
 
 def protocol_line(conn: dict[str, Any]) -> Text | None:
@@ -57,22 +52,28 @@ def protocol_line(conn: dict[str, Any]) -> Text | None:
                                          else ""), "bold")
 
 
-def query_table(conn: dict[str, Any]) -> RenderableType | None:
+_HEADS = ("at s", "sql", "rows", "bytes", "server ms", "transfer ms", "rate", "frames")
+
+
+def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None:
+    """The connection's queries, in a panel `width` columns wide: one table when every number
+    and 12 characters of SQL fit, else the SQL and the numbers as two tables numbered by the
+    query's index (c1#0 in the relay table and `flow --query`)."""
     queries = conn.get("queries") or []
     if not queries:
         return None
     title = f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
+    shown: list[int] | range = range(len(queries))
     if len(queries) > MAX_QUERY_ROWS:  # a pooler's back leg, a long session: the big ones
-        largest = heapq.nlargest(MAX_QUERY_ROWS, range(len(queries)),
-                                 key=lambda i: queries[i].get("response_bytes") or 0)
+        shown = sorted(heapq.nlargest(MAX_QUERY_ROWS, shown,
+                                      key=lambda i: queries[i].get("response_bytes") or 0))
         title = (f"{len(queries):,} queries, the {MAX_QUERY_ROWS} with the largest responses "
                  f"shown in order (--format json has every one)")
-        queries = [queries[i] for i in sorted(largest)]
-    table = Table(title=title, title_justify="left", box=None, pad_edge=False, expand=True)
     rows: list[list[str | Text]] = []
-    for q in queries:
+    for i in shown:
+        q = queries[i]
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
-        sql = Text(_sql(q))
+        sql = Text(short_sql(q.get("sql")))
         if q.get("error"):
             sql.append(f"  ERROR {q['error'].get('code', '')}", "red")
         rows.append(["-" if sent is None else f"{sent:.3f}", sql,
@@ -80,16 +81,15 @@ def query_table(conn: dict[str, Any]) -> RenderableType | None:
                      f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
                      _rate(q.get("response_bytes", 0), first, last),
                      f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}"])
-    heads = ("at s", "sql", "rows", "bytes", "server ms", "transfer ms", "rate", "frames")
-    for i, col in enumerate(heads):
-        # numbers keep their full width; only the SQL gives way in a narrow terminal
-        full = max([len(col), *(len(str(r[i])) for r in rows)])
-        table.add_column(col, justify="left" if col == "sql" else "right", no_wrap=True,
-                         overflow="ellipsis", ratio=1 if col == "sql" else None,
-                         min_width=12 if col == "sql" else full)
-    for r in rows:
-        table.add_row(*r)
-    return table
+    full = widths(_HEADS, rows)
+    if fits(full, 1, width):
+        return table(title, _HEADS, rows, full, range(len(_HEADS)))
+    numbered: list[list[str | Text]] = [[f"#{i}", *r] for i, r in zip(shown, rows)]
+    heads = ("#", *_HEADS)
+    full = widths(heads, numbered)
+    return Group(table(title, heads, numbered, full, range(3)),
+                 table("the same queries: rows, bytes and timing", heads, numbered, full,
+                       (0, *range(3, len(heads)))))
 
 
 def message_counts(conn: dict[str, Any]) -> Text | None:

@@ -3,16 +3,14 @@ Renders from the report's "relays" list (pktflow.report/1) only."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from pktflow.relay.topology import BULK_SEGMENTS
-from pktflow.report.queries import SQL_WIDTH
+from pktflow.report.columns import fits, short_sql, table, widths
 
 MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
 MAX_LEGS = 12  # connection ids listed per leg
@@ -24,11 +22,6 @@ def _f(v: float | None, unit: str = "") -> str:
 
 def _n(v: int | None) -> str:
     return "-" if v is None else f"{v:,}"
-
-
-def _sql(sql: str | None) -> str:
-    text = " ".join((sql or "").split())
-    return text if len(text) <= SQL_WIDTH else text[:SQL_WIDTH - 1] + "…"
 
 
 def _legs(ids: list[str]) -> str:
@@ -44,18 +37,7 @@ _HEADS = ("front via back", "sql", "rows", "req", "first", "last", "cost", "segm
 _DELAYS = ("delays in ms: req = request in -> out, first/last = response byte in -> out, "
            "cost = added by the relay")
 _SEGMENTS = "segments and median sizes in -> out"
-_SQL_MIN = 12
-
-
-def _table(title: str, rows: list[list[str]], full: list[int], cols: Iterable[int]) -> Table:
-    table = Table(box=None, pad_edge=False, title_justify="left", expand=True, title=title)
-    for i in cols:
-        table.add_column(_HEADS[i], justify="left" if i < 2 else "right", no_wrap=True,
-                         overflow="ellipsis", ratio=1 if i == 1 else None,
-                         min_width=_SQL_MIN if i == 1 else full[i])
-    for r in rows:
-        table.add_row(*(r[i] for i in cols))
-    return table
+_LEFT = ("front via back", "sql")
 
 
 def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
@@ -68,7 +50,7 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
     counts = Text(f"{relay['matched_queries']:,} queries matched leg to leg, "
                   f"{relay['unmatched_front_queries']:,} front-only, "
                   f"{relay['unmatched_back_queries']:,} back-only, {len(own):,} of the pooler's "
-                  f"own" + (f" ({', '.join(sorted({_sql(q['sql']) for q in own})[:3])})"
+                  f"own" + (f" ({', '.join(sorted({short_sql(q['sql']) for q in own})[:3])})"
                             if own else ""), "dim")
     verdict = relay["verdict"]
     body: list[RenderableType] = [head, counts, Text(verdict["summary"], "bold")]
@@ -84,22 +66,23 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
     pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
                    if bulk else -(p["relay_cost_ms"] or 0.0))
     rows = [[f"{p['front']['connection']}#{p['front']['query_index']} via "
-             f"{p['back']['connection']}#{p['back']['query_index']}", _sql(p["sql"]),
+             f"{p['back']['connection']}#{p['back']['query_index']}", short_sql(p["sql"]),
              _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),
              _f(p["last_byte_delay_ms"]), _f(p["relay_cost_ms"]),
              f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
              f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}"]
             for p in pairs[:MAX_ROWS]]
-    full = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(_HEADS)]
-    # The panel takes 4 columns; one table when every number and 12 characters of SQL fit,
-    # else the delays and the segmentation as two tables (numbers are never cropped).
-    room = width - 4
-    if sum(full) - full[1] + _SQL_MIN + 2 * (len(_HEADS) - 1) <= room:
-        body.append(_table(f"matched queries, {order}; {_DELAYS}; {_SEGMENTS}", rows, full,
-                           range(len(_HEADS))))
+    full = widths(_HEADS, rows)
+    # one table when every number and some SQL fit, else the delays and the segmentation as
+    # two tables (numbers are never cropped)
+    if fits(full, 1, width):
+        body.append(table(f"matched queries, {order}; {_DELAYS}; {_SEGMENTS}", _HEADS, rows,
+                          full, range(len(_HEADS)), _LEFT))
     else:
-        body.append(_table(f"matched queries, {order}; {_DELAYS}", rows, full, range(7)))
-        body.append(_table(f"the same queries: {_SEGMENTS}", rows, full, (0, 1, 7, 8)))
+        body.append(table(f"matched queries, {order}; {_DELAYS}", _HEADS, rows, full,
+                          range(7), _LEFT))
+        body.append(table(f"the same queries: {_SEGMENTS}", _HEADS, rows, full, (0, 1, 7, 8),
+                          _LEFT))
     if len(pairs) > MAX_ROWS:
         body.append(Text(f"... {len(pairs) - MAX_ROWS:,} smaller matched queries in the JSON "
                          f"report", "dim"))

@@ -80,7 +80,7 @@ _ROWS = [
 ]
 
 
-def render_connection(conn: dict[str, Any]) -> RenderableType:
+def render_connection(conn: dict[str, Any], width: int = 120) -> RenderableType:
     c2s, s2c = conn["directions"]["client_to_server"], conn["directions"]["server_to_client"]
     table = Table(show_header=True, box=None, pad_edge=False)
     table.add_column("")
@@ -109,7 +109,7 @@ def render_connection(conn: dict[str, Any]) -> RenderableType:
         body.append(Text(cp["summary"] + (f" ({'; '.join(cp['evidence'][:1])})"
                                           if cp["evidence"] else ""), "dim"))
     body.append(table)
-    for extra in (message_counts(conn), query_table(conn)):
+    for extra in (message_counts(conn), query_table(conn, width)):
         if extra is not None:
             body.append(extra)
     body += transfer_views(conn)
@@ -175,7 +175,7 @@ def render(report: dict[str, Any], console: Console) -> None:
     for relay in render_relays(report, console.width):
         console.print(relay)
     for _, conn in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
-        console.print(render_connection(conn))
+        console.print(render_connection(conn, console.width))
     if len(conns) > MAX_PANELS:
         where = ("are in the overview above" if len(conns) <= MAX_OVERVIEW else
                  f"are not drawn (the overview lists the busiest {MAX_OVERVIEW})")
