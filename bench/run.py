@@ -6,11 +6,11 @@
 --generate records the benchmark inputs with the lab first (root), into bench/out/ (git-ignored):
 a pg_dump of a 1,500,000-row table over the bridge (MTU 1500, offloads off), direct and through
 PgBouncer, a connection storm (pgbench -C -S through PgBouncer in transaction mode: 20,000
-client connections of one SELECT each), and four pooled dumps concatenated (mergecap -a) for
-the scale check. Prints wall time, CPU time and peak RSS per tool, packets/s and the ratios,
-pktflow's time per million packets and peak RSS on the 4x capture, and writes
-bench/results.md. --reuse times the inputs an earlier --generate left in bench/out/ again
-(after a change to pktflow).
+client connections of one SELECT each), and for the scale checks four pooled dumps, and four
+storms, concatenated (mergecap -a). Prints wall time, CPU time and peak RSS per tool,
+packets/s and the ratios, pktflow's time per million packets and peak RSS on the 4x captures,
+and writes bench/results.md. --reuse times the inputs an earlier --generate left in bench/out/
+again (after a change to pktflow).
 Run by hand, never by the test suite: timings belong in a benchmark, not in assertions.
 """
 
@@ -110,11 +110,12 @@ def record(dest: Path, via: str, rows: int, scenario: str = "pgdump", *extra: st
     return dest
 
 
-def generate(reuse: bool = False) -> tuple[list[Path], Path]:
-    """The benchmark inputs, and the scale capture: SCALE pooled dumps, recorded one after
-    the other and concatenated (mergecap -a), so it is SCALE times as large and clean. (One
-    dump of SCALE x ROWS rows, 1.4 GB, made tcpdump drop a few packets.) With `reuse`, inputs
-    an earlier run left in bench/out/ are timed again rather than recorded anew."""
+def generate(reuse: bool = False) -> tuple[list[Path], list[tuple[Path, Path]]]:
+    """The benchmark inputs, and the scale pairs (a capture, one SCALE times as large): SCALE
+    pooled dumps, and SCALE connection storms, recorded one after the other and concatenated
+    (mergecap -a), so each is SCALE times as large and clean. (One dump of SCALE x ROWS rows,
+    1.4 GB, made tcpdump drop a few packets.) With `reuse`, inputs an earlier run left in
+    bench/out/ are timed again rather than recorded anew."""
     OUT.mkdir(parents=True, exist_ok=True)
     made = []
     for via in ("direct", "pgbouncer"):
@@ -124,16 +125,21 @@ def generate(reuse: bool = False) -> tuple[list[Path], Path]:
     made.append(storm if reuse and storm.exists() else
                 record(storm, "pgbouncer", 100_000, "pgbench-connect", "--pool-mode",
                        "transaction"))
-    big = OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-x{SCALE}.pcap"
-    if not big.exists():
-        parts = [made[1]] + [record(OUT / f"pgdump-{ROWS // 1000}k-pgbouncer-bridge-{i}.pcap",
-                                    "pgbouncer", ROWS) for i in range(2, SCALE + 1)]
-        subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(big), *map(str, parts)],
-                       check=True)
-        for part in parts[1:]:
-            part.unlink()
-            part.with_suffix(".json").unlink()
-    return made, big
+    scaled = []
+    for small, args in ((made[1], ("pgbouncer", ROWS)),
+                        (storm, ("pgbouncer", 100_000, "pgbench-connect", "--pool-mode",
+                                 "transaction"))):
+        big = small.with_name(f"{small.stem}-x{SCALE}.pcap")
+        if not big.exists():
+            parts = [small] + [record(small.with_name(f"{small.stem}-{i}.pcap"), *args)
+                               for i in range(2, SCALE + 1)]
+            subprocess.run(["mergecap", "-a", "-F", "pcap", "-w", str(big), *map(str, parts)],
+                           check=True)
+            for part in parts[1:]:
+                part.unlink()
+                part.with_suffix(".json").unlink()
+        scaled.append((small, big))
+    return made, scaled
 
 
 def summary(path: Path) -> list[str]:
@@ -206,7 +212,8 @@ def compare(cap: Path, rounds: int, port: int, timeout: float) -> list[str]:
 
 def scale(small: Path, big: Path, rounds: int, timeout: float) -> list[str]:
     """pktflow's time per million packets and peak RSS on a capture and one SCALE times larger:
-    memory must stay flat, time linear."""
+    time must grow linearly; memory stay flat for a dump (it follows the connections open at
+    once), and grow by what the report keeps of each connection for a storm."""
     rows = []
     for cap in (small, big):
         npk = count_packets(cap)
@@ -218,7 +225,7 @@ def scale(small: Path, big: Path, rounds: int, timeout: float) -> list[str]:
         rows.append((cap, npk, cap.stat().st_size, wall, max(r[2] for r in done) / 1024))
         RAW.setdefault(cap.name, {})["scale"] = rs
     (_, n1, _, w1, m1), (_, n2, _, w2, m2) = rows
-    lines = [f"## Scale: pktflow on a capture {n2 / n1:.1f}x as large", "",
+    lines = [f"## Scale: pktflow on {small.stem} and a capture {n2 / n1:.1f}x as large", "",
              "| capture | MB | packets | wall s | s per million packets | packets/s | "
              "peak RSS MB |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for cap, npk, size, wall, rss in rows:
@@ -251,11 +258,10 @@ def main() -> int:
     subprocess.run([PYTHON, "-m", "compileall", "-q", str(ROOT / "analyzer" / "pktflow")],
                    check=True, stdout=subprocess.DEVNULL)
     caps = list(args.captures)
-    pooled = big = None
+    scaled: list[tuple[Path, Path]] = []
     if args.generate or args.reuse:
-        made, big = generate(reuse=args.reuse)
+        made, scaled = generate(reuse=args.reuse)
         caps += made
-        pooled = made[1]  # the capture `big` is SCALE times
     if not caps:
         ap.error("give captures or --generate")
     lines = ["# Benchmark results", "",
@@ -274,8 +280,8 @@ def main() -> int:
                   "each capture.", ""]
     for cap in caps:
         lines += compare(cap, args.rounds, args.pooler_port, args.timeout)
-    if pooled is not None and big is not None:
-        lines += scale(pooled, big, args.rounds, args.timeout)
+    for small, big in scaled:
+        lines += scale(small, big, args.rounds, args.timeout)
     text = "\n".join(lines)
     print(text)
     (ROOT / "bench" / "results.md").write_text(text + "\n")
