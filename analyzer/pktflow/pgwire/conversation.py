@@ -36,13 +36,13 @@ _D: Final = 0x44  # "D": DataRow from the backend, Describe from the frontend
 # Type byte -> message name, bound here: compiled, a Final is a C static, M.BACKEND a lookup
 # in the other module's dict at every use.
 _BACKEND_TYPES: Final = M.BACKEND
+_FRONTEND_TYPES: Final = M.FRONTEND
+_d: Final = 0x64  # "d": CopyData, either way
+MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 # ParameterStatus bodies decoded: every connection of a storm gets the same dozen or so (the
 # strings are shared too). Bounded: a server that sends changing values only fills it.
 _PARAMETER_TEXT: dict[bytes, tuple[str, str]] = {}
 MAX_PARAMETER_TEXT: Final = 4096
-_FRONTEND_TYPES: Final = M.FRONTEND
-_d: Final = 0x64  # "d": CopyData, either way
-MAX_CLIENT_HELLO: Final = 1 << 15  # a TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting
 
 
 class _Side:
