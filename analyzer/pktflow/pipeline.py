@@ -238,7 +238,7 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
     reports = run.reports
     reports.sort()
     relays, relay_findings, roles = relays_of(reports.relay_legs())
-    reports.set_roles(roles)
+    reports.matched(roles)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import sys
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import Any
 
 # How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
 SCAN_LIMIT = 64
@@ -26,63 +26,64 @@ def sql_key(sql: str | None) -> str:
     return " ".join((sql or "").split()).rstrip(";").strip()
 
 
-class LegQuery(NamedTuple):
-    """The fields of a query's report that matching and pair_json read (None: not in it)."""
-    sql: str | None
-    rows: int | None
-    response_bytes: int | None
-    sent_s: float | None
-    first_response_s: float | None
-    last_response_s: float | None
-    sent_frame: int | None
-    first_frame: int | None
-    last_frame: int | None
-    response_segments: int | None
-    response_segment_median: int | None
-    response_segment_max: int | None
-    response_segment_sizes: dict[str, int] | None
+class LegQuery:
+    """The fields of a query's report that matching and pair_json read (None: not in it). A
+    class of slots, not a NamedTuple: compiled, it is made without a Python-level __new__."""
+
+    __slots__ = ("sql", "rows", "response_bytes", "sent_s", "first_response_s",
+                 "last_response_s", "sent_frame", "first_frame", "last_frame",
+                 "response_segments", "response_segment_median", "response_segment_max",
+                 "response_segment_sizes")
+
+    def __init__(self, q: dict[str, Any]) -> None:
+        sql, segments = q.get("sql"), q.get("response_segments")
+        self.sql: str | None = sys.intern(sql) if type(sql) is str else sql  # a storm's few
+        self.rows: int | None = q.get("rows")
+        self.response_bytes: int | None = q.get("response_bytes")
+        self.sent_s: float | None = q.get("sent_s")
+        self.first_response_s: float | None = q.get("first_response_s")
+        self.last_response_s: float | None = q.get("last_response_s")
+        self.sent_frame: int | None = q.get("sent_frame")
+        self.first_frame: int | None = q.get("first_frame")
+        self.last_frame: int | None = q.get("last_frame")
+        self.response_segments: int | None = segments
+        self.response_segment_median: int | None = q.get("response_segment_median")
+        self.response_segment_max: int | None = q.get("response_segment_max")
+        # kept for bulk responses, which forward_chunk reads: kept for every query, these
+        # dicts were 30% of a storm's legs
+        self.response_segment_sizes: dict[str, int] | None = (
+            q.get("response_segment_sizes") if (segments or 0) >= BULK_SEGMENTS else None)
 
 
-class Leg(NamedTuple):
-    """What relay matching reads of a PostgreSQL connection's report: a tuple, not the report's
-    dicts (a storm keeps one per connection until the end: 6.3 KB each as dicts)."""
-    id: str
-    client: tuple[str, int]
-    server: tuple[str, int]
-    queries: tuple[LegQuery, ...]
-    # of its server -> client direction, for coupling_json
-    zero_window_periods: int
-    zero_window_total_s: float
-    evidence_frames: tuple[int, ...]
-    bytes_acked_median: int | None
-    flight_bytes_median: int | None
+class Leg:
+    """What relay matching reads of a PostgreSQL connection's report: its own small object, not
+    the report's dicts (a storm keeps one per connection until the end: 6.3 KB each as
+    dicts, 1.1 KB as this)."""
+
+    __slots__ = ("id", "client", "server", "queries", "zero_window_periods",
+                 "zero_window_total_s", "evidence_frames", "bytes_acked_median",
+                 "flight_bytes_median")
+
+    def __init__(self, conn: dict[str, Any]) -> None:
+        client, server = conn["client"], conn["server"]
+        self.id: str = conn["id"]
+        self.client: tuple[str, int] = (sys.intern(client["ip"]), client["port"])
+        self.server: tuple[str, int] = (sys.intern(server["ip"]), server["port"])
+        self.queries: tuple[LegQuery, ...] = tuple([LegQuery(q)
+                                                    for q in conn.get("queries") or ()])
+        # of its server -> client direction, for coupling_json
+        s2c = conn["directions"]["server_to_client"]
+        window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
+        self.zero_window_periods: int = window.get("zero_window_periods") or 0
+        self.zero_window_total_s: float = window.get("zero_window_total_s") or 0.0
+        self.evidence_frames: tuple[int, ...] = tuple(verdict.get("evidence_frames") or ())
+        self.bytes_acked_median: int | None = (s2c.get("acks") or {}).get("bytes_acked_median")
+        self.flight_bytes_median: int | None = (s2c.get("flights") or {}).get("bytes_median")
 
 
 def relay_leg(conn: dict[str, Any]) -> Leg | None:
     """The Leg of a connection's report; None for one that cannot be a relay's leg."""
-    if not is_postgres(conn):
-        return None
-    s2c = conn["directions"]["server_to_client"]
-    window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
-    queries = []
-    for q in conn.get("queries") or ():
-        sql, segments = q.get("sql"), q.get("response_segments")
-        queries.append(LegQuery(
-            sys.intern(sql) if type(sql) is str else sql,  # a storm sends the same few
-            q.get("rows"), q.get("response_bytes"), q.get("sent_s"), q.get("first_response_s"),
-            q.get("last_response_s"), q.get("sent_frame"), q.get("first_frame"),
-            q.get("last_frame"), segments, q.get("response_segment_median"),
-            q.get("response_segment_max"),
-            # kept for bulk responses, which forward_chunk reads: kept for every query, these
-            # dicts were 30% of a storm's legs
-            q.get("response_segment_sizes") if (segments or 0) >= BULK_SEGMENTS else None))
-    client, server = conn["client"], conn["server"]
-    return Leg(conn["id"], (sys.intern(client["ip"]), client["port"]),
-               (sys.intern(server["ip"]), server["port"]), tuple(queries),
-               window.get("zero_window_periods") or 0, window.get("zero_window_total_s") or 0.0,
-               tuple(verdict.get("evidence_frames") or ()),
-               (s2c.get("acks") or {}).get("bytes_acked_median"),
-               (s2c.get("flights") or {}).get("bytes_median"))
+    return Leg(conn) if is_postgres(conn) else None
 
 
 class QueryRef:

@@ -90,9 +90,12 @@ class Connections(Sequence[dict[str, Any]]):
         """What relay matching reads, of the connections it can use."""
         return [leg for _, _, leg, _ in self._items if leg is not None]
 
-    def set_roles(self, roles: dict[str, str]) -> None:
-        """Each connection's "role", by id, as relay matching found them (else "direct")."""
+    def matched(self, roles: dict[str, str]) -> None:
+        """Relay matching is done: each connection's "role", by id, as it found them (else
+        "direct"); the legs it read go (they would outlive it, and a report that crosses from
+        a worker process would carry them: compiled, they do not pickle, and need not)."""
         self._roles = roles
+        self._items = [(number, kept, None, nbytes) for number, kept, _, nbytes in self._items]
 
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties in
@@ -167,7 +170,7 @@ class Reports:
         return [leg for leg in (relay_leg(report) for _, report in self._items)
                 if leg is not None]
 
-    def set_roles(self, roles: dict[str, str]) -> None:
+    def matched(self, roles: dict[str, str]) -> None:
         for _, report in self._items:
             report["role"] = roles.get(report["id"], "direct")
 
