@@ -32,14 +32,22 @@ METRICS = [
 ]
 
 
-def _server_side(conn: dict[str, Any]) -> tuple[Any, ...]:
+class _Served(NamedTuple):
     """What a query view reads of the connection that served it: its server -> client
     direction's medians and counts, and each query's segment median."""
+    bytes_per_ack: Any
+    bytes_per_flight: Any
+    flights: Any
+    zero_windows: Any
+    segment_medians: list[Any]
+
+
+def _served(conn: dict[str, Any]) -> _Served:
     d = conn["directions"]["server_to_client"]
     flights = d.get("flights") or {}
-    return ((d.get("acks") or {}).get("bytes_acked_median"), flights.get("bytes_median"),
-            flights.get("count"), (d.get("window") or {}).get("zero_window_periods"),
-            [q.get("response_segment_median") for q in conn.get("queries") or []])
+    return _Served((d.get("acks") or {}).get("bytes_acked_median"), flights.get("bytes_median"),
+                   flights.get("count"), (d.get("window") or {}).get("zero_window_periods"),
+                   [q.get("response_segment_median") for q in conn.get("queries") or []])
 
 
 def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -50,10 +58,10 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
     for relay in report.get("relays") or []:
         for p in relay["queries"]:
             back_of[(p["front"]["connection"], p["front"]["query_index"])] = p
-    servers: dict[str, tuple[Any, ...]] = {}
+    servers: dict[str, _Served] = {}
     out: list[tuple[dict[str, Any], str, int]] = []  # view, connection that served it, query
     for c in report["connections"]:
-        servers[c["id"]] = _server_side(c)
+        servers[c["id"]] = _served(c)
         if c.get("role") == "back":
             continue
         for i, q in enumerate(c.get("queries") or []):
@@ -69,7 +77,7 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
                 "response_bytes": nbytes,
                 "client_segment_median": q.get("response_segment_median"),
                 "client_segments": q.get("response_segments"),
-                "client_bytes_per_ack": servers[c["id"]][0],
+                "client_bytes_per_ack": servers[c["id"]].bytes_per_ack,
                 "server_segment_median": None, "server_bytes_per_ack": None,
                 "server_bytes_per_flight": None, "server_flights": None,
                 "server_zero_windows": None,
@@ -78,10 +86,11 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
             }, pair["back"]["connection"] if pair else c["id"],
                 pair["back"]["query_index"] if pair else i))
     for view, conn, index in out:  # the server's side, now that every connection is seen
-        ack, flight, flights, zero, medians = servers[conn]
-        view.update(server_segment_median=medians[index], server_bytes_per_ack=ack,
-                    server_bytes_per_flight=flight, server_flights=flights,
-                    server_zero_windows=zero)
+        served = servers[conn]
+        view.update(server_segment_median=served.segment_medians[index],
+                    server_bytes_per_ack=served.bytes_per_ack,
+                    server_bytes_per_flight=served.bytes_per_flight,
+                    server_flights=served.flights, server_zero_windows=served.zero_windows)
     return [view for view, _, _ in out]
 
 

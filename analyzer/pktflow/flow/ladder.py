@@ -116,17 +116,17 @@ def _lane_names(sel: list[dict[str, Any]]
     clients = list(dict.fromkeys(a for a, _ in ends.values() if a != pooler))
     servers = list(dict.fromkeys(b for _, b in ends.values() if b != pooler))
     notes = []
+    shared: dict[str, str] = {}  # endpoint -> the lane it shares
     for side, role in ((clients, "clients"), (servers, "servers")):
         if len(side) > MAX_SIDE_LANES:  # a storm's 20,000 clients: one lane, not 20,000
-            lane, merged = f"{role} ({len(side):,} endpoints)", set(side)
-            ends = {k: (lane if a in merged else a, lane if b in merged else b)
-                    for k, (a, b) in ends.items()}
+            shared.update(dict.fromkeys(side, f"{role} ({len(side):,} endpoints)"))
             notes.append(f"the {len(side):,} {role} are drawn as one lane; --connection draws "
                          f"chosen connections apart")
-            side[:] = [lane]
-    lanes = clients + ([pooler] if pooler else []) + servers
+    lanes = list(dict.fromkeys(shared.get(name, name) for name in
+                               clients + ([pooler] if pooler else []) + servers))
     index = {name: i for i, name in enumerate(lanes)}
-    return lanes, {k: (index[a], index[b]) for k, (a, b) in ends.items()}, notes
+    return lanes, {k: (index[shared.get(a, a)], index[shared.get(b, b)])
+                   for k, (a, b) in ends.items()}, notes
 
 
 def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:

@@ -68,7 +68,6 @@ def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
 
     every = _series(report, got)
     series = [s for s in every if len(s["seg"]) + len(s["retr"]) >= 4][:3] or every[:1]
-    del every
     relay_view = len({s["title"].split()[0] for s in series}) > 1
     n = max(1, len(series))
     rows = n + 2 + (1 if relay_view else 0)

@@ -161,9 +161,10 @@ def match(ip: str, port: int, fronts: list[Leg], backs: list[Leg]) -> Relay:
 
     Same SQL text, sent on the back leg after it arrived on the front leg and before the front
     leg's first response byte (a relay cannot forward what it has not received; in one capture
-    time and frame order are the same clock, so no slack is allowed: with slack, the mirror image
-    of a loopback relay would match too). Among candidates: the back connection this front connection used
-    last (session pooling keeps the pair for life), then equal response size, then the earliest.
+    time and frame order are the same clock, so no slack is allowed: with slack, the mirror
+    image of a loopback relay would match too). Among candidates: the back connection this
+    front connection used last (session pooling keeps the pair for life), then equal response
+    size, then the earliest.
     """
     relay = Relay(ip, port)
     back_q: dict[str, list[QueryRef]] = defaultdict(list)
