@@ -17,11 +17,18 @@ from test_retire import report, storm
 from pktflow.cli import write_json, write_jsonl
 from pktflow.pipeline import Options, analyze
 from pktflow.report import stored as stored_module
-from pktflow.report.stored import COMPACT, INDENTED, Connections
+from pktflow.report.stored import COMPACT, INDENTED, Connections, Spill, Texts
 from pktflow.report.text import render
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted([*(ROOT / "captures").glob("*.pcap"), *(ROOT / "tests" / "regressions").glob("*.pcap")])
+
+
+def _rest(rep: dict) -> dict:  # type: ignore[type-arg]
+    """The report but its connections, stored relay queries decoded."""
+    rest = {k: v for k, v in rep.items() if k != "connections"}
+    rest["relays"] = [{**r, "queries": list(r["queries"])} for r in rep["relays"]]
+    return rest
 
 
 def _text(rep: dict) -> str:  # type: ignore[type-arg]
@@ -52,8 +59,9 @@ def test_stored_connections_write_and_render_as_the_plain_report(
     assert list(conns) == plain["connections"] and conns[:2] == plain["connections"][:2]
     if conns:
         assert conns[-1] == plain["connections"][-1]
-    assert {k: v for k, v in stored.items() if k != "connections"} == \
-        {k: v for k, v in plain.items() if k != "connections"}
+    for relay in stored["relays"]:  # a relay's matched queries are stored too
+        assert isinstance(relay["queries"], Texts)
+    assert _rest(stored) == _rest(plain)
     for write, expected in ((write_jsonl, json.dumps(plain, separators=(",", ":")) + "\n"),
                             (write_json, json.dumps(plain, indent=2) + "\n")):
         for rep in (plain, stored):
@@ -161,3 +169,28 @@ def test_connections_picked_by_id_decode_only_those(monkeypatch: pytest.MonkeyPa
     assert sorted(decoded) == [1, len(plain) - 1]
     assert list(stored_module.by_id(plain, want)) == [plain[1], plain[-1]]
     assert stored_module.connection_ids(plain) == [c["id"] for c in plain]
+
+
+def test_spilled_items_read_back_in_memory_on_disk_and_pickled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past SPILL bytes the deflated items go to a temporary file: every one reads back, from
+    the file or the buffer, and a pickled copy (a worker's report) holds them all."""
+    monkeypatch.setattr(stored_module, "SPILL", 1000)
+    spill = Spill()
+    items = [bytes([i % 251]) * (37 * i % 400) for i in range(200)]
+    for item in items:
+        spill.append(item)
+    assert spill._file is not None and 0 < spill._written < sum(map(len, items))
+    assert len(spill) == 200 and [spill[i] for i in range(200)] == items
+    copy = pickle.loads(pickle.dumps(spill))
+    assert copy._file is None and [copy[i] for i in range(200)] == items
+    monkeypatch.setattr(stored_module, "RAW", 2)
+    texts = Texts(INDENTED, 3)
+    dicts = [{"n": i, "sql": "SELECT " + "x" * (i % 50), "sizes": {"1448": i}} for i in range(300)]
+    for d in dicts:
+        texts.append(d)
+    assert texts._deflated._file is not None
+    assert list(texts) == dicts and texts[-1] == dicts[-1] and texts[5:8] == dicts[5:8]
+    assert list(pickle.loads(pickle.dumps(texts))) == dicts
+    with pytest.raises(IndexError):
+        texts[300]

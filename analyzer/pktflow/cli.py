@@ -9,14 +9,14 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
 from typing import IO, Any
 
 
 from pktflow import __version__, accel
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
-from pktflow.report.jsontext import compact, pieces
-from pktflow.report.stored import COMPACT, INDENTED, connections_json
+from pktflow.report.stored import COMPACT, INDENTED, json_pieces
 
 
 class Env:
@@ -130,47 +130,34 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
                 yield path, None, value[0], value[1]
 
 
+def _write(out: IO[str], pieces: Iterator[str]) -> None:
+    """Write text pieces about a megabyte at a time (a storm's report is tens of megabytes)."""
+    batch: list[str] = []
+    size = 0
+    for piece in pieces:
+        batch.append(piece)
+        size += len(piece)
+        if size >= 1 << 20:
+            out.write("".join(batch))
+            batch.clear()
+            size = 0
+    out.write("".join(batch))
+
+
 def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
-    """The report on one line, exactly as json.dumps writes it compact, but a connection at a
-    time (copied as stored, or encoded by report.jsontext): json.dump to a stream takes the
+    """The report on one line, exactly as json.dumps writes it compact, an item at a time
+    (stored items copied, others encoded by report.jsontext): json.dump to a stream takes the
     pure-Python encoder (four times slower), json.dumps of the whole report holds all of it
     twice in memory."""
-    out.write("{")
-    for i, (key, value) in enumerate(report.items()):
-        out.write(("," if i else "") + json.dumps(key) + ":")
-        if key == "connections":
-            out.write("[")
-            for j, text in enumerate(connections_json(value, COMPACT)):
-                out.write(("," if j else "") + text)
-            out.write("]")
-        else:
-            out.write(compact(value))
-    out.write("}\n")
+    _write(out, json_pieces(report, COMPACT, 0) if report else iter(["{}"]))
+    out.write("\n")
 
 
 def write_json(report: dict[str, Any], out: IO[str]) -> None:
-    """The report as json.dump(report, out, indent=2) writes it, a connection at a time (the
-    connections may be stored, report.stored, and are then decoded one by one)."""
-    out.write("{")
-    for i, (key, value) in enumerate(report.items()):
-        out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
-        if key == "connections":
-            out.write("[")
-            for j, text in enumerate(connections_json(value, INDENTED)):
-                out.write(("," if j else "") + "\n    " + text)
-            out.write("\n  ]" if value else "]")
-        else:  # the relays of a storm hold thousands of pairs: about a megabyte at a time
-            batch: list[str] = []
-            size = 0
-            for piece in pieces(value, 1):  # each at most PIECE long, most far shorter
-                batch.append(piece)
-                size += len(piece)
-                if size >= 1 << 20:
-                    out.write("".join(batch))
-                    batch.clear()
-                    size = 0
-            out.write("".join(batch))
-    out.write("\n}\n" if report else "}\n")
+    """The report as json.dump(report, out, indent=2) writes it, an item at a time (stored
+    items, report.stored, decoded one by one or copied)."""
+    _write(out, json_pieces(report, INDENTED, 0) if report else iter(["{}"]))
+    out.write("\n")
 
 
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 from pktflow import __version__
@@ -16,7 +17,7 @@ from pktflow.capture.reader import Capture, open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.relay.measure import relays_of
-from pktflow.report.stored import Connections, Reports
+from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
@@ -237,7 +238,10 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
             engine.late_frames))
     reports = run.reports
     reports.sort()
-    relays, relay_findings, roles = relays_of(reports.relay_legs())
+    store = run.options.store
+    # a storm's matched queries stored like its connections: 2 KB each as dicts
+    kept: Callable[[], Any] = list if store is None else partial(Texts, store, PAIR_DEPTH)
+    relays, relay_findings, roles = relays_of(reports.relay_legs(), kept)
     reports.matched(roles)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])

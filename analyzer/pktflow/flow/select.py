@@ -74,8 +74,8 @@ def select(report: dict[str, Any], *, query: str | None = None,
         q = _query(report, conn, idx_n)
         pair = _pair_for(report, conn, idx_n)
     else:
-        pairs = [p for r in report.get("relays") or [] for p in r["queries"]]
-        pair = max(pairs, key=lambda p: p["response_bytes"]["front"] or 0) if pairs else None
+        pair = max((p for r in report.get("relays") or [] for p in r["queries"]),
+                   key=lambda p: p["response_bytes"]["front"] or 0, default=None)
         if pair is not None:
             conn, idx_n = pair["front"]["connection"], pair["front"]["query_index"]
             q = _query(report, conn, idx_n)

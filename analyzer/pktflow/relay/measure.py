@@ -7,6 +7,8 @@ the report's "relays" list and each leg's role, so text, JSON and `compare` agre
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Callable
 from typing import Any
 
 from pktflow.findings import Finding
@@ -82,11 +84,37 @@ def _median(values: list[Any]) -> Any:
     return vals[len(vals) // 2] if vals else None
 
 
-def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, Any],
+class PairStats:
+    """What the verdict reads of a relay's matched queries, gathered as they are made (a storm's
+    are not all kept as dicts: report.stored keeps them as text)."""
+
+    def __init__(self) -> None:
+        self.bulk: list[dict[str, Any]] = []  # the pairs with bulk responses
+        self.waits = array("d")  # request delays, ms, where known
+        self.costs = array("d")  # relay costs, ms, where known
+        self.worst_wait: dict[str, Any] | None = None  # the last of the longest waits
+        self.worst_cost: dict[str, Any] | None = None  # the first of the largest costs
+
+    def add(self, p: dict[str, Any]) -> None:
+        if (p["segments_in"] or 0) >= BULK_SEGMENTS:
+            self.bulk.append(p)
+        delay = p["request_delay_ms"]
+        if delay is not None:
+            if self.worst_wait is None or delay >= self.worst_wait["request_delay_ms"]:
+                self.worst_wait = p
+            self.waits.append(delay)
+        cost = p["relay_cost_ms"]
+        if cost is not None:
+            self.costs.append(cost)
+        if self.worst_cost is None or (cost or 0.0) > (self.worst_cost["relay_cost_ms"] or 0.0):
+            self.worst_cost = p
+
+
+def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
                  max_chunk: int | None) -> dict[str, Any]:
     """One paragraph: how the relay re-splits the data, whether the server waited on it, what it
     cost, and the setting the evidence points at."""
-    bulk = [p for p in pairs if (p["segments_in"] or 0) >= BULK_SEGMENTS]
+    bulk = stats.bulk
     parts: list[str] = []
     setting: str | None = None
     frames: list[int] = []
@@ -120,11 +148,11 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
             setting = ("the relay drains to the client more slowly than the server produces: "
                        "look at the front leg's verdict (client, network) before pooler "
                        "settings such as tcp_socket_buffer")
-    waits = sorted(((p["request_delay_ms"], i) for i, p in enumerate(pairs)
-                    if p["request_delay_ms"] is not None))
-    if len(waits) >= 10 and len(relay.front) > len(relay.back):
-        median = waits[len(waits) // 2][0]
-        p90, worst = waits[int(len(waits) * 0.9)][0], pairs[waits[-1][1]]
+    waits = sorted(stats.waits)
+    worst = stats.worst_wait
+    if len(waits) >= 10 and len(relay.front) > len(relay.back) and worst is not None:
+        median = waits[len(waits) // 2]
+        p90 = waits[int(len(waits) * 0.9)]
         if p90 >= 1.0 and p90 >= 10 * max(median, 0.01):
             parts.append(
                 f"clients waited for a server connection: {len(relay.front)} client "
@@ -137,9 +165,9 @@ def verdict_json(relay: Relay, pairs: list[dict[str, Any]], coupling: dict[str, 
                                   "busy at once: PgBouncer's default_pool_size (or Pgpool-II's "
                                   "num_init_children) sets how many server connections serve "
                                   "them")
-    costs = [p["relay_cost_ms"] for p in pairs if p["relay_cost_ms"] is not None]
-    if costs:
-        worst = max(pairs, key=lambda p: p["relay_cost_ms"] or 0.0)
+    costs = stats.costs
+    worst = stats.worst_cost
+    if costs and worst is not None:
         parts.append(f"the relay added {sum(costs):,.2f} ms over {len(costs):,} matched "
                      f"quer{'y' if len(costs) == 1 else 'ies'} (most: {worst['relay_cost_ms']:,.2f}"
                      f" ms, {worst['through_relay_ms']:,.2f} ms through the relay vs "
@@ -169,9 +197,11 @@ def forward_chunk(front_queries: list[LegQuery]) -> int | None:
     return max(k for k in common if k <= 2 * common[0])
 
 
-def relays_of(legs: list[Leg]) -> tuple[list[dict[str, Any]], list[Finding], dict[str, str]]:
+def relays_of(legs: list[Leg], kept: Callable[[], Any] = list,
+              ) -> tuple[list[dict[str, Any]], list[Finding], dict[str, str]]:
     """Find relays among these legs: the report's "relays" list, its findings, and the role
-    ("front" or "back") of each connection that is a relay's leg."""
+    ("front" or "back") of each connection that is a relay's leg. Each relay's matched queries
+    are appended to a new kept() (a list, or report.stored's Texts)."""
     by_id = {c.id: c for c in legs}
     roles: dict[str, str] = {}
     out, findings = [], []
@@ -180,15 +210,19 @@ def relays_of(legs: list[Leg]) -> tuple[list[dict[str, Any]], list[Finding], dic
         backs = [by_id[i] for i in relay.back]
         roles.update((c.id, "front") for c in fronts)
         roles.update((c.id, "back") for c in backs)
-        pairs = [pair_json(f, b) for f, b in relay.pairs]
+        pairs, stats = kept(), PairStats()
+        for f, b in relay.pairs:
+            pair = pair_json(f, b)
+            stats.add(pair)
+            pairs.append(pair)
         max_chunk = forward_chunk([f.q for f, _ in relay.pairs])
         coupling = coupling_json(backs, fronts)
-        verdict = verdict_json(relay, pairs, coupling, max_chunk)
+        verdict = verdict_json(relay, stats, coupling, max_chunk)
         out.append({
             "host": relay.host, "front_port": relay.front_port,
             "back_ports": relay.back_ports,
             "front_connections": relay.front, "back_connections": relay.back,
-            "matched_queries": len(pairs),
+            "matched_queries": len(relay.pairs),
             "unmatched_front_queries": len(relay.unmatched_front),
             "unmatched_back_queries": len(relay.unmatched_back),
             "pooler_own_queries": [{"connection": r.conn, "query_index": r.index,

@@ -3,6 +3,7 @@ Renders from the report's "relays" list (pktflow.report/1) only."""
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -63,15 +64,17 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
     # (transaction pooling): the ones the relay delayed most.
     bulk = any((p["segments_in"] or 0) >= BULK_SEGMENTS for p in relay["queries"])
     order = "biggest responses first" if bulk else "most delayed by the relay first"
-    pairs = sorted(relay["queries"], key=lambda p: -(p["response_bytes"]["front"] or 0)
-                   if bulk else -(p["relay_cost_ms"] or 0.0))
+    # the first MAX_ROWS of the sorted list, holding no more (a storm's are stored)
+    pairs = heapq.nsmallest(MAX_ROWS, relay["queries"],
+                            key=lambda p: -(p["response_bytes"]["front"] or 0)
+                            if bulk else -(p["relay_cost_ms"] or 0.0))
     rows = [[f"{p['front']['connection']}#{p['front']['query_index']} via "
              f"{p['back']['connection']}#{p['back']['query_index']}", short_sql(p["sql"]),
              _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),
              _f(p["last_byte_delay_ms"]), _f(p["relay_cost_ms"]),
              f"{_n(p['segments_in'])} -> {_n(p['segments_out'])}",
              f"{_n(p['segment_median_in'])} -> {_n(p['segment_median_out'])}"]
-            for p in pairs[:MAX_ROWS]]
+            for p in pairs]
     full = widths(_HEADS, rows)
     # one table when every number and some SQL fit, else the delays and the segmentation as
     # two tables (numbers are never cropped)
@@ -83,8 +86,8 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
                           range(7), _LEFT))
         body.append(table(f"the same queries: {_SEGMENTS}", _HEADS, rows, full, (0, 1, 7, 8),
                           _LEFT))
-    if len(pairs) > MAX_ROWS:
-        body.append(Text(f"... {len(pairs) - MAX_ROWS:,} smaller matched queries in the JSON "
+    if len(relay["queries"]) > MAX_ROWS:
+        body.append(Text(f"... {len(relay['queries']) - MAX_ROWS:,} smaller matched queries in the JSON "
                          f"report", "dim"))
     body.append(Text("coupling: " + relay["coupling"]["summary"], "dim"))
     return Panel(Group(*body), title="Relay", title_align="left")

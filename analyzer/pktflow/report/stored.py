@@ -1,37 +1,47 @@
-"""A report's connections kept compact: each as its JSON, compressed, once it is reported.
+"""A report's connections and a relay's matched queries kept compact: each as its JSON,
+compressed, as it is reported.
 
 A connection's report is 7-12 KB of JSON (compact or indented) but 25-30 KB as Python dicts,
 and a capture of a connection storm (pgbench -C, 20,000 connections) held 570 MB of them until
-the report was written. Stored, one takes 500-1,000 bytes (deflate primed with 32 KB of the
-first connections' JSON: the keys and most values repeat; primed with the first one only, a
-storm's took 1,070 bytes when that one ran pgbench's setup queries and the others did not),
-plus what relay matching reads of a PostgreSQL connection (relay.topology.relay_leg) and its
-payload bytes (the text overview's ranking). The text is in the layout the output will have,
-compact (jsonl) or indented as --format json nests it, so the JSON writers copy it; everything
-else decodes one connection at a time. Deflate is ISA-L's level 0 when the isal package is
-there (10 us and 640 bytes for an indented connection of that capture, 4 us to inflate; its
-level 1 took 16 us for 470 bytes, 7 to inflate), else zlib's level 1 (35 us, 520 bytes); raw
-(no checksum over the dictionary and the text each time)."""
+the report was written. Stored, one takes 500-1,000 bytes (deflate primed with the JSON of the
+last connections kept as text: the keys and most values repeat), plus what relay matching reads
+of a PostgreSQL connection (relay.topology.relay_leg) and its payload bytes (the text overview's
+ranking). A storm's matched queries (one per front-leg query) are 2 KB each as dicts, 250 bytes
+stored. Past a megabyte the compressed texts go to a temporary file. The text is in the layout
+the output will have, compact (jsonl) or indented as --format json nests it, so the JSON
+writers copy it; everything else decodes one item at a time. Deflate is ISA-L's level 0 when
+the isal package is there (10 us and 640 bytes for an indented connection of that capture, 4 us
+to inflate; its level 1 took 16 us for 470 bytes, 7 to inflate), else zlib's level 1 (35 us,
+520 bytes); raw (no checksum over the dictionary and the text each time)."""
 
 from __future__ import annotations
 
 import heapq
 import importlib
 import json
+import os
+import tempfile
 import zlib
+from array import array
 from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
-from typing import Any, overload
+from typing import IO, Any, overload
 
 from pktflow.capture.gz import deflate_lib
 from pktflow.relay.topology import Leg, relay_leg
-from pktflow.report.jsontext import compact, indented
+from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
-INDENTED = "indented"  # as json.dumps(report, indent=2) writes an item of report["connections"]
-# The first connections are kept as their text: a capture of a few never loads a compressor.
+INDENTED = "indented"  # as json.dumps(report, indent=2) writes an item nested `depth` deep
+# The first items are kept as their text: a capture of a few never loads a compressor.
 RAW = 16
 _WBITS = -15  # raw deflate, 32 KB window
+# Deflated items are held in memory up to this many bytes, then written to an unnamed
+# temporary file (in TMPDIR) and read back one at a time: 80,000 connections of a storm held
+# 54 MB of them.
+SPILL = 1 << 20
+CONNECTION_DEPTH = 2  # report -> "connections" -> a connection
+PAIR_DEPTH = 4  # report -> "relays" -> a relay -> "queries" -> a matched pair
 
 
 def payload_bytes(conn: dict[str, Any]) -> int:
@@ -39,18 +49,58 @@ def payload_bytes(conn: dict[str, Any]) -> int:
     return sum(d["payload_bytes"] for d in conn["directions"].values())
 
 
-class Connections(Sequence[dict[str, Any]]):
-    """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
-    indexing and iteration then decode one at a time (copies, not kept)."""
+class Spill:
+    """Byte strings appended and read back by number: in memory up to SPILL bytes at a time,
+    the rest in a temporary file (deleted when closed, or when the process ends)."""
 
-    def __init__(self, layout: str = COMPACT) -> None:
+    def __init__(self) -> None:
+        self._ends = array("q")  # where each ends, counted from the first one's start
+        self._buf = bytearray()  # the latest, not yet written
+        self._file: IO[bytes] | None = None
+        self._written = 0  # bytes in the file
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def append(self, data: bytes) -> None:
+        self._buf += data
+        self._ends.append(self._written + len(self._buf))
+        if len(self._buf) >= SPILL:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(buffering=0)
+            view = memoryview(self._buf)
+            while view:
+                view = view[self._file.write(view) or 0:]
+            self._written += len(self._buf)
+            self._buf = bytearray()
+
+    def __getitem__(self, i: int) -> bytes:
+        start, end = self._ends[i - 1] if i else 0, self._ends[i]
+        if start >= self._written:  # still in memory (a write leaves none half in the file)
+            return bytes(self._buf[start - self._written:end - self._written])
+        assert self._file is not None
+        return os.pread(self._file.fileno(), end - start, start)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable, all in memory (a report crossing from a worker process)."""
+        data = b"".join([os.pread(self._file.fileno(), self._written, 0)
+                         if self._file is not None else b"", self._buf])
+        return {"_ends": self._ends, "_buf": bytearray(data), "_file": None, "_written": 0}
+
+
+class Texts(Sequence[dict[str, Any]]):
+    """A list of a report's dicts (connections, a relay's matched queries) kept as their JSON
+    in the layout the output will have, compressed past the first RAW: `append` encodes one,
+    indexing and iteration decode one at a time (copies, not kept), and the JSON writers copy
+    the text (`json_pieces`)."""
+
+    def __init__(self, layout: str = COMPACT, depth: int = CONNECTION_DEPTH) -> None:
         self.layout = layout
-        self._zdict = b""  # the first connections' JSON: what deflate matches the others to
+        self.depth = depth  # how deep an item sits in the report (indented layout)
+        self._raw: list[str] = []  # the first RAW, as text
+        self._zdict = b""  # the last of those: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
-        # (connection number, JSON without "role": as text, or deflated, what relay matching
-        # reads of it or None, payload bytes)
-        self._items: list[tuple[int, str | bytes, Leg | None, int]] = []
-        self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
+        self._deflated = Spill()
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (a report crosses from a worker process, `analyze --format jsonl` of
@@ -65,73 +115,37 @@ class Connections(Sequence[dict[str, Any]]):
             state["_lib"] = importlib.import_module(state["_lib"])
         self.__dict__.update(state)
 
-    def add(self, number: int, report: dict[str, Any]) -> None:
-        text = indented(report, 2) if self.layout == INDENTED else compact(report)
-        kept: str | bytes = text
-        if len(self._items) >= RAW:
-            if self._lib is None:
-                self._lib = deflate_lib()
-                # what deflate matches the others to: the last texts kept as they are, two
-                # of the middle size (a capture's first connections are not all alike), at
-                # most its window; deflate reads the dictionary anew for each connection
-                # (0.3 us a KB), and a scan's connections are small
-                sizes = sorted(len(k) for _, k, _, _ in self._items)
-                size = min(2 * sizes[len(sizes) // 2], 32768) if sizes else 0
-                self._zdict = "".join(str(k) for _, k, _, _ in self._items).encode()[-size:]
-            level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
-            c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
-            kept = c.compress(text.encode()) + c.flush()
-        self._items.append((number, kept, relay_leg(report), payload_bytes(report)))
+    def append(self, item: dict[str, Any]) -> None:
+        text = indented(item, self.depth) if self.layout == INDENTED else compact(item)
+        if len(self._raw) < RAW:
+            self._raw.append(text)
+            return
+        if self._lib is None:
+            self._lib = deflate_lib()
+            # what deflate matches the others to: the last texts kept as they are, two of the
+            # middle size (a capture's first connections are not all alike), at most its
+            # window; deflate reads the dictionary anew for each item (0.3 us a KB), and a
+            # scan's connections are small
+            sizes = sorted(len(k) for k in self._raw)
+            size = min(2 * sizes[len(sizes) // 2], 32768) if sizes else 0
+            self._zdict = "".join(self._raw).encode()[-size:]
+        level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
+        c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
+        self._deflated.append(c.compress(text.encode()) + c.flush())
 
-    def sort(self) -> None:
-        self._items.sort(key=lambda item: item[0])
-
-    def relay_legs(self) -> list[Leg]:
-        """What relay matching reads, of the connections it can use."""
-        return [leg for _, _, leg, _ in self._items if leg is not None]
-
-    def matched(self, roles: dict[str, str]) -> None:
-        """Relay matching is done: each connection's "role", by id, as it found them (else
-        "direct"); the legs it read go (they would outlive it, and a report that crosses from
-        a worker process would carry them: compiled, they do not pickle, and need not)."""
-        self._roles = roles
-        self._items = [(number, kept, None, nbytes) for number, kept, _, nbytes in self._items]
-
-    def busiest(self, n: int) -> list[int]:
-        """The indexes of the n connections that carried the most bytes, busiest first (ties in
-        order), found without decoding any (a storm's text report decoded all 20,000: 1.2 s)."""
-        items = self._items
-        return heapq.nlargest(n, range(len(items)), key=lambda i: items[i][3])
-
-    def connections(self) -> Connections:
-        """The report's "connections": this sequence itself."""
-        return self
-
-    def ids(self) -> list[str]:
-        """Every connection's id, in order, without decoding any."""
-        return [f"c{number}" for number, _, _, _ in self._items]
-
-    def picked(self, ids: Collection[str]) -> Iterator[dict[str, Any]]:
-        """The connections with these ids, in order: only they are decoded, one at a time."""
-        return (self[i] for i, item in enumerate(self._items) if f"c{item[0]}" in ids)
+    def _stored(self, position: int) -> str:
+        """The text of the item appended `position`-th."""
+        if position < len(self._raw):
+            return self._raw[position]
+        assert self._lib is not None  # it deflated this
+        d = self._lib.decompressobj(_WBITS, zdict=self._zdict)
+        return (d.decompress(self._deflated[position - len(self._raw)]) + d.flush()).decode()
 
     def _text(self, i: int) -> str:
-        """Connection i in the layout, with "role" last as relay matching adds it to a
-        connection dict."""
-        number, kept, _, _ = self._items[i]
-        if isinstance(kept, str):
-            text = kept
-        else:
-            assert self._lib is not None  # it deflated this
-            d = self._lib.decompressobj(_WBITS, zdict=self._zdict)
-            text = (d.decompress(kept) + d.flush()).decode()
-        role = json.dumps(self._roles.get(f"c{number}", "direct"))
-        if self.layout == INDENTED:  # the text ends with the closing brace's line, "\n    }"
-            return f'{text[:-6]},\n      "role": {role}\n    }}'
-        return f'{text[:-1]},"role":{role}}}'
+        return self._stored(i)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._raw) + len(self._deflated)
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -142,15 +156,86 @@ class Connections(Sequence[dict[str, Any]]):
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
             return [self[j] for j in range(len(self))[i]]
-        conn: dict[str, Any] = json.loads(self._text(i))
-        return conn
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        item: dict[str, Any] = json.loads(self._text(i))
+        return item
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self)))
 
     def texts(self) -> Iterator[str]:
-        """Each connection's JSON text, in the layout."""
+        """Each item's JSON text, in the layout."""
         return (self._text(i) for i in range(len(self)))
+
+
+class Connections(Texts):
+    """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
+    beside each, what relay matching reads of it (until `matched`) and its payload bytes."""
+
+    def __init__(self, layout: str = COMPACT) -> None:
+        super().__init__(layout, CONNECTION_DEPTH)
+        self._numbers = array("q")  # by position added
+        self._payload = array("q")
+        self._legs: list[Leg | None] = []
+        self._order: array[int] | None = None  # positions in connection order, once sorted
+        self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
+
+    def add(self, number: int, report: dict[str, Any]) -> None:
+        self.append(report)
+        self._numbers.append(number)
+        self._payload.append(payload_bytes(report))
+        self._legs.append(relay_leg(report))
+
+    def sort(self) -> None:
+        numbers = self._numbers
+        self._order = array("q", sorted(range(len(numbers)), key=numbers.__getitem__))
+
+    def _positions(self) -> Sequence[int]:
+        return range(len(self)) if self._order is None else self._order
+
+    def relay_legs(self) -> list[Leg]:
+        """What relay matching reads, of the connections it can use."""
+        legs = self._legs
+        return [leg for leg in (legs[p] for p in self._positions()) if leg is not None]
+
+    def matched(self, roles: dict[str, str]) -> None:
+        """Relay matching is done: each connection's "role", by id, as it found them (else
+        "direct"); the legs it read go (they would outlive it, and a report that crosses from
+        a worker process would carry them: compiled, they do not pickle, and need not)."""
+        self._roles = roles
+        self._legs = []
+
+    def busiest(self, n: int) -> list[int]:
+        """The indexes of the n connections that carried the most bytes, busiest first (ties in
+        order), found without decoding any (a storm's text report decoded all 20,000: 1.2 s)."""
+        payload, positions = self._payload, self._positions()
+        return heapq.nlargest(n, range(len(self)), key=lambda i: payload[positions[i]])
+
+    def connections(self) -> Connections:
+        """The report's "connections": this sequence itself."""
+        return self
+
+    def ids(self) -> list[str]:
+        """Every connection's id, in order, without decoding any."""
+        numbers = self._numbers
+        return [f"c{numbers[p]}" for p in self._positions()]
+
+    def picked(self, ids: Collection[str]) -> Iterator[dict[str, Any]]:
+        """The connections with these ids, in order: only they are decoded, one at a time."""
+        return (self[i] for i, cid in enumerate(self.ids()) if cid in ids)
+
+    def _text(self, i: int) -> str:
+        """Connection i in the layout, with "role" last as relay matching adds it to a
+        connection dict."""
+        position = self._positions()[i]
+        text = self._stored(position)
+        role = json.dumps(self._roles.get(f"c{self._numbers[position]}", "direct"))
+        if self.layout == INDENTED:  # the text ends with the closing brace's line, "\n    }"
+            return f'{text[:-6]},\n      "role": {role}\n    }}'
+        return f'{text[:-1]},"role":{role}}}'
 
 
 class Reports:
@@ -202,10 +287,60 @@ def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str
     return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
 
 
-def connections_json(conns: Sequence[dict[str, Any]], layout: str) -> Iterator[str]:
-    """Each connection's JSON text in `layout`: copied from storage, or encoded."""
-    if isinstance(conns, Connections) and conns.layout == layout:
-        return conns.texts()
+def json_pieces(value: Any, layout: str, depth: int) -> Iterator[str]:
+    """value's JSON text in `layout` (nested `depth` levels deep when indented, as
+    json.dumps(report, indent=2) writes it), in pieces: stored items (Texts) copied when
+    stored in that layout, else decoded and encoded one at a time; dicts and lists that hold
+    Texts (a stored report's relays) walked."""
+    if isinstance(value, Texts):
+        yield from _texts_json(value, layout, depth)
+    elif isinstance(value, (dict, list)) and _holds_texts(value, 2):
+        inner = "\n" + "  " * (depth + 1) if layout == INDENTED else ""
+        sep, colon = ("," + inner, ": ") if layout == INDENTED else (",", ":")
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+        items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        for n, (key, item) in enumerate(items):  # not empty: it holds Texts
+            yield (sep if n else opening + inner) + (
+                "" if key is None else json.dumps(key) + colon)
+            yield from json_pieces(item, layout, depth + 1)
+        yield (inner[:-2] if inner else "") + closing
+    elif layout == INDENTED:
+        yield from pieces(value, depth)
+    else:
+        yield compact(value)
+
+
+def _holds_texts(value: Any, levels: int) -> bool:
+    """Whether Texts are among value's items, or their items `levels` deep."""
+    items = value.values() if isinstance(value, dict) else value
+    for item in items:
+        if isinstance(item, Texts):
+            return True
+        if levels and isinstance(item, (dict, list)) and _holds_texts(item, levels - 1):
+            return True
+    return False
+
+
+def _texts_json(items: Texts, layout: str, depth: int) -> Iterator[str]:
+    if not len(items):
+        yield "[]"
+        return
+    if items.layout == layout and (layout == COMPACT or items.depth == depth + 1):
+        texts = items.texts()
+    elif layout == INDENTED:
+        texts = (indented(item, depth + 1) for item in items)
+    else:
+        texts = (compact(item) for item in items)
     if layout == INDENTED:
-        return (indented(c, 2) for c in conns)
-    return (compact(c) for c in conns)
+        inner = "\n" + "  " * (depth + 1)
+        sep = "[" + inner
+        for text in texts:
+            yield sep + text
+            sep = "," + inner
+        yield "\n" + "  " * depth + "]"
+    else:
+        sep = "["
+        for text in texts:
+            yield sep + text
+            sep = ","
+        yield "]"
