@@ -103,10 +103,11 @@ class Run:
         self.stats = stats
         self.conversations: dict[str, Conversation] = {}
         self.transfers: dict[str, TransferAnalyzer] = {}
-        # each reported connection's JSON, and (connection number, its findings)
+        # each reported connection's JSON, and (connection number, its findings) of those
+        # with findings
         self.reports: Reports | Connections = (
             Reports() if options.store is None else Connections(options.store))
-        self.reported: list[tuple[int, list[Finding]]] = []
+        self.findings_of: list[tuple[int, list[Finding]]] = []
 
     def report(self, conn: Connection) -> None:
         """Report a finished connection, then drop its analyses: the report holds what they
@@ -118,7 +119,8 @@ class Run:
         found = connection_findings(conn) + self.findings(conn)
         number = int(conn.id[1:])
         self.reports.add(number, out)
-        self.reported.append((number, found))
+        if found:  # most have none: a storm's 80,000 empty lists were 10 MB
+            self.findings_of.append((number, found))
         self.conversations.pop(conn.id, None)
         self.transfers.pop(conn.id, None)
         conn.detach()
@@ -223,11 +225,11 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
     after those retired during the pass, and all listed in the order they opened."""
     for conn in engine.connections:
         run.report(conn)
-    run.reported.sort(key=lambda r: r[0])
+    run.findings_of.sort(key=lambda r: r[0])
     findings = capture_findings(stats)
-    for _, found in run.reported:
+    for _, found in run.findings_of:
         findings.extend(found)
-    run.reported = []
+    run.findings_of = []
     if engine.late_packets:
         findings.append(Finding(
             "info", "late-packets",
