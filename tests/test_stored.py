@@ -185,12 +185,13 @@ def test_spilled_items_read_back_in_memory_on_disk_and_pickled(
     copy = pickle.loads(pickle.dumps(spill))
     assert copy._file is None and [copy[i] for i in range(200)] == items
     monkeypatch.setattr(stored_module, "RAW", 2)
-    texts = Texts(INDENTED, 3)
     dicts = [{"n": i, "sql": "SELECT " + "x" * (i % 50), "sizes": {"1448": i}} for i in range(300)]
-    for d in dicts:
-        texts.append(d)
-    assert texts._deflated._file is not None
-    assert list(texts) == dicts and texts[-1] == dicts[-1] and texts[5:8] == dicts[5:8]
-    assert list(pickle.loads(pickle.dumps(texts))) == dicts
-    with pytest.raises(IndexError):
-        texts[300]
+    for deflate in (True, False):  # connections are deflated, a relay's pairs not
+        texts = Texts(INDENTED, 3, deflate)
+        for d in dicts:
+            texts.append(d)
+        assert texts._rest._file is not None and (texts._lib is not None) == deflate
+        assert list(texts) == dicts and texts[-1] == dicts[-1] and texts[5:8] == dicts[5:8]
+        assert list(pickle.loads(pickle.dumps(texts))) == dicts
+        with pytest.raises(IndexError):
+            texts[300]

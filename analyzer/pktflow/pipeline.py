@@ -241,8 +241,9 @@ def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, 
     reports = run.reports
     reports.sort()
     store = run.options.store
-    # a storm's matched queries stored like its connections: 2 KB each as dicts
-    kept: Callable[[], Any] = list if store is None else partial(Texts, store, PAIR_DEPTH)
+    # a storm's matched queries stored like its connections (2 KB each as dicts), as text
+    kept: Callable[[], Any] = (list if store is None
+                               else partial(Texts, store, PAIR_DEPTH, deflate=False))
     relays, relay_findings, roles = relays_of(reports.relay_legs(), kept)
     reports.matched(roles)
     findings.extend(relay_findings)

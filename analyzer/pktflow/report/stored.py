@@ -7,12 +7,13 @@ the report was written. Stored, one takes 500-1,000 bytes (deflate primed with t
 last connections kept as text: the keys and most values repeat), plus what relay matching reads
 of a PostgreSQL connection (relay.topology.relay_leg) and its payload bytes (the text overview's
 ranking). A storm's matched queries (one per front-leg query) are 2 KB each as dicts, 250 bytes
-stored. Past a megabyte the compressed texts go to a temporary file. The text is in the layout
-the output will have, compact (jsonl) or indented as --format json nests it, so the JSON
-writers copy it; everything else decodes one item at a time. Deflate is ISA-L's level 0 when
-the isal package is there (10 us and 640 bytes for an indented connection of that capture, 4 us
-to inflate; its level 1 took 16 us for 470 bytes, 7 to inflate), else zlib's level 1 (35 us,
-520 bytes); raw (no checksum over the dictionary and the text each time)."""
+deflated, 700 as text (how they are kept). Past a megabyte the texts go to a temporary file.
+The text is in the layout the output will have, compact (jsonl) or indented as --format json
+nests it, so the JSON writers copy it; everything else decodes one item at a time. Deflate is
+ISA-L's level 0 when the isal package is there (10 us and 640 bytes for an indented connection
+of that capture, 4 us to inflate; its level 1 took 16 us for 470 bytes, 7 to inflate), else
+zlib's level 1 (35 us, 520 bytes); raw (no checksum over the dictionary and the text each
+time)."""
 
 from __future__ import annotations
 
@@ -94,13 +95,17 @@ class Texts(Sequence[dict[str, Any]]):
     indexing and iteration decode one at a time (copies, not kept), and the JSON writers copy
     the text (`json_pieces`)."""
 
-    def __init__(self, layout: str = COMPACT, depth: int = CONNECTION_DEPTH) -> None:
+    def __init__(self, layout: str = COMPACT, depth: int = CONNECTION_DEPTH,
+                 deflate: bool = True) -> None:
         self.layout = layout
         self.depth = depth  # how deep an item sits in the report (indented layout)
+        # False: the items past RAW are kept as UTF-8 (small ones, which spill soon: deflating
+        # and inflating a relay's matched query took 5 us, 3% of a storm's analysis)
+        self.deflate = deflate
         self._raw: list[str] = []  # the first RAW, as text
         self._zdict = b""  # the last of those: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
-        self._deflated = Spill()
+        self._rest = Spill()  # the items past RAW
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (a report crosses from a worker process, `analyze --format jsonl` of
@@ -120,6 +125,9 @@ class Texts(Sequence[dict[str, Any]]):
         if len(self._raw) < RAW:
             self._raw.append(text)
             return
+        if not self.deflate:
+            self._rest.append(text.encode())
+            return
         if self._lib is None:
             self._lib = deflate_lib()
             # what deflate matches the others to: the last texts kept as they are, two of the
@@ -131,21 +139,23 @@ class Texts(Sequence[dict[str, Any]]):
             self._zdict = "".join(self._raw).encode()[-size:]
         level = 1 if self._lib is zlib else 0  # ISA-L's 0 still compresses, zlib's stores
         c = self._lib.compressobj(level, zlib.DEFLATED, _WBITS, zdict=self._zdict)
-        self._deflated.append(c.compress(text.encode()) + c.flush())
+        self._rest.append(c.compress(text.encode()) + c.flush())
 
     def _stored(self, position: int) -> str:
         """The text of the item appended `position`-th."""
         if position < len(self._raw):
             return self._raw[position]
+        if not self.deflate:
+            return self._rest[position - len(self._raw)].decode()
         assert self._lib is not None  # it deflated this
         d = self._lib.decompressobj(_WBITS, zdict=self._zdict)
-        return (d.decompress(self._deflated[position - len(self._raw)]) + d.flush()).decode()
+        return (d.decompress(self._rest[position - len(self._raw)]) + d.flush()).decode()
 
     def _text(self, i: int) -> str:
         return self._stored(i)
 
     def __len__(self) -> int:
-        return len(self._raw) + len(self._deflated)
+        return len(self._raw) + len(self._rest)
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
