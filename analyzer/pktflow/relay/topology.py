@@ -26,33 +26,96 @@ def sql_key(sql: str | None) -> str:
     return " ".join((sql or "").split()).rstrip(";").strip()
 
 
+_NONE = -1  # an int field the report left out (null): counts and frames are never negative
+
+
+def _int(v: int | None) -> int:
+    return _NONE if v is None else v
+
+
+def _opt(v: int) -> int | None:
+    return None if v == _NONE else v
+
+
+def _optf(v: float) -> float | None:
+    return None if v != v else v  # NaN: left out
+
+
 class LegQuery:
     """The fields of a query's report that matching and pair_json read (None: not in it). A
-    class of slots, not a NamedTuple: compiled, it is made without a Python-level __new__."""
+    class of slots, not a NamedTuple: compiled, it is made without a Python-level __new__, and
+    its numbers are held unboxed (a float or large int as an object is 24-28 bytes more: a
+    storm keeps two queries per connection until matching)."""
 
-    __slots__ = ("sql", "rows", "response_bytes", "sent_s", "first_response_s",
-                 "last_response_s", "sent_frame", "first_frame", "last_frame",
-                 "response_segments", "response_segment_median", "response_segment_max",
+    __slots__ = ("sql", "_rows", "_response_bytes", "_sent_s", "_first_response_s",
+                 "_last_response_s", "_sent_frame", "_first_frame", "_last_frame",
+                 "_response_segments", "_response_segment_median", "_response_segment_max",
                  "response_segment_sizes")
 
     def __init__(self, q: dict[str, Any]) -> None:
         sql, segments = q.get("sql"), q.get("response_segments")
         self.sql: str | None = sys.intern(sql) if type(sql) is str else sql  # a storm's few
-        self.rows: int | None = q.get("rows")
-        self.response_bytes: int | None = q.get("response_bytes")
-        self.sent_s: float | None = q.get("sent_s")
-        self.first_response_s: float | None = q.get("first_response_s")
-        self.last_response_s: float | None = q.get("last_response_s")
-        self.sent_frame: int | None = q.get("sent_frame")
-        self.first_frame: int | None = q.get("first_frame")
-        self.last_frame: int | None = q.get("last_frame")
-        self.response_segments: int | None = segments
-        self.response_segment_median: int | None = q.get("response_segment_median")
-        self.response_segment_max: int | None = q.get("response_segment_max")
+        self._rows = _int(q.get("rows"))
+        self._response_bytes = _int(q.get("response_bytes"))
+        nan = float("nan")
+        sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
+        self._sent_s: float = nan if sent is None else sent
+        self._first_response_s: float = nan if first is None else first
+        self._last_response_s: float = nan if last is None else last
+        self._sent_frame = _int(q.get("sent_frame"))
+        self._first_frame = _int(q.get("first_frame"))
+        self._last_frame = _int(q.get("last_frame"))
+        self._response_segments = _int(segments)
+        self._response_segment_median = _int(q.get("response_segment_median"))
+        self._response_segment_max = _int(q.get("response_segment_max"))
         # kept for bulk responses, which forward_chunk reads: kept for every query, these
         # dicts were 30% of a storm's legs
         self.response_segment_sizes: dict[str, int] | None = (
             q.get("response_segment_sizes") if (segments or 0) >= BULK_SEGMENTS else None)
+
+    @property
+    def rows(self) -> int | None:
+        return _opt(self._rows)
+
+    @property
+    def response_bytes(self) -> int | None:
+        return _opt(self._response_bytes)
+
+    @property
+    def sent_s(self) -> float | None:
+        return _optf(self._sent_s)
+
+    @property
+    def first_response_s(self) -> float | None:
+        return _optf(self._first_response_s)
+
+    @property
+    def last_response_s(self) -> float | None:
+        return _optf(self._last_response_s)
+
+    @property
+    def sent_frame(self) -> int | None:
+        return _opt(self._sent_frame)
+
+    @property
+    def first_frame(self) -> int | None:
+        return _opt(self._first_frame)
+
+    @property
+    def last_frame(self) -> int | None:
+        return _opt(self._last_frame)
+
+    @property
+    def response_segments(self) -> int | None:
+        return _opt(self._response_segments)
+
+    @property
+    def response_segment_median(self) -> int | None:
+        return _opt(self._response_segment_median)
+
+    @property
+    def response_segment_max(self) -> int | None:
+        return _opt(self._response_segment_max)
 
 
 class Leg:
