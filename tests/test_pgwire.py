@@ -354,6 +354,57 @@ def test_queries_beyond_the_cap_are_counted_not_kept() -> None:
     assert [f.code for f in conv.findings].count("queries-capped") == 1
 
 
+@pytest.mark.parametrize("every", [2, 0], ids=["archiving-often", "as-built"])
+def test_archived_queries_report_as_the_kept_ones(every: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With an archive, answered queries leave memory as the list grows: the report is the
+    same, for simple, extended, COPY and failed queries, answered one by one or pipelined.
+    Archiving often (the pure-Python path reads ARCHIVE_AT as it runs; compiled, it is a
+    constant) archives next to every kind of request, a lone Sync's among them."""
+    from pktflow.pgwire import conversation as C
+
+    if every:
+        monkeypatch.setattr(C, "ARCHIVE_AT", every)
+
+    err = msg("E", b"SERROR\x00C42P01\x00Mno\x00\x00")
+    desc = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18)
+    kinds = [
+        (msg("Q", cstr("SELECT 1")), desc + datarow(1) + msg("C", cstr("SELECT 1")) + READY),
+        (msg("P", cstr("") + cstr("SELECT $1") + b"\x00\x00") + msg("B", b"\x00" * 8)
+         + msg("E", b"\x00" * 5) + msg("S"),
+         msg("1") + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY),
+        (msg("Q", cstr("COPY t TO STDOUT")),
+         msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\n") * 3 + msg("c")
+         + msg("C", cstr("COPY 3")) + READY),
+        (msg("Q", cstr("SELECT * FROM nope")), err + READY),
+        (msg("S"), READY),  # a lone Sync: its ReadyForQuery goes to the last answered query
+    ]
+    rounds = [kinds[(i * 7) % 5] for i in range(384)]
+
+    def report(archive: list[bytes] | None) -> tuple[dict, Conversation]:  # type: ignore[type-arg]
+        conv = Conversation("c1", start_seen=lambda d: True, archive=archive)
+        conv.feed(0, startup(), 0, 1, 0.0)
+        conv.feed(1, AUTH_OK + READY, 0, 2, 0.0)
+        off, frame = [len(startup()), len(AUTH_OK + READY)], 3
+        # each request sent before the answer to the one before it (pipelined)
+        order = [(0, 0)] + [x for i in range(1, len(rounds)) for x in ((0, i), (1, i - 1))]
+        for d, i in order + [(1, len(rounds) - 1)]:
+            data = rounds[i][d]
+            conv.feed(d, data, off[d], frame, frame * 0.001)
+            off[d] += len(data)
+            frame += 1
+        conv.finish()
+        return conv.to_json(), conv
+
+    archive: list[bytes] = []
+    kept, _ = report(None)
+    archived, conv = report(archive)
+    queries = sum(r is not kinds[-1] for r in rounds)
+    assert archived == kept and len(kept["queries"]) == queries
+    assert len(archive) > queries // 2 and len(conv.queries) < 128
+    assert {q["kind"] for q in kept["queries"]} == {"simple", "extended", "copy"}
+
+
 def test_named_statements_are_bounded() -> None:
     from pktflow.pgwire import conversation as C
 

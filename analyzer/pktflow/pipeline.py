@@ -17,7 +17,7 @@ from pktflow.capture.reader import Capture, open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.conversation import Conversation
 from pktflow.relay.measure import relays_of
-from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts
+from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Spill, Texts
 from pktflow.tcp.connection import Connection
 from pktflow.tcp.engine import TcpEngine
 from pktflow.tcp.findings import connection_findings, direction_name
@@ -108,6 +108,9 @@ class Run:
         self.reports: Reports | Connections = (
             Reports() if options.store is None else Connections(options.store))
         self.findings_of: list[tuple[int, list[Finding]]] = []
+        # where conversations archive their answered queries while they go on, when reports
+        # are stored (one for all: a file each would be a descriptor each)
+        self.archive: Spill | None = None if options.store is None else Spill()
 
     def report(self, conn: Connection) -> None:
         """Report a finished connection, then drop its analyses: the report holds what they
@@ -127,7 +130,8 @@ class Run:
 
     def sink(self, conn: Connection) -> Conversation:
         dirs = conn.dirs
-        conv = Conversation(conn.id, start_seen=lambda d: dirs[d].isn_seen)
+        conv = Conversation(conn.id, start_seen=lambda d: dirs[d].isn_seen,
+                            archive=self.archive)
         self.conversations[conn.id] = conv
         return conv
 
