@@ -195,3 +195,11 @@ def test_spilled_items_read_back_in_memory_on_disk_and_pickled(
         assert list(pickle.loads(pickle.dumps(texts))) == dicts
         with pytest.raises(IndexError):
             texts[300]
+    # large items are not kept as text, even the first (past RAW_BYTES in all)
+    monkeypatch.setattr(stored_module, "RAW", 16)
+    monkeypatch.setattr(stored_module, "RAW_BYTES", 100)
+    texts = Texts(COMPACT)
+    big = [{"sql": "x" * n} for n in (10, 20, 200, 10, 500)]
+    for d in big:
+        texts.append(d)
+    assert len(texts._raw) == 2 and list(texts) == big

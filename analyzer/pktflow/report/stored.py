@@ -34,8 +34,10 @@ from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
 INDENTED = "indented"  # as json.dumps(report, indent=2) writes an item nested `depth` deep
-# The first items are kept as their text: a capture of a few never loads a compressor.
+# The first items are kept as their text (a capture of a few never loads a compressor), up to
+# so many bytes in all: a connection that lists 10,000 queries is 5 MB of text.
 RAW = 16
+RAW_BYTES = 1 << 18
 _WBITS = -15  # raw deflate, 32 KB window
 # Deflated items are held in memory up to this many bytes, then written to an unnamed
 # temporary file (in TMPDIR) and read back one at a time: 80,000 connections of a storm held
@@ -102,7 +104,8 @@ class Texts(Sequence[dict[str, Any]]):
         # False: the items past RAW are kept as UTF-8 (small ones, which spill soon: deflating
         # and inflating a relay's matched query took 5 us, 3% of a storm's analysis)
         self.deflate = deflate
-        self._raw: list[str] = []  # the first RAW, as text
+        self._raw: list[str] = []  # the first RAW (RAW_BYTES at most), as text
+        self._raw_bytes = 0
         self._zdict = b""  # the last of those: what deflate matches the others to
         self._lib: ModuleType | None = None  # zlib or isal's twin, from the first one deflated
         self._rest = Spill()  # the items past RAW
@@ -122,8 +125,10 @@ class Texts(Sequence[dict[str, Any]]):
 
     def append(self, item: dict[str, Any]) -> None:
         text = indented(item, self.depth) if self.layout == INDENTED else compact(item)
-        if len(self._raw) < RAW:
+        if (len(self._raw) < RAW and not len(self._rest)
+                and self._raw_bytes + len(text) <= RAW_BYTES):
             self._raw.append(text)
+            self._raw_bytes += len(text)
             return
         if not self.deflate:
             self._rest.append(text.encode())
