@@ -225,3 +225,35 @@ def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:
     relays, _, roles = relays_of(_legs(front, back, other))
     assert relays[0]["back_connections"] == ["c2"]
     assert roles == {"c1": "front", "c2": "back"}  # c3 is none of the relay's: direct
+
+
+def test_busy_legs_kept_in_an_archive_match_the_same_and_load_only_if_they_can() -> None:
+    """Legs of ARCHIVE_QUERIES queries or more keep them in the archive: matching gives the
+    same relays, and reads back only legs at an address that is both server and client."""
+    from pktflow.relay.topology import ARCHIVE_QUERIES
+
+    n = ARCHIVE_QUERIES + 4
+    fronts = [_conn(f"c{i}", (f"10.0.0.{10 + i}", 40000), (POOLER, 7000),
+                    [_q(f"SELECT {k}", 1.0 + i + k * 0.01, 1.0 + i + k * 0.01 + 0.005,
+                        1.0 + i + k * 0.01 + 0.006, 1000 * i + 10 * k) for k in range(n)])
+              for i in range(2)]
+    backs = [_conn(f"c{10 + i}", (POOLER, 50000 + i), (DB, 7777),
+                   [_q(f"SELECT {k}", 1.001 + i + k * 0.01, 1.002 + i + k * 0.01,
+                       1.003 + i + k * 0.01, 1000 * i + 10 * k + 1) for k in range(n)])
+              for i in range(2)]
+    elsewhere = _conn("c20", ("10.0.9.1", 40000), ("10.0.9.2", 5432),
+                      [_q("SELECT 1", 1.0 + k, 1.1 + k, 1.2 + k, 5000 + k) for k in range(n)])
+    plain = relays_of(_legs(*fronts, *backs, elsewhere))
+    read: list[int] = []
+
+    class Archive(list):  # type: ignore[type-arg]
+        def __getitem__(self, i: Any) -> Any:
+            read.append(i)
+            return super().__getitem__(i)
+
+    archive = Archive()
+    legs = [relay_leg(c, archive) for c in (*fronts, *backs, elsewhere)]
+    assert len(archive) == 5 and not read
+    assert relays_of([leg for leg in legs if leg is not None]) == plain
+    assert plain[0][0]["matched_queries"] == 2 * n
+    assert sorted(read) == [0, 1, 2, 3]  # once each; not c20's: its address is only a server's

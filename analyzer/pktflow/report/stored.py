@@ -195,6 +195,7 @@ class Connections(Texts):
         self._numbers = array("q")  # by position added
         self._payload = array("q")
         self._legs: list[Leg | None] = []
+        self._leg_queries: Spill | None = Spill()  # where busy legs keep their queries
         self._order: array[int] | None = None  # positions in connection order, once sorted
         self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
 
@@ -202,7 +203,7 @@ class Connections(Texts):
         self.append(report)
         self._numbers.append(number)
         self._payload.append(payload_bytes(report))
-        self._legs.append(relay_leg(report))
+        self._legs.append(relay_leg(report, self._leg_queries))
 
     def sort(self) -> None:
         numbers = self._numbers
@@ -221,7 +222,7 @@ class Connections(Texts):
         "direct"); the legs it read go (they would outlive it, and a report that crosses from
         a worker process would carry them: compiled, they do not pickle, and need not)."""
         self._roles = roles
-        self._legs = []
+        self._legs, self._leg_queries = [], None
 
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties in
