@@ -26,7 +26,7 @@ from typing import Any, Final
 from pktflow.capture.packet import FIN, RST, SYN
 from pktflow.findings import Finding
 from pktflow.tcp.observe import NEW, RETRANS, CompiledObserver, DirectionInfo
-from pktflow.transfer.histogram import Histogram, Quantiles
+from pktflow.transfer.histogram import Bins, Histogram, Quantiles
 from pktflow.transfer.verdict import direction_json, direction_findings
 
 DELAYED_ACK_S: Final = 0.040  # Linux's minimum delayed-ACK timeout
@@ -117,7 +117,7 @@ class Flow:
         self.idle: list[dict[str, Any]] = []
         self.idle_count = 0
         self.idle_total = 0.0
-        self.bins: dict[int, int] = {}  # complete after finish(): the current bin is in bin_*
+        self.bins = Bins()  # complete after finish(): the current bin is in bin_*
         self.bin_cur = -1  # the 100 ms bin being filled, and its new bytes not yet in bins
         self.bin_new = 0
         self.maxseg = 0
@@ -142,7 +142,7 @@ class Flow:
 
 def _flush_bin(f: Flow) -> None:
     if f.bin_new:
-        f.bins[f.bin_cur] = f.bins.get(f.bin_cur, 0) + f.bin_new
+        f.bins.add(f.bin_cur, f.bin_new)
         f.bin_new = 0
 
 
@@ -206,7 +206,7 @@ class TransferAnalyzer(CompiledObserver):
             f.high = end
             b = int((ts - f.first_ts) * 10)
             if b < MAX_BINS:
-                if b != f.bin_cur:  # thousands of segments share a bin: one dict update each
+                if b != f.bin_cur:  # thousands of segments share a bin: one update each
                     _flush_bin(f)
                     f.bin_cur = b
                 f.bin_new += new

@@ -34,18 +34,12 @@ def _goodput(f: Flow) -> tuple[float, dict[str, Any] | None, dict[str, Any] | No
         return 0.0, None, None
     span = f.last_ts - f.first_ts
     rate = f.data_bytes / span if span > 0 else 0.0
-    if not f.bins or span < 0.2:
+    if not len(f.bins) or span < 0.2:
         return rate, None, None
-    last = int(span * 10)
-    best = max(f.bins.items(), key=lambda kv: kv[1])
-    # The first empty bin is the worst; find it without walking every 100 ms of a span a
-    # corrupt or jumping timestamp can stretch to years (bins only hold positive counts).
-    if len(f.bins) < last:
-        worst_bin = next(b for b in range(last) if b not in f.bins)
-    else:
-        worst_bin = min(range(0, last), key=lambda b: f.bins.get(b, 0), default=0)
+    best = f.bins.most()
+    worst_bin = f.bins.least(int(span * 10))  # an empty one if there is one
     return (rate, {"bps": best[1] * 10, "start_ts": f.first_ts + best[0] / 10},
-            {"bps": f.bins.get(worst_bin, 0) * 10, "start_ts": f.first_ts + worst_bin / 10})
+            {"bps": f.bins.get(worst_bin) * 10, "start_ts": f.first_ts + worst_bin / 10})
 
 
 def verdict(f: Flow) -> dict[str, Any]:
