@@ -153,7 +153,7 @@ class Leg:
         if archive is not None and len(queries) >= ARCHIVE_QUERIES:
             self._at = len(archive)
             archive.append(marshal.dumps([tuple([q.get(k) for k in _QUERY_FIELDS])
-                                          for q in queries]))
+                                          for q in queries], 2))
         else:
             self._queries = tuple([LegQuery(q) for q in queries])
         # of its server -> client direction, for coupling_json
