@@ -136,6 +136,28 @@ def test_many_captures_in_parallel_with_stored_reports(tmp_path: Path) -> None:
     assert len(json.loads(out.splitlines()[0])["connections"]) == RAW + 24
 
 
+def test_temporary_files_that_cannot_be_written_are_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full or read-only TMPDIR: one line naming the capture, the directory and the reason,
+    exit code 8, no traceback."""
+    import errno
+    import tempfile
+
+    from pktflow.report import stored
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stored, "SPILL", 1)
+    monkeypatch.setattr(stored, "RAW", 0)
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    code, out, err = cli("analyze", "--format", "json", str(DIRECT))
+    assert code == ExitCode.NO_SPACE and out == ""
+    assert err == (f"pktflow: {DIRECT}: cannot write the report's temporary file in "
+                   f"{tempfile.gettempdir()} (No space left on device); set TMPDIR to a "
+                   f"directory with room\n")
+
+
 @pytest.mark.parametrize("width", [80, 100, 160])
 def test_overview_is_whole_in_a_narrow_terminal(width: int) -> None:
     """The connection overview at 80 columns: every header, endpoint, count and verdict in

@@ -103,6 +103,7 @@ def _worker(job: tuple[str, bool, str]) -> tuple[str, Any]:
     try:
         return "ok", analyze(path, Options(decode_postgres=postgres, store=store))
     except PktflowError as exc:
+        exc.file = exc.file or path
         return "error", (exc.one_line(), int(exc.exit_code))
 
 
@@ -117,6 +118,7 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
             try:
                 yield path, _analyze_one(path, args, env, _store(args)), None, 0
             except PktflowError as exc:
+                exc.file = exc.file or path  # named, when what failed was not the file
                 yield path, None, exc.one_line(), int(exc.exit_code)
         return
     from concurrent.futures import ProcessPoolExecutor

@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     UNSUPPORTED = 5  # a capture, but nothing in it we can read (unknown link type only)
     DAMAGED = 6  # a capture cut short or corrupt part-way: what precedes was analysed
     LAB = 7  # the lab could not record (not root, program missing)
+    NO_SPACE = 8  # the report's temporary files could not be written (TMPDIR full, read-only)
     INTERNAL = 70  # a bug in pktflow: reported without a traceback unless --debug
 
 
@@ -71,6 +72,12 @@ class DamagedCaptureError(PktflowError):
 
 class LabError(PktflowError):
     exit_code = ExitCode.LAB
+
+
+class NoSpaceError(PktflowError):
+    """The report's temporary files (report.stored) could not be written."""
+
+    exit_code = ExitCode.NO_SPACE
 
 
 class UsageError(PktflowError):

@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import IO, Any, overload
 
 from pktflow.capture.gz import deflate_lib
+from pktflow.errors import NoSpaceError
 from pktflow.relay.topology import Leg, relay_leg
 from pktflow.report.jsontext import compact, indented, pieces
 
@@ -69,11 +70,17 @@ class Spill:
         self._buf += data
         self._ends.append(self._written + len(self._buf))
         if len(self._buf) >= SPILL:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(buffering=0)
-            view = memoryview(self._buf)
-            while view:
-                view = view[self._file.write(view) or 0:]
+            try:
+                if self._file is None:
+                    self._file = tempfile.TemporaryFile(buffering=0)
+                view = memoryview(self._buf)
+                while view:
+                    view = view[self._file.write(view) or 0:]
+            except OSError as exc:
+                raise NoSpaceError(
+                    f"cannot write the report's temporary file in {tempfile.gettempdir()} "
+                    f"({exc.strerror or exc})",
+                    hint="set TMPDIR to a directory with room") from None
             self._written += len(self._buf)
             self._buf = bytearray()
 
