@@ -197,7 +197,7 @@ def forward_chunk(front_queries: list[LegQuery]) -> int | None:
     return max(k for k in common if k <= 2 * common[0])
 
 
-def relays_of(legs: list[Leg], kept: Callable[[], Any] = list,
+def relays_of(legs: list[Leg], kept: Callable[[], Any] = list
               ) -> tuple[list[dict[str, Any]], list[Finding], dict[str, str]]:
     """Find relays among these legs: the report's "relays" list, its findings, and the role
     ("front" or "back") of each connection that is a relay's leg. Each relay's matched queries

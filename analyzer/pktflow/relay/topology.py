@@ -180,7 +180,6 @@ def relay_leg(conn: dict[str, Any], archive: Any = None) -> Leg | None:
     return Leg(conn, archive) if is_postgres(conn) else None
 
 
-
 class QueryRef:
     __slots__ = ("conn", "index", "q", "sent")
 

@@ -86,9 +86,9 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
                           range(7), _LEFT))
         body.append(table(f"the same queries: {_SEGMENTS}", _HEADS, rows, full, (0, 1, 7, 8),
                           _LEFT))
-    if len(relay["queries"]) > MAX_ROWS:
-        body.append(Text(f"... {len(relay['queries']) - MAX_ROWS:,} smaller matched queries in the JSON "
-                         f"report", "dim"))
+    rest = len(relay["queries"]) - MAX_ROWS
+    if rest > 0:
+        body.append(Text(f"... {rest:,} smaller matched queries in the JSON report", "dim"))
     body.append(Text("coupling: " + relay["coupling"]["summary"], "dim"))
     return Panel(Group(*body), title="Relay", title_align="left")
 
