@@ -227,12 +227,13 @@ def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:
     assert roles == {"c1": "front", "c2": "back"}  # c3 is none of the relay's: direct
 
 
-def test_busy_legs_kept_in_an_archive_match_the_same_and_load_only_if_they_can() -> None:
-    """Legs of ARCHIVE_QUERIES queries or more keep them in the archive: matching gives the
-    same relays, and reads back only legs at an address that is both server and client."""
-    from pktflow.relay.topology import ARCHIVE_QUERIES
+def test_busy_legs_read_their_queries_again_only_if_they_can_be_a_relays() -> None:
+    """Legs of REREAD_QUERIES queries or more, given a way to read them again, hold none:
+    matching gives the same relays, and reads again only legs at an address that is both a
+    server and a client, once each."""
+    from pktflow.relay.topology import REREAD_QUERIES
 
-    n = ARCHIVE_QUERIES + 4
+    n = REREAD_QUERIES + 4
     fronts = [_conn(f"c{i}", (f"10.0.0.{10 + i}", 40000), (POOLER, 7000),
                     [_q(f"SELECT {k}", 1.0 + i + k * 0.01, 1.0 + i + k * 0.01 + 0.005,
                         1.0 + i + k * 0.01 + 0.006, 1000 * i + 10 * k) for k in range(n)])
@@ -243,17 +244,17 @@ def test_busy_legs_kept_in_an_archive_match_the_same_and_load_only_if_they_can()
               for i in range(2)]
     elsewhere = _conn("c20", ("10.0.9.1", 40000), ("10.0.9.2", 5432),
                       [_q("SELECT 1", 1.0 + k, 1.1 + k, 1.2 + k, 5000 + k) for k in range(n)])
-    plain = relays_of(_legs(*fronts, *backs, elsewhere))
-    read: list[int] = []
+    short = _conn("c21", ("10.0.9.3", 40000), ("10.0.9.2", 5432), [_q("SELECT 1", 9.0, 9.1,
+                                                                      9.2, 9000)])
+    conns = (*fronts, *backs, elsewhere, short)
+    plain = relays_of(_legs(*conns))
+    read: list[str] = []
 
-    class Archive(list):  # type: ignore[type-arg]
-        def __getitem__(self, i: Any) -> Any:
-            read.append(i)
-            return super().__getitem__(i)
+    def reread(c: dict[str, Any]) -> Any:
+        return lambda: read.append(c["id"]) or json.loads(json.dumps(c["queries"]))
 
-    archive = Archive()
-    legs = [relay_leg(c, archive) for c in (*fronts, *backs, elsewhere)]
-    assert len(archive) == 5 and not read
+    legs = [relay_leg(c, reread(c)) for c in conns]
+    assert not read
     assert relays_of([leg for leg in legs if leg is not None]) == plain
     assert plain[0][0]["matched_queries"] == 2 * n
-    assert sorted(read) == [0, 1, 2, 3]  # once each; not c20's: its address is only a server's
+    assert sorted(read) == ["c0", "c1", "c10", "c11"]  # not c20's (only ever a server's)

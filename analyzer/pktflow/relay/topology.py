@@ -13,17 +13,18 @@ needs both legs' queries.
 from __future__ import annotations
 
 import bisect
-import marshal
 import sys
 from collections import defaultdict
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any
 
 # How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
 SCAN_LIMIT = 64
 BULK_SEGMENTS = 4  # a response in this many segments or more is a bulk one
-# A leg of this many queries or more keeps them in the archive, if given (fewer: reading them
-# back would cost a storm's 20,000 two-query front legs 3% of the run, for 450 bytes each)
-ARCHIVE_QUERIES = 16
+# A leg of this many queries or more reads them again from its stored report, when it can, if
+# matching needs them (fewer: a storm's 20,000 two-query front legs would pay 3% of the run
+# for 450 bytes each)
+REREAD_QUERIES = 16
 
 
 def sql_key(sql: str | None) -> str:
@@ -122,40 +123,28 @@ class LegQuery:
         return _opt(self._response_segment_max)
 
 
-# what LegQuery reads of a query's report, in the order an archived leg keeps them
-_QUERY_FIELDS: Final = ("sql", "rows", "response_bytes", "sent_s", "first_response_s",
-                        "last_response_s", "sent_frame", "first_frame", "last_frame",
-                        "response_segments", "response_segment_median", "response_segment_max",
-                        "response_segment_sizes")
-
-
 class Leg:
     """What relay matching reads of a PostgreSQL connection's report: its own small object, not
     the report's dicts (a storm keeps one per connection until the end: 6.3 KB each as
-    dicts, 1.1 KB as this). With an archive (append(bytes), len(), [i] -> bytes), the queries
-    of a busy leg wait there until matching reads them: only connections that can be a relay's
-    legs (an address both server and client) are read back; a busy pool's 300 connections of
-    10,000 queries each held 265 MB of them."""
+    dicts, 1.1 KB as this). Given `reread` (the report's queries again, from where the report
+    is kept), a busy leg holds none of its queries until matching reads them, which it does
+    only for connections that can be a relay's legs (an address both server and client): a
+    busy pool's 300 connections of 10,000 queries each held 265 MB of them."""
 
-    __slots__ = ("id", "client", "server", "_queries", "_archive", "_at",
-                 "zero_window_periods", "zero_window_total_s", "evidence_frames",
-                 "bytes_acked_median", "flight_bytes_median")
+    __slots__ = ("id", "client", "server", "_queries", "_reread", "zero_window_periods",
+                 "zero_window_total_s", "evidence_frames", "bytes_acked_median",
+                 "flight_bytes_median")
 
-    def __init__(self, conn: dict[str, Any], archive: Any = None) -> None:
+    def __init__(self, conn: dict[str, Any],
+                 reread: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         client, server = conn["client"], conn["server"]
         self.id: str = conn["id"]
         self.client: tuple[str, int] = (sys.intern(client["ip"]), client["port"])
         self.server: tuple[str, int] = (sys.intern(server["ip"]), server["port"])
         queries = conn.get("queries") or ()
-        self._archive = archive
-        self._at = -1  # where its queries are in the archive
-        self._queries: tuple[LegQuery, ...] | None = None
-        if archive is not None and len(queries) >= ARCHIVE_QUERIES:
-            self._at = len(archive)
-            archive.append(marshal.dumps([tuple([q.get(k) for k in _QUERY_FIELDS])
-                                          for q in queries], 2))
-        else:
-            self._queries = tuple([LegQuery(q) for q in queries])
+        self._reread = reread if len(queries) >= REREAD_QUERIES else None
+        self._queries: tuple[LegQuery, ...] | None = (
+            None if self._reread is not None else tuple([LegQuery(q) for q in queries]))
         # of its server -> client direction, for coupling_json
         s2c = conn["directions"]["server_to_client"]
         window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
@@ -168,16 +157,17 @@ class Leg:
     @property
     def queries(self) -> tuple[LegQuery, ...]:
         queries = self._queries
-        if queries is None:  # read back once, kept: matching reads them twice
-            queries = tuple([LegQuery(dict(zip(_QUERY_FIELDS, fields)))
-                             for fields in marshal.loads(self._archive[self._at])])
-            self._queries = queries
+        if queries is None:  # read again once, kept: matching reads them twice
+            assert self._reread is not None
+            queries = tuple([LegQuery(q) for q in self._reread()])
+            self._queries, self._reread = queries, None
         return queries
 
 
-def relay_leg(conn: dict[str, Any], archive: Any = None) -> Leg | None:
+def relay_leg(conn: dict[str, Any],
+              reread: Callable[[], list[dict[str, Any]]] | None = None) -> Leg | None:
     """The Leg of a connection's report; None for one that cannot be a relay's leg."""
-    return Leg(conn, archive) if is_postgres(conn) else None
+    return Leg(conn, reread) if is_postgres(conn) else None
 
 
 class QueryRef:

@@ -24,6 +24,7 @@ import os
 import tempfile
 import zlib
 from array import array
+from functools import partial
 from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
 from typing import IO, Any, overload
@@ -202,15 +203,20 @@ class Connections(Texts):
         self._numbers = array("q")  # by position added
         self._payload = array("q")
         self._legs: list[Leg | None] = []
-        self._leg_queries: Spill | None = Spill()  # where busy legs keep their queries
         self._order: array[int] | None = None  # positions in connection order, once sorted
         self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
 
     def add(self, number: int, report: dict[str, Any]) -> None:
+        position = len(self)
         self.append(report)
         self._numbers.append(number)
         self._payload.append(payload_bytes(report))
-        self._legs.append(relay_leg(report, self._leg_queries))
+        # a busy leg's queries are read again from the stored text if matching needs them
+        self._legs.append(relay_leg(report, partial(self._queries_at, position)))
+
+    def _queries_at(self, position: int) -> list[dict[str, Any]]:
+        queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]
+        return queries
 
     def sort(self) -> None:
         numbers = self._numbers
@@ -229,7 +235,7 @@ class Connections(Texts):
         "direct"); the legs it read go (they would outlive it, and a report that crosses from
         a worker process would carry them: compiled, they do not pickle, and need not)."""
         self._roles = roles
-        self._legs, self._leg_queries = [], None
+        self._legs = []  # (they refer to this object: a cycle, broken here)
 
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties in
