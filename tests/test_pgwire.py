@@ -467,3 +467,17 @@ def test_client_hello_parser_on_every_prefix_and_junk() -> None:
     cut = bytearray(hello)
     cut[3:5] = (60).to_bytes(2, "big")  # a record shorter than its ClientHello
     assert client_hello_alpn(bytes(cut[:65])) in (NOT_TLS, [])
+
+
+def test_command_tag_row_counts() -> None:
+    """The rows a CommandComplete tag reports, from ASCII digits only: str.isdigit() also takes
+    "²", which int() refuses (a hostile tag once failed the whole pass)."""
+    from pktflow.pgwire.messages import command_rows
+
+    assert command_rows("SELECT 5") == 5
+    assert command_rows("INSERT 0 3") == 3
+    assert command_rows("COPY 1500000") == 1_500_000
+    assert command_rows("CREATE TABLE") is None
+    assert command_rows("SELECT") is None
+    assert command_rows("SELECT ²") is None
+    assert command_rows("SELECT ٣") is None

@@ -79,7 +79,8 @@ def error_fields(body: bytes) -> dict[str, Any]:
 def command_rows(tag: str) -> int | None:
     """Row count of a CommandComplete tag: 'SELECT 5', 'COPY 7', 'INSERT 0 3', 'UPDATE 2'."""
     parts = tag.split()
-    if len(parts) >= 2 and parts[-1].isdigit() and parts[0] in (
+    # ASCII digits, as PostgreSQL writes them: str.isdigit() also takes "²", which int() refuses
+    if len(parts) >= 2 and parts[-1].isascii() and parts[-1].isdigit() and parts[0] in (
             "SELECT", "COPY", "INSERT", "UPDATE", "DELETE", "MERGE", "FETCH", "MOVE"):
         return int(parts[-1])
     return None
