@@ -29,8 +29,7 @@
 #include <string.h>
 
 #include "_jsontext.h"
-
-enum { NOT_TCP = 1, FRAGMENT = 2, UNDECODABLE = 3 };
+#include "native/decode.h"
 
 /* Recently seen addresses: a connection's packets share two addresses, so returning the same
  * bytes object saves an allocation and, as bytes cache their hash, the flow-table lookup's
@@ -74,101 +73,31 @@ static PyObject *u16(unsigned long v)
     return o;
 }
 
-static inline unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
-static inline uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-static inline uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-
-/* Where IP starts, as capture/link.py decides: 0 for "not IP", else sets *version, *off. */
-static int ethertype(unsigned etype, Py_ssize_t off, int *version, Py_ssize_t *ip_off)
-{
-    if (etype == 0x0800) { *version = 4; *ip_off = off; return 1; }
-    if (etype == 0x86DD) { *version = 6; *ip_off = off; return 1; }
-    return 0;
-}
-
-static int link_ip(int linktype, const uint8_t *f, Py_ssize_t n, int *version, Py_ssize_t *off)
-{
-    switch (linktype) {
-    case 1: { /* Ethernet, with any stack of VLAN tags */
-        if (n < 14) return 0;
-        unsigned etype = be16(f + 12);
-        Py_ssize_t o = 14;
-        while (etype == 0x8100 || etype == 0x88A8 || etype == 0x9100) {
-            if (n < o + 4) return 0;
-            etype = be16(f + o + 2);
-            o += 4;
-        }
-        return ethertype(etype, o, version, off);
-    }
-    case 113: /* Linux cooked */
-        if (n < 16) return 0;
-        return ethertype(be16(f + 14), 16, version, off);
-    case 276: /* Linux cooked v2 */
-        if (n < 20) return 0;
-        return ethertype(be16(f), 20, version, off);
-    case 0: case 108: { /* BSD loopback: family in the capturing host's byte order */
-        if (n < 4) return 0;
-        uint32_t fam = le32(f);
-        if (fam > 0xFFFF) fam = be32(f);
-        if (fam == 2) { *version = 4; *off = 4; return 1; }
-        if (fam == 24 || fam == 28 || fam == 30) { *version = 6; *off = 4; return 1; }
-        return 0;
-    }
-    case 12: case 14: case 101: {
-        if (n == 0) return 0;
-        int v = f[0] >> 4;
-        if (v != 4 && v != 6) return 0;
-        *version = v; *off = 0;
-        return 1;
-    }
-    case 228:
-        if (n == 0) return 0;
-        *version = 4; *off = 0;
-        return 1;
-    case 229:
-        if (n == 0) return 0;
-        *version = 6; *off = 0;
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 static PyObject *code(long c) { return PyLong_FromLong(c); }
 
-static PyObject *tcp(const uint8_t *f, Py_ssize_t n, Py_ssize_t t, Py_ssize_t ip_end,
-                     const uint8_t *src, const uint8_t *dst, Py_ssize_t alen,
-                     long long frame_no, double ts)
+/* A frame decoded (native/decode.h) as a packet tuple, or its code. */
+static PyObject *decode_frame(int linktype, const uint8_t *f, Py_ssize_t n, long long frame_no,
+                              double ts)
 {
-    if (n < t + 20) return code(UNDECODABLE);
-    Py_ssize_t thl = (f[t + 12] >> 4) * 4;
-    if (thl < 20 || n < t + thl) return code(UNDECODABLE);
-    Py_ssize_t plen = ip_end - t - thl;
-    if (plen < 0) return code(UNDECODABLE);
-    Py_ssize_t p0 = t + thl;
-    Py_ssize_t p1 = p0 + plen < n ? p0 + plen : n;
+    DecodedTcp p;
+    int c = decode_frame_tcp(linktype, f, n, &p);
+    if (c != DECODED_TCP) return code(c);
     PyObject *tup = PyTuple_New(13);
     if (tup == NULL) return NULL;
     PyObject *items[13] = {
         PyLong_FromLongLong(frame_no),
         PyFloat_FromDouble(ts),
-        address(src, alen),
-        address(dst, alen),
-        u16(be16(f + t)),
-        u16(be16(f + t + 2)),
-        PyLong_FromUnsignedLong(be32(f + t + 4)),
-        PyLong_FromUnsignedLong(be32(f + t + 8)),
-        PyLong_FromLong(f[t + 13]),
-        u16(be16(f + t + 14)),
-        u16((unsigned long)plen),
-        PyBytes_FromStringAndSize((const char *)f + p0, p1 - p0),
-        PyBytes_FromStringAndSize((const char *)f + t + 20, thl - 20),
+        address(p.src, p.alen),
+        address(p.dst, p.alen),
+        u16(p.sport),
+        u16(p.dport),
+        PyLong_FromUnsignedLong(p.seq),
+        PyLong_FromUnsignedLong(p.ack),
+        PyLong_FromLong(p.flags),
+        u16(p.win),
+        u16((unsigned long)p.plen),
+        PyBytes_FromStringAndSize((const char *)p.payload, p.caplen),
+        PyBytes_FromStringAndSize((const char *)p.options, p.optlen),
     };
     for (int i = 0; i < 13; i++) {
         if (items[i] == NULL) {
@@ -179,47 +108,6 @@ static PyObject *tcp(const uint8_t *f, Py_ssize_t n, Py_ssize_t t, Py_ssize_t ip
         PyTuple_SET_ITEM(tup, i, items[i]);
     }
     return tup;
-}
-
-/* capture/ip.py's decode, after the link layer. */
-static PyObject *decode_ip(const uint8_t *f, Py_ssize_t n, int version, Py_ssize_t off,
-                           long long frame_no, double ts)
-{
-    if (version == 4) {
-        if (n < off + 20) return code(UNDECODABLE);
-        unsigned vihl = f[off];
-        Py_ssize_t ihl = (vihl & 0x0F) * 4;
-        if (vihl >> 4 != 4 || ihl < 20) return code(UNDECODABLE);
-        if (f[off + 9] != 6) return code(NOT_TCP);
-        if ((f[off + 6] & 0x3F) || f[off + 7]) return code(FRAGMENT);
-        Py_ssize_t total = be16(f + off + 2);
-        if (total == 0) total = n - off; /* TSO on the capturing host */
-        return tcp(f, n, off + ihl, off + total, f + off + 12, f + off + 16, 4, frame_no, ts);
-    }
-    if (version != 6) return code(NOT_TCP);
-    if (n < off + 40) return code(UNDECODABLE);
-    Py_ssize_t ip_end = off + 40 + be16(f + off + 4);
-    Py_ssize_t t = off + 40;
-    unsigned nxt = f[off + 6];
-    while (nxt != 6) { /* extension headers before TCP */
-        if (nxt == 44) return code(FRAGMENT);
-        if (nxt != 0 && nxt != 43 && nxt != 60 && nxt != 51) return code(NOT_TCP);
-        if (n < t + 2) return code(UNDECODABLE);
-        Py_ssize_t hlen = f[t + 1];
-        unsigned nxt_hdr = f[t];
-        t += nxt == 51 ? (hlen + 2) * 4 : (hlen + 1) * 8;
-        nxt = nxt_hdr;
-    }
-    return tcp(f, n, t, ip_end, f + off + 8, f + off + 24, 16, frame_no, ts);
-}
-
-static PyObject *decode_frame(int linktype, const uint8_t *f, Py_ssize_t n, long long frame_no,
-                              double ts)
-{
-    int version;
-    Py_ssize_t off;
-    if (!link_ip(linktype, f, n, &version, &off)) return code(NOT_TCP);
-    return decode_ip(f, n, version, off, frame_no, ts);
 }
 
 static PyObject *py_decode(PyObject *self, PyObject *args)
@@ -235,22 +123,30 @@ static PyObject *py_decode(PyObject *self, PyObject *args)
     return r;
 }
 
-struct tally { long truncated, non_tcp, fragments, undecodable; };
+struct tally { long non_tcp, fragments, undecodable; };
+
+typedef struct {
+    PyObject *packets;
+    struct tally t;
+} Tuples;
 
 /* A decoded frame: a packet tuple goes to `packets`, a code is counted. -1 on error. */
-static int keep(PyObject *r, PyObject *packets, struct tally *t)
+static int keep(void *ctx, int linktype, const uint8_t *f, long long caplen, long long frame,
+                double ts)
 {
+    Tuples *out = ctx;
+    PyObject *r = decode_frame(linktype, f, caplen, frame, ts);
     if (r == NULL) return -1;
     if (PyTuple_CheckExact(r)) {
-        int bad = PyList_Append(packets, r);
+        int bad = PyList_Append(out->packets, r);
         Py_DECREF(r);
         return bad;
     }
     long c = PyLong_AsLong(r);
     Py_DECREF(r);
-    if (c == NOT_TCP) t->non_tcp++;
-    else if (c == FRAGMENT) t->fragments++;
-    else t->undecodable++;
+    if (c == NOT_TCP) out->t.non_tcp++;
+    else if (c == FRAGMENT) out->t.fragments++;
+    else out->t.undecodable++;
     return 0;
 }
 
@@ -263,115 +159,54 @@ static PyObject *py_scan_pcap(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nppiLn:scan_pcap", &view, &pos, &big, &nano, &linktype,
                           &frame, &limit))
         return NULL;
-    const uint8_t *buf = view.buf;
-    Py_ssize_t len = view.len;
-    double scale = nano ? 1e-9 : 1e-6;
-    struct tally tally = {0, 0, 0, 0};
-    int any = 0;
-    double first_ts = 0.0, last_ts = 0.0;
-    PyObject *packets = PyList_New(0);
-    if (packets == NULL) goto fail;
-    if (pos < 0) pos = 0;
-    while (len - pos >= 16) {
-        const uint8_t *h = buf + pos;
-        uint32_t sec, frac, caplen, orig;
-        if (big) { sec = be32(h); frac = be32(h + 4); caplen = be32(h + 8); orig = be32(h + 12); }
-        else { sec = le32(h); frac = le32(h + 4); caplen = le32(h + 8); orig = le32(h + 12); }
-        if ((Py_ssize_t)caplen > limit || len - pos - 16 < (Py_ssize_t)caplen)
-            break;
-        frame++;
-        double ts = (double)sec + (double)frac * scale;
-        if (!any) { first_ts = ts; any = 1; }
-        last_ts = ts;
-        if (caplen < orig) tally.truncated++;
-        if (keep(decode_frame(linktype, h + 16, caplen, frame, ts), packets, &tally)) goto fail;
-        pos += 16 + caplen;
+    Tuples out = {PyList_New(0), {0, 0, 0}};
+    ScanState st = {frame, 0, 0.0, 0.0, 0};
+    if (out.packets == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
     }
+    pos = scan_pcap_records(view.buf, view.len, pos, big, nano, linktype, limit, &st, keep, &out);
     PyBuffer_Release(&view);
-    PyObject *first = any ? PyFloat_FromDouble(first_ts) : (Py_INCREF(Py_None), Py_None);
-    PyObject *last = any ? PyFloat_FromDouble(last_ts) : (Py_INCREF(Py_None), Py_None);
-    return Py_BuildValue("(nLNNNllll)", pos, frame, packets, first, last, tally.truncated,
-                         tally.non_tcp, tally.fragments, tally.undecodable);
-fail:
-    PyBuffer_Release(&view);
-    Py_XDECREF(packets);
-    return NULL;
+    if (pos < 0) {
+        Py_DECREF(out.packets);
+        return NULL;
+    }
+    return Py_BuildValue("(nLNNNllll)", pos, st.frame, out.packets, scan_ts(&st, st.first_ts),
+                         scan_ts(&st, st.last_ts), st.truncated, out.t.non_tcp,
+                         out.t.fragments, out.t.undecodable);
 }
 
-#define MAX_IFACES 256
-
-/* pcapng's Enhanced Packet Blocks, as pcapng_records reads them: every whole, well-formed EPB
- * from pos on, stopping at any other block or any doubt, which the Python code then handles. */
 static PyObject *py_scan_pcapng(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t pos, max_block;
     int big;
-    PyObject *ifaces;
+    PyObject *list;
     long long frame;
+    Ifaces ifs;
     if (!PyArg_ParseTuple(args, "y*npO!Ln:scan_pcapng", &view, &pos, &big, &PyList_Type,
-                          &ifaces, &frame, &max_block))
+                          &list, &frame, &max_block))
         return NULL;
-    int links[MAX_IFACES];
-    double res[MAX_IFACES], offs[MAX_IFACES];
-    Py_ssize_t nif = PyList_GET_SIZE(ifaces);
-    if (nif > MAX_IFACES) nif = MAX_IFACES; /* the rest are left to the Python code */
-    for (Py_ssize_t i = 0; i < nif; i++) {
-        PyObject *it = PyList_GET_ITEM(ifaces, i);
-        PyObject *snap;
-        if (!PyArg_ParseTuple(it, "iddO", &links[i], &res[i], &offs[i], &snap)) {
-            PyBuffer_Release(&view);
-            return NULL;
-        }
+    if (scan_ifaces(list, &ifs) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
     }
-    const uint8_t *buf = view.buf;
-    Py_ssize_t len = view.len;
-    struct tally tally = {0, 0, 0, 0};
-    int any = 0, seen_n = 0, seen[MAX_IFACES];
-    double first_ts = 0.0, last_ts = 0.0;
-    PyObject *packets = PyList_New(0), *seen_list = NULL;
-    if (packets == NULL) goto fail;
-    if (pos < 0) pos = 0;
-    while (len - pos >= 12) {
-        const uint8_t *h = buf + pos;
-        uint32_t (*rd)(const uint8_t *) = big ? be32 : le32;
-        uint32_t btype = rd(h), blen = rd(h + 4);
-        if (btype != 6 || blen < 32 || blen % 4 || (Py_ssize_t)blen > max_block
-            || len - pos < (Py_ssize_t)blen || rd(h + blen - 4) != blen)
-            break;
-        const uint8_t *body = h + 8;
-        uint32_t iface = rd(body), hi = rd(body + 4), lo = rd(body + 8);
-        uint32_t caplen = rd(body + 12), orig = rd(body + 16);
-        if ((Py_ssize_t)iface >= nif || 20 + (uint64_t)caplen > blen - 12)
-            break;
-        frame++;
-        double ts = (double)((uint64_t)hi << 32 | lo) * res[iface] + offs[iface];
-        if (!any) { first_ts = ts; any = 1; }
-        last_ts = ts;
-        if (caplen < orig) tally.truncated++;
-        int k = 0;
-        while (k < seen_n && seen[k] != links[iface]) k++;
-        if (k == seen_n) seen[seen_n++] = links[iface];
-        if (keep(decode_frame(links[iface], body + 20, caplen, frame, ts), packets, &tally))
-            goto fail;
-        pos += blen;
+    Tuples out = {PyList_New(0), {0, 0, 0}};
+    ScanState st = {frame, 0, 0.0, 0.0, 0};
+    if (out.packets == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
     }
+    pos = scan_pcapng_blocks(view.buf, view.len, pos, big, max_block, &ifs, &st, keep, &out);
     PyBuffer_Release(&view);
-    seen_list = PyList_New(seen_n);
-    if (seen_list == NULL) { Py_DECREF(packets); return NULL; }
-    for (int k = 0; k < seen_n; k++) {
-        PyObject *v = PyLong_FromLong(seen[k]);
-        if (v == NULL) { Py_DECREF(packets); Py_DECREF(seen_list); return NULL; }
-        PyList_SET_ITEM(seen_list, k, v);
+    PyObject *seen = pos < 0 ? NULL : scan_links_seen(&ifs);
+    if (seen == NULL) {
+        Py_DECREF(out.packets);
+        return NULL;
     }
-    PyObject *first = any ? PyFloat_FromDouble(first_ts) : (Py_INCREF(Py_None), Py_None);
-    PyObject *last = any ? PyFloat_FromDouble(last_ts) : (Py_INCREF(Py_None), Py_None);
-    return Py_BuildValue("(nLNNNllllN)", pos, frame, packets, first, last, tally.truncated,
-                         tally.non_tcp, tally.fragments, tally.undecodable, seen_list);
-fail:
-    PyBuffer_Release(&view);
-    Py_XDECREF(packets);
-    return NULL;
+    return Py_BuildValue("(nLNNNllllN)", pos, st.frame, out.packets,
+                         scan_ts(&st, st.first_ts), scan_ts(&st, st.last_ts),
+                         st.truncated, out.t.non_tcp, out.t.fragments, out.t.undecodable, seen);
 }
 
 /* Called once per segment of a bulk transfer: fast-call arguments, bytes read in place. */
@@ -407,7 +242,7 @@ static PyObject *py_message_run(PyObject *self, PyObject *const *args, Py_ssize_
     }
     uint8_t t = buf[pos];
     for (;;) {
-        long long ln = be32(buf + pos + 1);
+        long long ln = dec_be32(buf + pos + 1);
         if (ln < 4 || ln > max_message) { bad = ln; break; }
         count++;
         pos += 1 + (Py_ssize_t)ln;
