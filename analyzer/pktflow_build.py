@@ -1,9 +1,11 @@
 """pktflow's build backend: setuptools, plus the compiled hot path when a C compiler is there.
 
-Two kinds of extension, both optional (a failed compile leaves the pure-Python module in use,
-with identical results; PKTFLOW_PURE=1 forces pure Python at run time):
+Three kinds of extension, all optional (a failed compile leaves the Python code in use, with
+identical results; PKTFLOW_PURE=1 forces pure Python at run time):
 - pktflow._speedups, hand-written C: record scanning, header decoding, message runs, and
   writing JSON text;
+- pktflow._core, hand-written C (native/): the whole analysis pass, each connection's report
+  written as JSON text; the Python pass is its twin;
 - the per-packet modules (TCP engine, transfer analysis, PostgreSQL decoder) compiled from
   their own Python source by mypyc, which turns their typed classes into C structs.
 Everything else is setuptools' own backend, configured by pyproject.toml.
@@ -11,6 +13,7 @@ Everything else is setuptools' own backend, configured by pyproject.toml.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 from typing import Any
@@ -26,9 +29,13 @@ _METADATA_ONLY = {"egg_info", "dist_info"}
 
 def _extensions() -> list[Any]:
     native = f"{SRC}/pktflow/"
+    core = sorted(glob.glob(native + "native/*.c"))
     exts: list[Any] = [Extension("pktflow._speedups",
                                  [native + "_speedups.c", native + "_jsontext.c"],
-                                 depends=[native + "_jsontext.h"],
+                                 depends=[native + "_jsontext.h", native + "native/decode.h"],
+                                 optional=True, extra_compile_args=["-O2"]),
+                       Extension("pktflow._core", core,
+                                 depends=sorted(glob.glob(native + "native/*.h")),
                                  optional=True, extra_compile_args=["-O2"])]
     if _METADATA_ONLY.intersection(sys.argv) or os.environ.get("PKTFLOW_NO_MYPYC"):
         return exts
