@@ -84,7 +84,9 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
         return out
     # the format for captures of many connections: no indentation to write
     out["pktflow --format jsonl"] = [*out["pktflow"][:-2], "jsonl", str(path)]
-    # the same analysis without the native speedups (what a machine without a compiler gets)
+    # the Python pass (mypyc-compiled), the native core's twin, and the same analysis without
+    # any native part (what a machine without a compiler gets)
+    out["pktflow, Python pass"] = ["env", "PKTFLOW_NO_CORE=1", *out["pktflow"]]
     out["pktflow, pure Python"] = ["env", "PKTFLOW_PURE=1", *out["pktflow"]]
     if shutil.which("tcptrace"):
         out["tcptrace -l"] = ["tcptrace", "-l", "-n", str(path)]

@@ -255,6 +255,16 @@ def test_ci_runs_the_compiled_modules_it_built() -> None:
         m: compiled.digest(compiled._paths(m)[0]) for m in compiled.MODULES}
 
 
+@pytest.mark.skipif(os.environ.get("CI") != "true",
+                    reason="a machine without a compiler has no native core; CI's build must")
+def test_ci_builds_the_native_core() -> None:
+    """CI's fresh build must build pktflow._core: a failed optional build falls back to the
+    Python pass with every native test skipped, and nothing else would say so."""
+    from nativepath import CORE
+    assert CORE is not None
+    assert "native core" in accel.describe() and "no native core" not in accel.describe()
+
+
 def test_compiled_modules_give_the_same_reports_as_their_source() -> None:
     from pktflow import compiled
     if compiled.REASON is not None:

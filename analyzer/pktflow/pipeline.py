@@ -11,7 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
-from pktflow import __version__
+from pktflow import __version__, accel
 from pktflow.capture.packet import CaptureStats
 from pktflow.capture.reader import Capture, open_capture
 from pktflow.findings import SEVERITY_ORDER, Finding
@@ -59,15 +59,28 @@ def analyze(path: str, options: Options | None = None,
     collecting = gc.isenabled()
     gc.disable()
     try:
+        engine: TcpEngine | _Finished
         with open_capture(path) as cap:
             stats = cap.stats
             run = Run(options, stats)
-            engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
-                               observer_factory=run.observers if options.transfer else None,
-                               retired=run.report, linger=options.linger_s,
-                               settled_linger=options.settled_linger_s)
-            feed_capture(cap, engine, progress)
-        engine.finish()
+            core = accel.core if options.store is not None and options.transfer else None
+            if core is not None:  # the native twin of the pass below
+                native = core.Core(options.store, options.decode_postgres, options.linger_s,
+                                   options.settled_linger_s, run.add_report, run.archive)
+                cap.feed(native, progress)
+            else:
+                tcp = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
+                                observer_factory=run.observers if options.transfer else None,
+                                retired=run.report, linger=options.linger_s,
+                                settled_linger=options.settled_linger_s)
+                feed_capture(cap, tcp, progress)
+        if core is not None:
+            native.finish()  # every connection reported
+            engine = _Finished((), native.late_packets, native.late_frames,
+                               native.settled_linger)
+        else:
+            tcp.finish()
+            engine = tcp
         return build_report(stats, engine, run)
     finally:
         if collecting:
@@ -92,6 +105,16 @@ def feed_capture(cap: Capture, engine: TcpEngine, progress: Progress | None = No
         if progress is not None and (n + len(batch)) >> 16 != n >> 16:
             progress(n + len(batch))
         n += len(batch)
+
+
+class _Finished(NamedTuple):
+    """What build_report reads of an engine whose connections were all reported (the native
+    pass's: pktflow._core.Core)."""
+
+    connections: tuple[()]
+    late_packets: int
+    late_frames: list[int]
+    settled_linger: float
 
 
 class Run:
@@ -127,6 +150,15 @@ class Run:
         self.conversations.pop(conn.id, None)
         self.transfers.pop(conn.id, None)
         conn.detach()
+
+    def add_report(self, number: int, text: str, payload: int, leg: dict[str, Any] | None,
+                   found: list[Finding] | None) -> None:
+        """A connection the native pass reported: its JSON text (in the stored layout), its
+        payload bytes, what relay matching reads of it, its findings."""
+        assert isinstance(self.reports, Connections)
+        self.reports.add_text(number, text, payload, leg)
+        if found:
+            self.findings_of.append((number, found))
 
     def sink(self, conn: Connection) -> Conversation:
         dirs = conn.dirs
@@ -224,7 +256,8 @@ def capture_findings(stats: CaptureStats) -> list[Finding]:
     return out
 
 
-def build_report(stats: CaptureStats, engine: TcpEngine, run: Run) -> dict[str, Any]:
+def build_report(stats: CaptureStats, engine: TcpEngine | _Finished,
+                 run: Run) -> dict[str, Any]:
     """The report, once the engine is finished: the connections still in it are reported now,
     after those retired during the pass, and all listed in the order they opened."""
     for conn in engine.connections:

@@ -7,9 +7,9 @@ set, so everything before it is still analysed; the caller reports it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType, TracebackType
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from pktflow import accel
 from pktflow.capture.formats import (PCAPNG_MAGIC, Record, pcap_batches, pcap_records,
@@ -21,6 +21,7 @@ from pktflow.capture.packet import CaptureStats
 from pktflow.errors import NoFileError, NotACaptureError, UnsupportedCaptureError
 
 _GZIP_MAGIC = b"\x1f\x8b"
+FED = 0  # a native core took the packet (Core.decode)
 _PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
 
 
@@ -65,15 +66,34 @@ class Capture:
 
     def batches(self) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
         """The TCP packets in capture order, a list at a time: the per-packet loop's unit."""
-        st = self.stats
         native = accel.native
-        if native is not None and st.format == "pcap":
-            batches = pcap_batches(self._fh, self._head, st, native.scan_pcap, self._seen)
+        if native is not None and self.stats.format == "pcap":
+            batches = pcap_batches(self._fh, self._head, self.stats, native.scan_pcap,
+                                   self._seen)
         else:
             batches = self._record_batches(native)
+        yield from self._counted(batches)
+
+    def feed(self, core: Any, progress: Callable[[int], None] | None = None) -> None:
+        """Feed every record to the native analysis pass (pktflow._core.Core), which decodes
+        and analyses them without packet objects, in the batches `batches` would make (the
+        engine is swept after each, as pipeline.feed_capture does)."""
+        if self.stats.format == "pcap":
+            counts = pcap_batches(self._fh, self._head, self.stats, core.scan_pcap, self._seen)
+        else:
+            counts = self._record_batches(accel.native, core)
+        n = 0
+        for count in self._counted(counts):
+            if progress is not None and (n + count) >> 16 != n >> 16:
+                progress(n + count)
+            n += count
+
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """The batches (lists of packets, or counts of packets fed), counted in the stats."""
+        st = self.stats
         tcp = 0
         for batch in batches:
-            tcp += len(batch)
+            tcp += batch if type(batch) is int else len(batch)
             yield batch
         st.tcp_packets = tcp
         if st.packets and not tcp and not any(t in DECODERS for t in self._seen_links):
@@ -87,28 +107,37 @@ class Capture:
         if name not in self.stats.link_types:
             self.stats.link_types.append(name)
 
-    def _record_batches(self, native: ModuleType | None
-                        ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+    def _record_batches(self, native: ModuleType | None, core: Any = None
+                        ) -> Iterator[Any]:
         """Batches decoded record by record (pcapng, or no native speedups); runs of pcapng
-        packet blocks a native scan decoded pass through as they are, stats already counted."""
+        packet blocks a native scan decoded pass through as they are, stats already counted.
+        With `core`, records are fed to it instead of decoded: the batches are counts, and at
+        each batch's end the core is swept (a native scan's run sweeps itself, the packets
+        fed before it first)."""
         st = self.stats
-        records: Iterator[Record | list[tuple]]  # type: ignore[type-arg]
+        records: Iterator[Record | list[tuple] | int]  # type: ignore[type-arg]
+        scan = core.scan_pcapng if core is not None else (
+            native.scan_pcapng if native is not None else None)
         if st.format == "pcap":
             records = pcap_records(self._fh, self._head, st)
         else:
-            records = pcapng_records(self._fh, self._head, st,
-                                     native.scan_pcapng if native is not None else None,
-                                     self._seen)
+            records = pcapng_records(self._fh, self._head, st, scan, self._seen)
         decoders = DECODERS
         seen_links = self._seen_links
+        decoder = core.decode if core is not None else (
+            native.decode if native is not None else None)
         frame = 0
         pending: list[tuple] = []  # type: ignore[type-arg]
+        fed = 0  # with a core: packets fed since its last sweep
         for rec in records:
-            if type(rec) is list:
+            if type(rec) is list or type(rec) is int:
                 frame = st.packets
                 if pending:
                     yield pending
                     pending = []
+                if fed:
+                    yield fed
+                    fed = 0
                 yield rec
                 continue
             linktype, ts, data, orig_len = cast(Record, rec)
@@ -120,8 +149,8 @@ class Capture:
             st.last_ts = ts
             if len(data) < orig_len:
                 st.truncated_packets += 1
-            if native is not None:
-                pkt = native.decode(linktype, data, frame, ts)
+            if decoder is not None:
+                pkt = decoder(linktype, data, frame, ts)
             else:
                 link = decoders.get(linktype)
                 where = link(data) if link is not None else None
@@ -134,6 +163,12 @@ class Capture:
                 if len(pending) >= 256:
                     yield pending
                     pending = []
+            elif pkt == FED:
+                fed += 1
+                if fed >= 256:
+                    core.sweep_pending()
+                    yield fed
+                    fed = 0
             elif pkt == NOT_TCP:
                 st.non_tcp_packets += 1
             elif pkt == FRAGMENT:
@@ -142,6 +177,9 @@ class Capture:
                 st.undecodable_packets += 1
         if pending:
             yield pending
+        if fed:
+            core.sweep_pending()
+            yield fed
         st.packets = frame
 
 

@@ -142,7 +142,10 @@ class Leg:
         self.client: tuple[str, int] = (sys.intern(client["ip"]), client["port"])
         self.server: tuple[str, int] = (sys.intern(server["ip"]), server["port"])
         queries = conn.get("queries") or ()
-        self._reread = reread if len(queries) >= REREAD_QUERIES else None
+        # "listed": how many the report lists, when `conn` holds only what matching reads
+        # (the native pass's, which leaves the queries out past REREAD_QUERIES)
+        listed = conn.get("listed", len(queries))
+        self._reread = reread if listed >= REREAD_QUERIES else None
         self._queries: tuple[LegQuery, ...] | None = (
             None if self._reread is not None else tuple([LegQuery(q) for q in queries]))
         # of its server -> client direction, for coupling_json

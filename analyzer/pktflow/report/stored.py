@@ -132,7 +132,10 @@ class Texts(Sequence[dict[str, Any]]):
         self.__dict__.update(state)
 
     def append(self, item: dict[str, Any]) -> None:
-        text = indented(item, self.depth) if self.layout == INDENTED else compact(item)
+        self._store(indented(item, self.depth) if self.layout == INDENTED else compact(item))
+
+    def _store(self, text: str) -> None:
+        """Keep an item's text: as it is while few, else deflated (or as UTF-8)."""
         if (len(self._raw) < RAW and not len(self._rest)
                 and self._raw_bytes + len(text) <= RAW_BYTES):
             self._raw.append(text)
@@ -213,6 +216,16 @@ class Connections(Texts):
         self._payload.append(payload_bytes(report))
         # a busy leg's queries are read again from the stored text if matching needs them
         self._legs.append(relay_leg(report, partial(self._queries_at, position)))
+
+    def add_text(self, number: int, text: str, payload: int, leg: dict[str, Any] | None) -> None:
+        """A connection reported as its text (the native pass), in this layout, with its
+        payload bytes and what relay matching reads of it (relay.topology.relay_leg)."""
+        position = len(self)
+        self._store(text)
+        self._numbers.append(number)
+        self._payload.append(payload)
+        self._legs.append(None if leg is None else
+                          relay_leg(leg, partial(self._queries_at, position)))
 
     def _queries_at(self, position: int) -> list[dict[str, Any]]:
         queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]
