@@ -209,3 +209,44 @@ def test_same_report_on_mutated_captures(tmp_path: Path) -> None:
         _write_pcap(path, head, mutate(part, rnd))
         assert_same(path, linger_s=rnd.choice([30.0, 0.01]), settled_linger_s=0.005)
         path.unlink()
+
+
+def _closed_connections(path: Path, n: int, late: range) -> None:
+    """n short connections (handshake, FINs both ways, each acknowledged), 1 ms apart, as raw
+    IP; then, an hour later, the last ACK again of each in `late`."""
+    def packet(ts: float, src: int, sport: int, dst: int, dport: int, seq: int, ack: int,
+               flags: int) -> bytes:
+        ip = struct.pack(">BBHHHBBHII", 0x45, 0, 40, 0, 0, 64, 6, 0, src, dst)
+        tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 0x50, flags, 65535, 0, 0)
+        return struct.pack("<IIII", int(ts), int(ts % 1 * 1e6), 40, 40) + ip + tcp
+
+    client, server = 0x0A000001, 0x0A000002
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101)]
+    last = []
+    for i in range(n):
+        t, port = 1000.0 + i * 0.001, 10000 + i % 50000
+        c, s = 1000 + i, 5000 + i
+        steps = [(0, (client, port, server, 5432, c, 0, 0x02)),
+                 (1, (server, 5432, client, port, s, c + 1, 0x12)),
+                 (2, (client, port, server, 5432, c + 1, s + 1, 0x10)),
+                 (3, (client, port, server, 5432, c + 1, s + 1, 0x11)),
+                 (4, (server, 5432, client, port, s + 1, c + 2, 0x11)),
+                 (5, (client, port, server, 5432, c + 2, s + 2, 0x10))]
+        out += [packet(t + k * 1e-4, *fields) for k, fields in steps]
+        if i in late:
+            last.append(steps[-1][1])
+    out += [packet(1000.0 + 3600 + i, *fields) for i, fields in enumerate(last)]
+    path.write_bytes(b"".join(out))
+
+
+def test_same_report_past_the_retired_connections_remembered(tmp_path: Path) -> None:
+    """65,536 4-tuples of retired connections are remembered (both ways: 32,768 connections):
+    a packet for a forgotten one opens a connection, for a remembered one it is late. 40,000
+    closed connections (37,788 retired by the end: the first 5,020 forgotten), then
+    packets for connections on both sides of that bound."""
+    path = tmp_path / "closed.pcap"
+    _closed_connections(path, 40_000, late=range(4_800, 5_300))
+    assert_same(path)
+    report = text(path, CORE, COMPACT)
+    assert '"code":"late-packets"' in report  # remembered
+    assert '"id":"c40001"' in report  # forgotten: a new connection

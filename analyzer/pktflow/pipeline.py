@@ -65,20 +65,14 @@ def analyze(path: str, options: Options | None = None,
             run = Run(options, stats)
             core = accel.core if options.store is not None and options.transfer else None
             if core is not None:  # the native twin of the pass below
-                native = core.Core(options.store, options.decode_postgres, options.linger_s,
-                                   options.settled_linger_s, run.add_report, run.archive)
-                cap.feed(native, progress)
+                engine = native_pass(core, cap, run, progress)
             else:
                 tcp = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
                                 observer_factory=run.observers if options.transfer else None,
                                 retired=run.report, linger=options.linger_s,
                                 settled_linger=options.settled_linger_s)
                 feed_capture(cap, tcp, progress)
-        if core is not None:
-            native.finish()  # every connection reported
-            engine = _Finished((), native.late_packets, native.late_frames,
-                               native.settled_linger)
-        else:
+        if core is None:
             tcp.finish()
             engine = tcp
         return build_report(stats, engine, run)
@@ -92,6 +86,18 @@ def analyze(path: str, options: Options | None = None,
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def native_pass(core: Any, cap: Capture, run: Run, progress: Progress | None) -> _Finished:
+    """The pass on pktflow._core (accel.core): every connection reported to `run`, and what
+    build_report reads of the engine. The core's state goes when this returns, before relay
+    matching needs the memory."""
+    options = run.options
+    native = core.Core(options.store, options.decode_postgres, options.linger_s,
+                       options.settled_linger_s, run.add_report, run.archive)
+    cap.feed(native, progress)
+    native.finish()
+    return _Finished((), native.late_packets, native.late_frames, native.settled_linger)
 
 
 def feed_capture(cap: Capture, engine: TcpEngine, progress: Progress | None = None) -> None:

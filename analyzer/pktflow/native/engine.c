@@ -416,19 +416,60 @@ static void unlink_live(Engine *e, Conn *c)
     c->live = 0;
 }
 
+#define GONE_RING (MAX_GONE + 2)
+#define GONE_SLOTS (1 << 18) /* a quarter full at most: short probes */
+
+static i64 gone_slot(const Gone *g, const Key *k)
+{
+    uint64_t mask = GONE_SLOTS - 1;
+    for (uint64_t i = key_hash(k) & mask;; i = (i + 1) & mask) {
+        int32_t v = g->slots[i];
+        if (!v || key_eq(&g->ring[v - 1], k))
+            return (i64)i;
+    }
+}
+
+static int gone_has(const Gone *g, const Key *k)
+{
+    return g->n && g->slots[gone_slot(g, k)] != 0;
+}
+
+/* Forget the oldest key: out of the table (entries after it shifted back), off the ring. */
+static void gone_pop(Gone *g)
+{
+    uint64_t mask = GONE_SLOTS - 1, i = (uint64_t)gone_slot(g, &g->ring[g->head]);
+    g->slots[i] = 0;
+    for (uint64_t j = (i + 1) & mask; g->slots[j]; j = (j + 1) & mask) {
+        uint64_t home = key_hash(&g->ring[g->slots[j] - 1]) & mask;
+        int between = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (between)
+            continue;
+        g->slots[i] = g->slots[j];
+        g->slots[j] = 0;
+        i = j;
+    }
+    g->head = (g->head + 1) % GONE_RING;
+    g->n--;
+}
+
 static int gone_add(Engine *e, const Key *k)
 {
-    if (map_find(&e->gone, k))
-        return 0; /* an OrderedDict keeps a key's place when it is set again */
-    if (map_put(&e->gone, k, NULL, 0) < 0)
-        return -1;
-    e->gone_order[(e->gone_head + e->gone_n) % (MAX_GONE + 2)] = *k;
-    e->gone_n++;
-    while (e->gone_n > MAX_GONE) {
-        map_del(&e->gone, &e->gone_order[e->gone_head]);
-        e->gone_head = (e->gone_head + 1) % (MAX_GONE + 2);
-        e->gone_n--;
+    Gone *g = &e->gone;
+    if (g->slots == NULL) {
+        g->slots = PyMem_Calloc(GONE_SLOTS, sizeof(int32_t));
+        g->ring = PyMem_Malloc(sizeof(Key) * GONE_RING);
+        if (g->slots == NULL || g->ring == NULL)
+            return -1;
     }
+    i64 s = gone_slot(g, k);
+    if (g->slots[s])
+        return 0; /* an OrderedDict keeps a key's place when it is set again */
+    i64 place = (g->head + g->n) % GONE_RING;
+    g->ring[place] = *k;
+    g->slots[s] = (int32_t)(place + 1);
+    g->n++;
+    while (g->n > MAX_GONE)
+        gone_pop(g);
     return 0;
 }
 
@@ -565,7 +606,7 @@ static Conn *lookup(Engine *e, const Pkt *p, int *side)
         }
     }
     int syn_only = (t->flags & (F_SYN | F_ACK)) == F_SYN;
-    if (hit == NULL && e->gone.n && !(t->flags & F_SYN) && map_find(&e->gone, &k)) {
+    if (hit == NULL && !(t->flags & F_SYN) && gone_has(&e->gone, &k)) {
         e->late_packets++;
         if (e->n_late_frames < MAX_LATE_FRAMES)
             e->late_frames[e->n_late_frames++] = p->frame;
@@ -1090,11 +1131,6 @@ int engine_report_live(Engine *e)
 int engine_init(Engine *e, int has_linger, double linger, int has_settled, double settled)
 {
     memset(e, 0, sizeof *e);
-    e->gone_order = PyMem_Malloc(sizeof(Key) * (MAX_GONE + 2));
-    if (e->gone_order == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
     e->has_linger = has_linger;
     e->linger = linger;
     /* the settled linger in effect: never longer than linger */
@@ -1127,7 +1163,7 @@ void engine_free(Engine *e)
     }
     map_free(&e->table);
     map_free(&e->waiting);
-    map_free(&e->gone);
-    PyMem_Free(e->gone_order);
-    e->gone_order = NULL;
+    PyMem_Free(e->gone.slots);
+    PyMem_Free(e->gone.ring);
+    memset(&e->gone, 0, sizeof e->gone);
 }

@@ -122,6 +122,15 @@ typedef struct {
     int n;
 } Waiting;
 
+/* 4-tuples of connections retired closed, oldest first, at most MAX_GONE (engine.py's
+ * OrderedDict): a ring of the keys, found through a table of their places in it (4 bytes a
+ * slot, not a Slot's 56: the set is always full once a capture has 32,768 connections). */
+typedef struct {
+    Key *ring; /* MAX_GONE + 2 places */
+    i64 head, n;
+    int32_t *slots; /* place + 1, 0 empty */
+} Gone;
+
 /* A queue of connections (closing, settled): a ring of pointers. */
 typedef struct {
     Conn **items;
@@ -134,9 +143,7 @@ typedef int (*RetiredFn)(Engine *e, Conn *c);
 struct Engine {
     Map table; /* 4-tuple -> (Conn, side) */
     Map waiting; /* 4-tuple -> Waiting */
-    Map gone; /* 4-tuples of connections retired closed */
-    Key *gone_order; /* ring, oldest first */
-    i64 gone_head, gone_n;
+    Gone gone; /* 4-tuples of connections retired closed */
     Conn *live_head, *live_tail;
     Queue closing, settled;
     i64 settled_waiting;
