@@ -133,13 +133,14 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
 
 
 def _write(out: IO[str], pieces: Iterator[str]) -> None:
-    """Write text pieces about a megabyte at a time (a storm's report is tens of megabytes)."""
+    """Write text pieces about 256 KB at a time: a storm's report is tens of megabytes, and a
+    batch is held twice while it is joined."""
     batch: list[str] = []
     size = 0
     for piece in pieces:
         batch.append(piece)
         size += len(piece)
-        if size >= 1 << 20:
+        if size >= 1 << 18:
             out.write("".join(batch))
             batch.clear()
             size = 0

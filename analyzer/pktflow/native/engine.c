@@ -416,12 +416,11 @@ static void unlink_live(Engine *e, Conn *c)
     c->live = 0;
 }
 
-#define GONE_RING (MAX_GONE + 2)
-#define GONE_SLOTS (1 << 18) /* a quarter full at most: short probes */
+#define GONE_MOST (MAX_GONE + 2) /* a connection's two keys are added, then the oldest go */
 
 static i64 gone_slot(const Gone *g, const Key *k)
 {
-    uint64_t mask = GONE_SLOTS - 1;
+    uint64_t mask = g->mask;
     for (uint64_t i = key_hash(k) & mask;; i = (i + 1) & mask) {
         int32_t v = g->slots[i];
         if (!v || key_eq(&g->ring[v - 1], k))
@@ -437,7 +436,7 @@ static int gone_has(const Gone *g, const Key *k)
 /* Forget the oldest key: out of the table (entries after it shifted back), off the ring. */
 static void gone_pop(Gone *g)
 {
-    uint64_t mask = GONE_SLOTS - 1, i = (uint64_t)gone_slot(g, &g->ring[g->head]);
+    uint64_t mask = g->mask, i = (uint64_t)gone_slot(g, &g->ring[g->head]);
     g->slots[i] = 0;
     for (uint64_t j = (i + 1) & mask; g->slots[j]; j = (j + 1) & mask) {
         uint64_t home = key_hash(&g->ring[g->slots[j] - 1]) & mask;
@@ -448,25 +447,50 @@ static void gone_pop(Gone *g)
         g->slots[j] = 0;
         i = j;
     }
-    g->head = (g->head + 1) % GONE_RING;
+    g->head = (g->head + 1) % g->cap;
     g->n--;
+}
+
+/* Twice the places (at most GONE_MOST), the keys in order from place 0, the table rebuilt. */
+static int gone_grow(Gone *g)
+{
+    i64 cap = g->cap ? 2 * g->cap : 64;
+    if (cap > GONE_MOST)
+        cap = GONE_MOST;
+    uint64_t nslots = 1;
+    while (nslots < (uint64_t)(4 * cap))
+        nslots <<= 1;
+    Key *ring = PyMem_Malloc(sizeof(Key) * cap);
+    int32_t *slots = PyMem_Calloc((size_t)nslots, sizeof(int32_t));
+    if (ring == NULL || slots == NULL) {
+        PyMem_Free(ring);
+        PyMem_Free(slots);
+        return -1;
+    }
+    for (i64 i = 0; i < g->n; i++)
+        ring[i] = g->ring[(g->head + i) % g->cap];
+    PyMem_Free(g->ring);
+    PyMem_Free(g->slots);
+    g->ring = ring;
+    g->slots = slots;
+    g->head = 0;
+    g->cap = cap;
+    g->mask = nslots - 1;
+    for (i64 i = 0; i < g->n; i++)
+        g->slots[gone_slot(g, &ring[i])] = (int32_t)(i + 1);
+    return 0;
 }
 
 static int gone_add(Engine *e, const Key *k)
 {
     Gone *g = &e->gone;
-    if (g->slots == NULL) {
-        g->slots = PyMem_Calloc(GONE_SLOTS, sizeof(int32_t));
-        g->ring = PyMem_Malloc(sizeof(Key) * GONE_RING);
-        if (g->slots == NULL || g->ring == NULL)
-            return -1;
-    }
-    i64 s = gone_slot(g, k);
-    if (g->slots[s])
+    if (g->n && g->slots[gone_slot(g, k)])
         return 0; /* an OrderedDict keeps a key's place when it is set again */
-    i64 place = (g->head + g->n) % GONE_RING;
+    if (g->n == g->cap && gone_grow(g) < 0)
+        return -1;
+    i64 place = (g->head + g->n) % g->cap;
     g->ring[place] = *k;
-    g->slots[s] = (int32_t)(place + 1);
+    g->slots[gone_slot(g, k)] = (int32_t)(place + 1);
     g->n++;
     while (g->n > MAX_GONE)
         gone_pop(g);

@@ -124,11 +124,13 @@ typedef struct {
 
 /* 4-tuples of connections retired closed, oldest first, at most MAX_GONE (engine.py's
  * OrderedDict): a ring of the keys, found through a table of their places in it (4 bytes a
- * slot, not a Slot's 56: the set is always full once a capture has 32,768 connections). */
+ * slot, not a Slot's 56), both grown as keys come (a capture retiring two connections must not
+ * pay for 65,536). */
 typedef struct {
-    Key *ring; /* MAX_GONE + 2 places */
-    i64 head, n;
-    int32_t *slots; /* place + 1, 0 empty */
+    Key *ring;
+    i64 head, n, cap; /* the ring's first key, keys, places */
+    int32_t *slots; /* place + 1, 0 empty; at least four per place */
+    uint64_t mask; /* slots - 1, a power of two less one */
 } Gone;
 
 /* A queue of connections (closing, settled): a ring of pointers. */
