@@ -157,7 +157,7 @@ class Run:
         self.transfers.pop(conn.id, None)
         conn.detach()
 
-    def add_report(self, number: int, text: str, payload: int, leg: dict[str, Any] | None,
+    def add_report(self, number: int, text: str, payload: int, leg: tuple[Any, ...] | None,
                    found: list[Finding] | None) -> None:
         """A connection the native pass reported: its JSON text (in the stored layout), its
         payload bytes, what relay matching reads of it, its findings."""

@@ -57,15 +57,17 @@ void jw_obj(JsonW *w);
 void jw_obj_end(JsonW *w);
 void jw_arr(JsonW *w);
 void jw_arr_end(JsonW *w);
-void jw_key(JsonW *w, const char *key);
-void jw_kint(JsonW *w, const char *key, i64 v); /* a key and its int */
-void jw_kfloat(JsonW *w, const char *key, double v); /* a key and its float */
+void jw_keyn(JsonW *w, const char *key, Py_ssize_t n);
+/* keys are mostly literals: their length is then known at compile time */
+#define jw_key(w, key) jw_keyn((w), (key), (Py_ssize_t)__builtin_strlen(key))
+#define jw_kint(w, key, v) (jw_key((w), (key)), jw_int((w), (v))) /* a key and its int */
+#define jw_kfloat(w, key, v) (jw_key((w), (key)), jw_float((w), (v))) /* and its float */
 void jw_int(JsonW *w, i64 v);
 void jw_float(JsonW *w, double v); /* float.__repr__; NaN, Infinity, -Infinity as json.dumps */
 void jw_null(JsonW *w);
 void jw_bool(JsonW *w, int b);
 void jw_str(JsonW *w, const char *utf8, Py_ssize_t n); /* UTF-8 text (valid), escaped */
-void jw_cstr(JsonW *w, const char *utf8); /* the same, NUL-terminated */
+#define jw_cstr(w, s) jw_str((w), (s), (Py_ssize_t)__builtin_strlen(s)) /* NUL-terminated */
 void jw_str_obj(JsonW *w, PyObject *s); /* a str; NULL or None writes null */
 void jw_value(JsonW *w, PyObject *v); /* str, int, float, bool, None, list, tuple, dict of those */
 /* A value already rendered in this writer's layout at this level (an archived query): copied. */
@@ -81,8 +83,8 @@ typedef struct {
 
 void sb_init(StrB *b);
 void sb_free(StrB *b);
-void sb_add(StrB *b, const char *s);
 void sb_addn(StrB *b, const char *s, Py_ssize_t n);
+#define sb_add(b, s) sb_addn((b), (s), (Py_ssize_t)__builtin_strlen(s))
 void sb_addf(StrB *b, const char *fmt, ...); /* printf: only for ints and plain %s */
 void sb_int(StrB *b, i64 v, int commas); /* f"{v}" or f"{v:,}" */
 void sb_fixed(StrB *b, double x, int prec, int commas); /* f"{x:.3f}", f"{x:,.1f}" */
@@ -284,8 +286,9 @@ int pg_json(Conv *c, JsonW *w);
 int pg_findings(Conv *c, Findings *out);
 /* Whether the conversation is PostgreSQL (relay.topology.is_postgres of its report). */
 int pg_is_postgres(const Conv *c);
-/* Queries listed (queries shown in the report), and, when fewer than `most`, the fields relay
- * matching reads of each (relay.topology.LegQuery's keys) as a list of dicts; else None. */
+/* Queries listed (queries shown in the report), and, when fewer than `most`, what relay
+ * matching reads of each (the values of relay.topology.LEG_QUERY_KEYS, a tuple each, the
+ * segment sizes None where LegQuery drops them) as a tuple; else None. */
 i64 pg_listed(const Conv *c);
 PyObject *pg_leg_queries(Conv *c, i64 most);
 

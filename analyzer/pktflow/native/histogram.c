@@ -206,7 +206,17 @@ static Pair *pairs(Hist *h, int (*cmp)(const void *, const void *), i64 *n)
         p[i].v = h->keys[i];
         p[i].c = h->counts[i];
     }
-    qsort(p, h->n_keys, sizeof(Pair), cmp);
+    if (h->n_keys <= 16) { /* most of a connection's: an insertion sort, no qsort setup */
+        for (i64 i = 1; i < h->n_keys; i++) {
+            Pair x = p[i];
+            i64 j = i;
+            for (; j > 0 && cmp(&p[j - 1], &x) > 0; j--)
+                p[j] = p[j - 1];
+            p[j] = x;
+        }
+    } else {
+        qsort(p, h->n_keys, sizeof(Pair), cmp);
+    }
     return p;
 }
 
@@ -285,19 +295,32 @@ i64 hist_get(Hist *h, i64 v)
 void hist_top_json(Hist *h, int k, JsonW *w)
 {
     char key[32];
-    i64 n;
-    Pair *p = pairs(h, by_count, &n);
-    jw_obj(w);
-    if (n < 0) {
-        PyErr_Clear();
-        w->failed = 1;
+    hist_flush(h);
+    Pair small[8], *p = small;
+    i64 n = h->n_keys;
+    if (n > 8) { /* sorted by (-count, value) */
+        p = pairs(h, by_count, &n);
+        if (n < 0) {
+            PyErr_Clear();
+            w->failed = 1;
+        }
+    } else { /* most: a few values, sorted in place */
+        for (i64 i = 0; i < n; i++) {
+            Pair x = {h->keys[i], h->counts[i]};
+            i64 j = i;
+            for (; j > 0 && by_count(&small[j - 1], &x) > 0; j--)
+                small[j] = small[j - 1];
+            small[j] = x;
+        }
     }
+    jw_obj(w);
     for (i64 i = 0; i < n && i < k; i++) {
         jw_key(w, fmt_int(key, p[i].v, 0));
         jw_int(w, p[i].c);
     }
     jw_obj_end(w);
-    PyMem_Free(p);
+    if (p != small)
+        PyMem_Free(p);
 }
 
 /* ---- Quantiles ---------------------------------------------------------------------------- */

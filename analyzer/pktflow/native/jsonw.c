@@ -113,6 +113,19 @@ static int fixed_digits(double n, int k, int negative, char *out)
     return (int)(o - out);
 }
 
+/* format(x, f".{k}f") when |x * 10**k| < 2**52: the exactly rounded scaled value's digits with
+ * k places (the sign kept for a negative x rounding to zero, as Python keeps it); else 0. */
+static int fixed_short(double x, int k, char *out)
+{
+    double n;
+    if (k < 0 || k > 15 || !nearest_scaled(x, k, &n))
+        return 0;
+    int len = fixed_digits(n, k, signbit(x), out);
+    if (k == 0) /* fixed_digits writes "12.0" for no places: "12" */
+        out[len -= 2] = 0;
+    return len;
+}
+
 /* repr(v) when it is a short decimal (at most 6 places, 1e-4 <= |v| < 2**32: the unit in the
  * last place is then under 1e-6, so the decimal with the fewest places that reads back as v is
  * the one shortest string that does, which is repr's), else 0. */
@@ -164,10 +177,13 @@ void jw_reset(JsonW *w)
 PyObject *jw_take(JsonW *w)
 {
     PyObject *s = NULL;
-    if (w->failed)
+    if (w->failed) {
         PyErr_NoMemory();
-    else
-        s = PyUnicode_DecodeASCII(w->p ? w->p : "", w->len, "strict");
+    } else { /* ASCII by construction (ensure_ascii): copied, not decoded */
+        s = PyUnicode_New(w->len, 127);
+        if (s != NULL && w->len)
+            memcpy(PyUnicode_DATA(s), w->p, w->len);
+    }
     jw_reset(w);
     return s;
 }
@@ -220,12 +236,37 @@ void jw_obj_end(JsonW *w) { close_(w, '}'); }
 void jw_arr(JsonW *w) { open_(w, '['); }
 void jw_arr_end(JsonW *w) { close_(w, ']'); }
 
-void jw_key(JsonW *w, const char *key)
+void jw_keyn(JsonW *w, const char *key, Py_ssize_t n)
 {
-    item(w);
-    size_t n = strlen(key);
+    int rel = w->level - w->base;
+    if (rel <= 0 || w->after_key) { /* not where a key goes: the general path */
+        item(w);
+    } else {
+        Py_ssize_t pad = w->indent >= 0 ? 1 + (Py_ssize_t)w->indent * w->level : 0;
+        if (w_reserve(w, 1 + pad + n + 4) < 0)
+            return;
+        char *o = w->p + w->len;
+        if (w->items[rel])
+            *o++ = ',';
+        w->items[rel] = 1;
+        if (pad) {
+            *o++ = '\n';
+            memset(o, ' ', pad - 1);
+            o += pad - 1;
+        }
+        *o++ = '"';
+        memcpy(o, key, n);
+        o += n;
+        *o++ = '"';
+        *o++ = ':';
+        if (w->indent >= 0)
+            *o++ = ' ';
+        w->len = o - w->p;
+        w->after_key = 1;
+        return;
+    }
     w_ch(w, '"');
-    w_put(w, key, (Py_ssize_t)n);
+    w_put(w, key, n);
     if (w->indent >= 0)
         w_put(w, "\": ", 3);
     else
@@ -233,24 +274,27 @@ void jw_key(JsonW *w, const char *key)
     w->after_key = 1;
 }
 
-void jw_kint(JsonW *w, const char *key, i64 v)
-{
-    jw_key(w, key);
-    jw_int(w, v);
-}
-
-void jw_kfloat(JsonW *w, const char *key, double v)
-{
-    jw_key(w, key);
-    jw_float(w, v);
-}
-
 void jw_int(JsonW *w, i64 v)
 {
-    char buf[32];
-    item(w);
-    fmt_int(buf, v, 0);
-    w_put(w, buf, (Py_ssize_t)strlen(buf));
+    if (w->after_key) /* most values follow their key: no separator to write */
+        w->after_key = 0;
+    else
+        item(w);
+    if (w_reserve(w, 24) < 0)
+        return;
+    char digits[24];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    char *o = w->p + w->len;
+    if (v < 0)
+        *o++ = '-';
+    while (n)
+        *o++ = digits[--n];
+    w->len = o - w->p;
 }
 
 void jw_float(JsonW *w, double v)
@@ -370,8 +414,6 @@ void jw_str(JsonW *w, const char *utf8, Py_ssize_t n)
     w_unicode(w, s);
     Py_DECREF(s);
 }
-
-void jw_cstr(JsonW *w, const char *utf8) { jw_str(w, utf8, (Py_ssize_t)strlen(utf8)); }
 
 void jw_str_obj(JsonW *w, PyObject *s)
 {
@@ -576,8 +618,6 @@ void sb_addn(StrB *b, const char *s, Py_ssize_t n)
     b->p[b->len] = 0;
 }
 
-void sb_add(StrB *b, const char *s) { sb_addn(b, s, (Py_ssize_t)strlen(s)); }
-
 void sb_addf(StrB *b, const char *fmt, ...)
 {
     char small[256];
@@ -614,6 +654,12 @@ void sb_int(StrB *b, i64 v, int commas)
 /* format(x, f"{',' if commas else ''}.{prec}f") */
 void sb_fixed(StrB *b, double x, int prec, int commas)
 {
+    char quick[48];
+    int n = !commas ? fixed_short(x, prec, quick) : 0;
+    if (n) {
+        sb_addn(b, quick, n);
+        return;
+    }
     char *s = PyOS_double_to_string(x, 'f', prec, 0, NULL);
     if (s == NULL) {
         PyErr_Clear();

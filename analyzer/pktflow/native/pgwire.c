@@ -2162,6 +2162,11 @@ int pg_findings(Conv *c, Findings *out)
 
 /* ---- what relay matching reads (relay.topology.LegQuery) ----------------------------------- */
 
+/* LegQuery keeps a query's segment sizes only for a bulk response (relay.topology's
+ * BULK_SEGMENTS): the dict is not made for the others. */
+#define BULK_SEGMENTS 4
+
+/* relay.topology.LEG_QUERY_KEYS: a query's values are handed over in this order */
 static const char *const LEG_KEYS[] = {
     "sql", "rows", "response_bytes", "sent_s", "first_response_s", "last_response_s",
     "sent_frame", "first_frame", "last_frame", "response_segments", "response_segment_median",
@@ -2228,8 +2233,11 @@ static PyObject *opt_time(const Conv *c, int has, double ts)
 
 static PyObject *leg_query(Conv *c, Query *q)
 {
-    i64 med = 0, hi = 0;
+    i64 med = 0, hi = 0, segments = hist_n(&q->segments);
     int has_med = hist_median(&q->segments, &med), has_hi = hist_hi(&q->segments, &hi);
+    PyObject *out = PyTuple_New(N_LEG_KEYS);
+    if (out == NULL)
+        return NULL;
     PyObject *v[N_LEG_KEYS];
     v[0] = q->sql;
     Py_INCREF(q->sql);
@@ -2241,17 +2249,19 @@ static PyObject *leg_query(Conv *c, Query *q)
     v[6] = PyLong_FromLongLong(q->sent_frame);
     v[7] = opt_int(q->responded, q->first_frame);
     v[8] = opt_int(q->responded, q->last_frame);
-    v[9] = PyLong_FromLongLong(hist_n(&q->segments));
+    v[9] = PyLong_FromLongLong(segments);
     v[10] = opt_int(has_med, med);
     v[11] = opt_int(has_hi, hi);
-    v[12] = top_dict(&q->segments);
-    PyObject *out = PyDict_New();
+    v[12] = segments >= BULK_SEGMENTS ? top_dict(&q->segments) : Py_NewRef(Py_None);
+    int failed = 0;
     for (size_t i = 0; i < N_LEG_KEYS; i++) {
-        if (out != NULL && (v[i] == NULL || PyDict_SetItemString(out, LEG_KEYS[i], v[i]) < 0))
-            Py_CLEAR(out);
+        failed |= v[i] == NULL;
+        PyTuple_SET_ITEM(out, i, v[i] ? v[i] : Py_NewRef(Py_None));
     }
-    for (size_t i = 0; i < N_LEG_KEYS; i++)
-        Py_XDECREF(v[i]);
+    if (failed) {
+        Py_DECREF(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -2275,14 +2285,24 @@ static PyObject *leg_archived(Conv *c, Py_ssize_t i)
     Py_DECREF(text);
     if (full == NULL)
         return NULL;
-    PyObject *out = PyDict_New();
+    PyObject *out = PyTuple_New(N_LEG_KEYS);
     for (size_t k = 0; out != NULL && k < N_LEG_KEYS; k++) {
         PyObject *x = PyDict_GetItemString(full, LEG_KEYS[k]);
-        if (x == NULL || PyDict_SetItemString(out, LEG_KEYS[k], x) < 0) {
-            if (x == NULL && !PyErr_Occurred())
+        if (x == NULL) {
+            if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_KeyError, LEG_KEYS[k]);
             Py_CLEAR(out);
+            break;
         }
+        PyTuple_SET_ITEM(out, k, Py_NewRef(x));
+    }
+    if (out != NULL) { /* the segment sizes only for a bulk response, as leg_query hands them */
+        PyObject *segments = PyTuple_GET_ITEM(out, 9);
+        long long n = segments == Py_None ? 0 : PyLong_AsLongLong(segments);
+        if (n == -1 && PyErr_Occurred())
+            PyErr_Clear(); /* not a count this report writes: treated as none */
+        if (n < BULK_SEGMENTS)
+            Py_SETREF(PyTuple_GET_ITEM(out, N_LEG_KEYS - 1), Py_NewRef(Py_None));
     }
     Py_DECREF(full);
     return out;
@@ -2292,17 +2312,17 @@ PyObject *pg_leg_queries(Conv *c, i64 most)
 {
     if (pg_listed(c) >= most)
         Py_RETURN_NONE;
-    PyObject *out = PyList_New(0);
+    Py_ssize_t n = c->narch + c->nq;
+    PyObject *out = PyTuple_New(n);
     if (out == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < c->narch + c->nq; i++) {
-        PyObject *d = i < c->narch ? leg_archived(c, i) : leg_query(c, c->qs[i - c->narch]);
-        if (d == NULL || PyList_Append(out, d) < 0) {
-            Py_XDECREF(d);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *q = i < c->narch ? leg_archived(c, i) : leg_query(c, c->qs[i - c->narch]);
+        if (q == NULL) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(d);
+        PyTuple_SET_ITEM(out, i, q);
     }
     return out;
 }

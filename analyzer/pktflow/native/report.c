@@ -10,7 +10,15 @@
 void format_ip(const uint8_t *a, int alen, char *out)
 {
     if (alen == 4) {
-        snprintf(out, 46, "%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
+        for (int i = 0; i < 4; i++) {
+            unsigned v = a[i];
+            if (v >= 100)
+                *out++ = (char)('0' + v / 100);
+            if (v >= 10)
+                *out++ = (char)('0' + v / 10 % 10);
+            *out++ = (char)('0' + v % 10);
+            *out++ = i < 3 ? '.' : 0;
+        }
         return;
     }
     if (inet_ntop(AF_INET6, a, out, 46) == NULL)
@@ -82,9 +90,9 @@ static const char *sender(const Conn *c, int d)
     return (d + c->swapped) % 2 ? "server" : "client";
 }
 
-static void direction_name(const Conn *c, int d, char *out)
+static const char *direction_name(const Conn *c, int d)
 {
-    snprintf(out, 16, "%s->%s", sender(c, d), sender(c, 1 - d));
+    return (d + c->swapped) % 2 ? "server->client" : "client->server";
 }
 
 static void add(Findings *f, const char *sev, const char *code, StrB *b, const Ev *ev)
@@ -99,8 +107,7 @@ static void tcp_findings(const Conn *c, Findings *f)
     sb_init(&b);
     for (int d = 0; d < 2; d++) {
         const Dir *m = &c->dirs[d], *peer = &c->dirs[1 - d];
-        char name[16];
-        direction_name(c, d, name);
+        const char *name = direction_name(c, d);
         if (m->gaps) {
             sb_addf(&b, "%s: the capture missed ", name);
             sb_int(&b, m->missing_bytes, 1);
@@ -326,26 +333,23 @@ int conn_report(Conn *c, double start, JsonW *w, Findings *f, i64 *payload)
     tcp_findings(c, f);
     if (c->conv != NULL && pg_findings(c->conv, f) < 0)
         return -1;
-    char n0[16], n1[16];
-    direction_name(c, 0, n0);
-    direction_name(c, 1, n1);
-    const char *names[2] = {n0, n1};
+    const char *names[2] = {direction_name(c, 0), direction_name(c, 1)};
     if (tr_findings(c->tr, PyUnicode_AsUTF8(c->id), names, f) < 0)
         return -1;
     *payload = c->dirs[0].payload_bytes + c->dirs[1].payload_bytes;
     return 0;
 }
 
-/* What relay.topology.Leg reads of the report, for a PostgreSQL connection (else None):
- * {"id", "client", "server", "protocol", "queries" (or None past `most`), "listed",
- *  "directions": {"server_to_client": {"window", "verdict", "acks", "flights"}}}. */
+/* What relay matching reads of a PostgreSQL connection's report (else None), as
+ * relay.topology.native_leg takes it: (id, (client ip, port), (server ip, port), queries or
+ * None past `most`, and of the server -> client direction: zero window periods and seconds,
+ * the verdict's evidence frames, bytes per ACK and per flight medians). */
 PyObject *conn_leg(Conn *c, i64 most)
 {
     if (c->conv == NULL || !pg_is_postgres(c->conv))
         Py_RETURN_NONE;
-    int s2c = !c->swapped;
     TrLegView v;
-    if (tr_leg_view(c->tr, s2c, &v) < 0)
+    if (tr_leg_view(c->tr, !c->swapped, &v) < 0)
         return NULL;
     PyObject *queries = pg_leg_queries(c->conv, most);
     if (queries == NULL)
@@ -355,24 +359,18 @@ PyObject *conn_leg(Conn *c, i64 most)
     const End *server = c->swapped ? &c->client : &c->server;
     format_ip(client->addr, c->alen, cip);
     format_ip(server->addr, c->alen, sip);
-    PyObject *frames = PyList_New(v.n_evidence);
+    PyObject *frames = PyTuple_New(v.n_evidence);
     if (frames == NULL) {
         Py_DECREF(queries);
         return NULL;
     }
     for (int i = 0; i < v.n_evidence; i++)
-        PyList_SET_ITEM(frames, i, PyLong_FromLongLong(v.evidence_frames[i]));
+        PyTuple_SET_ITEM(frames, i, PyLong_FromLongLong(v.evidence_frames[i]));
     PyObject *acked = v.has_bytes_acked_median ? PyLong_FromLongLong(v.bytes_acked_median)
                                                : Py_NewRef(Py_None);
     PyObject *flight = v.has_flight_bytes_median ? PyLong_FromLongLong(v.flight_bytes_median)
                                                  : Py_NewRef(Py_None);
-    return Py_BuildValue(
-        "{s:O,s:{s:s,s:I},s:{s:s,s:I},s:s,s:N,s:L,"
-        "s:{s:{s:{s:L,s:d},s:{s:N},s:{s:N},s:{s:N}}}}",
-        "id", c->id, "client", "ip", cip, "port", client->port, "server", "ip", sip, "port",
-        server->port, "protocol", "postgresql", "queries", queries, "listed",
-        (long long)pg_listed(c->conv), "directions", "server_to_client", "window",
-        "zero_window_periods", (long long)v.zero_window_periods, "zero_window_total_s",
-        v.zero_window_total_s, "verdict", "evidence_frames", frames, "acks",
-        "bytes_acked_median", acked, "flights", "bytes_median", flight);
+    return Py_BuildValue("(O(sI)(sI)NLdNNN)", c->id, cip, client->port, sip, server->port,
+                         queries, (long long)v.zero_window_periods, v.zero_window_total_s,
+                         frames, acked, flight);
 }

@@ -23,8 +23,9 @@ SCAN_LIMIT = 64
 BULK_SEGMENTS = 4  # a response in this many segments or more is a bulk one
 # A leg of this many queries or more reads them again from its stored report, when it can, if
 # matching needs them (fewer: a storm's 20,000 two-query front legs would pay 3% of the run
-# for 450 bytes each)
+# for 450 bytes each). native/report.c's REREAD_QUERIES is the same.
 REREAD_QUERIES = 16
+Reread = Callable[[], list[dict[str, Any]]]
 
 
 def sql_key(sql: str | None) -> str:
@@ -46,6 +47,13 @@ def _optf(v: float) -> float | None:
     return None if v != v else v  # NaN: left out
 
 
+# The keys of a query's report that LegQuery reads, in the order it takes them.
+LEG_QUERY_KEYS = ("sql", "rows", "response_bytes", "sent_s", "first_response_s",
+                  "last_response_s", "sent_frame", "first_frame", "last_frame",
+                  "response_segments", "response_segment_median", "response_segment_max",
+                  "response_segment_sizes")
+
+
 class LegQuery:
     """The fields of a query's report that matching and pair_json read (None: not in it). A
     class of slots, not a NamedTuple: compiled, it is made without a Python-level __new__, and
@@ -57,26 +65,30 @@ class LegQuery:
                  "_response_segments", "_response_segment_median", "_response_segment_max",
                  "response_segment_sizes")
 
-    def __init__(self, q: dict[str, Any]) -> None:
-        sql, segments = q.get("sql"), q.get("response_segments")
+    def __init__(self, sql: str | None, rows: int | None, response_bytes: int | None,
+                 sent_s: float | None, first_response_s: float | None,
+                 last_response_s: float | None, sent_frame: int | None, first_frame: int | None,
+                 last_frame: int | None, response_segments: int | None,
+                 response_segment_median: int | None, response_segment_max: int | None,
+                 response_segment_sizes: dict[str, int] | None) -> None:
+        """The fields in LEG_QUERY_KEYS' order (the native core hands them over so)."""
         self.sql: str | None = sys.intern(sql) if type(sql) is str else sql  # a storm's few
-        self._rows = _int(q.get("rows"))
-        self._response_bytes = _int(q.get("response_bytes"))
+        self._rows = _int(rows)
+        self._response_bytes = _int(response_bytes)
         nan = float("nan")
-        sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
-        self._sent_s: float = nan if sent is None else sent
-        self._first_response_s: float = nan if first is None else first
-        self._last_response_s: float = nan if last is None else last
-        self._sent_frame = _int(q.get("sent_frame"))
-        self._first_frame = _int(q.get("first_frame"))
-        self._last_frame = _int(q.get("last_frame"))
-        self._response_segments = _int(segments)
-        self._response_segment_median = _int(q.get("response_segment_median"))
-        self._response_segment_max = _int(q.get("response_segment_max"))
+        self._sent_s: float = nan if sent_s is None else sent_s
+        self._first_response_s: float = nan if first_response_s is None else first_response_s
+        self._last_response_s: float = nan if last_response_s is None else last_response_s
+        self._sent_frame = _int(sent_frame)
+        self._first_frame = _int(first_frame)
+        self._last_frame = _int(last_frame)
+        self._response_segments = _int(response_segments)
+        self._response_segment_median = _int(response_segment_median)
+        self._response_segment_max = _int(response_segment_max)
         # kept for bulk responses, which forward_chunk reads: kept for every query, these
         # dicts were 30% of a storm's legs
-        self.response_segment_sizes: dict[str, int] | None = (
-            q.get("response_segment_sizes") if (segments or 0) >= BULK_SEGMENTS else None)
+        self.response_segment_sizes = (
+            response_segment_sizes if (response_segments or 0) >= BULK_SEGMENTS else None)
 
     @property
     def rows(self) -> int | None:
@@ -135,42 +147,67 @@ class Leg:
                  "zero_window_total_s", "evidence_frames", "bytes_acked_median",
                  "flight_bytes_median")
 
-    def __init__(self, conn: dict[str, Any],
-                 reread: Callable[[], list[dict[str, Any]]] | None = None) -> None:
-        client, server = conn["client"], conn["server"]
-        self.id: str = conn["id"]
-        self.client: tuple[str, int] = (sys.intern(client["ip"]), client["port"])
-        self.server: tuple[str, int] = (sys.intern(server["ip"]), server["port"])
-        queries = conn.get("queries") or ()
-        # "listed": how many the report lists, when `conn` holds only what matching reads
-        # (the native pass's, which leaves the queries out past REREAD_QUERIES)
-        listed = conn.get("listed", len(queries))
-        self._reread = reread if listed >= REREAD_QUERIES else None
+    def __init__(self, cid: str, client: tuple[str, int], server: tuple[str, int],
+                 queries: list[LegQuery] | None, reread: Reread | None,
+                 zero_window_periods: int, zero_window_total_s: float,
+                 evidence_frames: tuple[int, ...], bytes_acked_median: int | None,
+                 flight_bytes_median: int | None) -> None:
+        """`queries`, or (None) `reread` to read them again when matching needs them; the
+        rest is of the leg's server -> client direction, for coupling_json."""
+        self.id = cid
+        self.client = (sys.intern(client[0]), client[1])
+        self.server = (sys.intern(server[0]), server[1])
         self._queries: tuple[LegQuery, ...] | None = (
-            None if self._reread is not None else tuple([LegQuery(q) for q in queries]))
-        # of its server -> client direction, for coupling_json
-        s2c = conn["directions"]["server_to_client"]
-        window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
-        self.zero_window_periods: int = window.get("zero_window_periods") or 0
-        self.zero_window_total_s: float = window.get("zero_window_total_s") or 0.0
-        self.evidence_frames: tuple[int, ...] = tuple(verdict.get("evidence_frames") or ())
-        self.bytes_acked_median: int | None = (s2c.get("acks") or {}).get("bytes_acked_median")
-        self.flight_bytes_median: int | None = (s2c.get("flights") or {}).get("bytes_median")
+            None if queries is None else tuple(queries))
+        self._reread = reread if queries is None else None
+        self.zero_window_periods = zero_window_periods
+        self.zero_window_total_s = zero_window_total_s
+        self.evidence_frames = evidence_frames
+        self.bytes_acked_median = bytes_acked_median
+        self.flight_bytes_median = flight_bytes_median
 
     @property
     def queries(self) -> tuple[LegQuery, ...]:
         queries = self._queries
         if queries is None:  # read again once, kept: matching reads them twice
             assert self._reread is not None
-            queries = tuple([LegQuery(q) for q in self._reread()])
+            queries = tuple([leg_query(q) for q in self._reread()])
             self._queries, self._reread = queries, None
         return queries
 
 
-def relay_leg(conn: dict[str, Any],
-              reread: Callable[[], list[dict[str, Any]]] | None = None) -> Leg | None:
+def leg_query(q: dict[str, Any]) -> LegQuery:
+    """The LegQuery of a query's report."""
+    return LegQuery(*[q.get(k) for k in LEG_QUERY_KEYS])
+
+
+def relay_leg(conn: dict[str, Any], reread: Reread | None = None) -> Leg | None:
     """The Leg of a connection's report; None for one that cannot be a relay's leg."""
-    return Leg(conn, reread) if is_postgres(conn) else None
+    if not is_postgres(conn):
+        return None
+    client, server = conn["client"], conn["server"]
+    queries = conn.get("queries") or ()
+    busy = reread is not None and len(queries) >= REREAD_QUERIES
+    s2c = conn["directions"]["server_to_client"]
+    window, verdict = s2c.get("window") or {}, s2c.get("verdict") or {}
+    return Leg(conn["id"], (client["ip"], client["port"]), (server["ip"], server["port"]),
+               None if busy else [leg_query(q) for q in queries], reread if busy else None,
+               window.get("zero_window_periods") or 0, window.get("zero_window_total_s") or 0.0,
+               tuple(verdict.get("evidence_frames") or ()),
+               (s2c.get("acks") or {}).get("bytes_acked_median"),
+               (s2c.get("flights") or {}).get("bytes_median"))
+
+
+def native_leg(values: tuple[Any, ...], reread: Reread) -> Leg:
+    """The Leg of a connection the native core reported, from what it hands over (native/
+    report.c, conn_leg): (id, client, server, queries or None past REREAD_QUERIES, zero
+    window periods and seconds, evidence frames, bytes per ACK, bytes per flight medians),
+    each query as LEG_QUERY_KEYS' values."""
+    cid, client, server, queries, zero_periods, zero_s, evidence, acked, flight = values
+    return Leg(cid, client, server,
+               None if queries is None else [LegQuery(*q) for q in queries],
+               reread if queries is None else None, zero_periods, zero_s, evidence, acked,
+               flight)
 
 
 class QueryRef:

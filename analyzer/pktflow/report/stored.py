@@ -31,7 +31,7 @@ from typing import IO, Any, overload
 
 from pktflow.capture.gz import deflate_lib
 from pktflow.errors import NoSpaceError
-from pktflow.relay.topology import Leg, relay_leg
+from pktflow.relay.topology import Leg, native_leg, relay_leg
 from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -217,15 +217,16 @@ class Connections(Texts):
         # a busy leg's queries are read again from the stored text if matching needs them
         self._legs.append(relay_leg(report, partial(self._queries_at, position)))
 
-    def add_text(self, number: int, text: str, payload: int, leg: dict[str, Any] | None) -> None:
+    def add_text(self, number: int, text: str, payload: int,
+                 leg: tuple[Any, ...] | None) -> None:
         """A connection reported as its text (the native pass), in this layout, with its
-        payload bytes and what relay matching reads of it (relay.topology.relay_leg)."""
+        payload bytes and what relay matching reads of it (relay.topology.native_leg)."""
         position = len(self)
         self._store(text)
         self._numbers.append(number)
         self._payload.append(payload)
         self._legs.append(None if leg is None else
-                          relay_leg(leg, partial(self._queries_at, position)))
+                          native_leg(leg, partial(self._queries_at, position)))
 
     def _queries_at(self, position: int) -> list[dict[str, Any]]:
         queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]
