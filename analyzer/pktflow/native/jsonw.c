@@ -148,6 +148,29 @@ static int repr_short(double v, char *out)
     return 0;
 }
 
+/* v in decimal, with thousands separators if asked, NUL-terminated (out: 32 bytes); the
+ * length written. */
+static int int_text(char *out, i64 v, int commas)
+{
+    char digits[24];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    char *o = out;
+    if (v < 0)
+        *o++ = '-';
+    for (int i = n - 1; i >= 0; i--) {
+        *o++ = digits[i];
+        if (commas && i && i % 3 == 0)
+            *o++ = ',';
+    }
+    *o = 0;
+    return (int)(o - out);
+}
+
 /* ---- the JSON writer -------------------------------------------------------------------- */
 
 void jw_init(JsonW *w, int indent, int level)
@@ -280,21 +303,9 @@ void jw_int(JsonW *w, i64 v)
         w->after_key = 0;
     else
         item(w);
-    if (w_reserve(w, 24) < 0)
+    if (w_reserve(w, 32) < 0)
         return;
-    char digits[24];
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    char *o = w->p + w->len;
-    if (v < 0)
-        *o++ = '-';
-    while (n)
-        *o++ = digits[--n];
-    w->len = o - w->p;
+    w->len += int_text(w->p + w->len, v, 0);
 }
 
 void jw_float(JsonW *w, double v)
@@ -531,22 +542,7 @@ void jw_raw_obj(JsonW *w, PyObject *o)
 
 char *fmt_int(char *buf, i64 v, int commas)
 {
-    char digits[32];
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    int n = 0;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    char *o = buf;
-    if (v < 0)
-        *o++ = '-';
-    for (int i = n - 1; i >= 0; i--) {
-        *o++ = digits[i];
-        if (commas && i && i % 3 == 0)
-            *o++ = ',';
-    }
-    *o = 0;
+    int_text(buf, v, commas);
     return buf;
 }
 
