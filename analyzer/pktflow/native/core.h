@@ -159,7 +159,10 @@ int hist_quantile(Hist *h, double q, i64 *out); /* .quantile(q): 0 = None */
 int hist_hi(Hist *h, i64 *out); /* .hi: 0 = None */
 int hist_mode(Hist *h, i64 *out); /* .mode(): 0 = None */
 i64 hist_get(Hist *h, i64 v); /* .counts.get(v, 0) */
-void hist_top_json(Hist *h, int k, JsonW *w); /* .top(k) as a JSON object */
+/* .top(k): the k most frequent values and their counts, largest count first (then value);
+ * how many (k at most) */
+int hist_top(Hist *h, int k, i64 *values, i64 *counts);
+void hist_top_json(Hist *h, int k, JsonW *w); /* .top(k) as a JSON object (k <= 32) */
 
 /* Quantiles: exact counts while at most 1,024 distinct values, then log-linear buckets. */
 typedef struct {

@@ -292,9 +292,8 @@ i64 hist_get(Hist *h, i64 v)
     return i < 0 ? 0 : h->counts[i];
 }
 
-void hist_top_json(Hist *h, int k, JsonW *w)
+int hist_top(Hist *h, int k, i64 *values, i64 *counts)
 {
-    char key[32];
     hist_flush(h);
     Pair small[8], *p = small;
     i64 n = h->n_keys;
@@ -302,7 +301,7 @@ void hist_top_json(Hist *h, int k, JsonW *w)
         p = pairs(h, by_count, &n);
         if (n < 0) {
             PyErr_Clear();
-            w->failed = 1;
+            n = 0;
         }
     } else { /* most: a few values, sorted in place */
         for (i64 i = 0; i < n; i++) {
@@ -313,14 +312,27 @@ void hist_top_json(Hist *h, int k, JsonW *w)
             small[j] = x;
         }
     }
-    jw_obj(w);
-    for (i64 i = 0; i < n && i < k; i++) {
-        jw_key(w, fmt_int(key, p[i].v, 0));
-        jw_int(w, p[i].c);
+    int m = n < k ? (int)n : k;
+    for (int i = 0; i < m; i++) {
+        values[i] = p[i].v;
+        counts[i] = p[i].c;
     }
-    jw_obj_end(w);
     if (p != small)
         PyMem_Free(p);
+    return m;
+}
+
+void hist_top_json(Hist *h, int k, JsonW *w)
+{
+    char key[32];
+    i64 values[32], counts[32];
+    int m = hist_top(h, k < 32 ? k : 32, values, counts);
+    jw_obj(w);
+    for (int i = 0; i < m; i++) {
+        jw_key(w, fmt_int(key, values[i], 0));
+        jw_int(w, counts[i]);
+    }
+    jw_obj_end(w);
 }
 
 /* ---- Quantiles ---------------------------------------------------------------------------- */

@@ -615,7 +615,6 @@ struct Conv {
     int enc_asked; /* 0, N_SSLREQ or N_GSSENCREQ */
     int batch_error;
     i64 query_errors;
-    JsonW aw; /* an archived query's text */
     PyObject *append_name;
 };
 
@@ -653,7 +652,6 @@ Conv *pg_new(const ConvConfig *cfg)
     c->sides[0].state = c->sides[1].state = ST_START;
     sb_init(&c->st_reason);
     fnd_init(&c->findings);
-    jw_init(&c->aw, cfg->indent, cfg->query_level);
     return c;
 }
 
@@ -685,7 +683,6 @@ void pg_free(Conv *c)
     Py_XDECREF(c->portals);
     Py_XDECREF(c->parameters);
     Py_XDECREF(c->append_name);
-    jw_free(&c->aw);
     PyMem_Free(c);
 }
 
@@ -884,7 +881,27 @@ static int pending_append(Conv *c, Query *q)
     return 0;
 }
 
-static int q_write(Conv *c, Query *q, JsonW *w);
+/* What Query.to_json() shows of a query, times relative to the capture's start: taken from a
+ * live Query (q_vals) or read back from its archived record (arch_read), and written by one
+ * writer (qv_write). Strings are UTF-8 (NULL for None); numbers past 64 bits (a sum of command
+ * tags, an absurd goodput) are kept as their decimal text. */
+enum { V_NONE, V_INT, V_BIG };
+enum { S_SQL, S_TAG, S_ERR, S_ROWS_BIG = S_ERR + 6, S_GOODPUT_BIG, N_STRINGS };
+
+typedef struct {
+    const char *s[N_STRINGS];
+    Py_ssize_t len[N_STRINGS];
+    int sql_truncated, kind, rows_kind, responded, has_error, incomplete, has_median, has_hi;
+    int goodput_kind, ntop;
+    i64 rows, data_rows, copy_data, resp_bytes, resp_msgs, sent_frame, first_frame, last_frame;
+    i64 seg_n, median, hi, goodput;
+    double sent_s, first_s, last_s;
+    i64 top_v[6], top_c[6]; /* Histogram.top(6) */
+} QVals;
+
+static int q_vals(Conv *c, Query *q, QVals *v, PyObject *keep[2]);
+static PyObject *arch_record(QVals *v);
+
 
 /* _archive_answered: the head of the list that nothing can change any more goes out. */
 static int archive_answered(Conv *c)
@@ -918,17 +935,11 @@ static int archive_answered(Conv *c)
             c->caparch = cap;
         }
         c->archived[c->narch++] = at;
-        jw_reset(&c->aw);
-        if (q_write(c, q, &c->aw) < 0) {
-            r = -1;
-            break;
-        }
-        if (c->aw.failed) {
-            PyErr_NoMemory();
-            r = -1;
-            break;
-        }
-        PyObject *text = PyBytes_FromStringAndSize(c->aw.p, c->aw.len);
+        QVals v;
+        PyObject *keep[2];
+        PyObject *text = q_vals(c, q, &v, keep) < 0 ? NULL : arch_record(&v);
+        Py_XDECREF(keep[0]);
+        Py_XDECREF(keep[1]);
         if (text == NULL) {
             r = -1;
             break;
@@ -941,7 +952,6 @@ static int archive_answered(Conv *c)
         }
         Py_DECREF(res);
     }
-    jw_reset(&c->aw);
     /* del queries[:n] */
     for (Py_ssize_t i = 0; i < n; i++)
         q_unref(c->qs[i]);
@@ -1915,129 +1925,308 @@ i64 pg_listed(const Conv *c) { return (i64)c->narch + (i64)c->nq; }
 /* a time as the report shows it: round(ts - start, 6) */
 static inline double rel(const Conv *c, double ts) { return py_round(ts - c->cfg.start, 6); }
 
-/* Query.goodput(): 0 for None, else 1 with the value (an int, or past 64 bits a new
- * reference in *big); -1 when round() fails as in the Python (NaN, infinity). */
-static int goodput(const Query *q, i64 *v, PyObject **big)
+/* ---- a listed query's report: its values, their writer, their archived record ----------- */
+
+static int utf8_of(PyObject *o, QVals *v, int k)
 {
-    *big = NULL;
-    if (!q->responded || q->last_ts <= q->first_ts)
+    v->s[k] = NULL;
+    v->len[k] = 0;
+    if (o == NULL || o == Py_None)
         return 0;
-    double g = py_round_int((double)q->resp_bytes / (q->last_ts - q->first_ts));
-    if (isfinite(g) && g > -9.2e18 && g < 9.2e18) {
-        *v = (i64)g;
-        return 1;
-    }
-    *big = PyLong_FromDouble(g);
-    return *big == NULL ? -1 : 1;
+    v->s[k] = PyUnicode_AsUTF8AndSize(o, &v->len[k]);
+    return v->s[k] == NULL ? -1 : 0;
 }
 
-/* Query.rows as an object (a new reference) */
-static PyObject *q_rows(const Query *q)
+/* The values of a live query. Numbers past 64 bits go to text held in keep[0..1] (new
+ * references, NULL when none), for the caller to release once they are written. */
+static int q_vals(Conv *c, Query *q, QVals *v, PyObject *keep[2])
 {
+    memset(v, 0, sizeof *v);
+    keep[0] = keep[1] = NULL;
+    if (utf8_of(q->sql, v, S_SQL) < 0 || utf8_of(q->tag, v, S_TAG) < 0)
+        return -1;
+    for (int k = 0; k < 6; k++)
+        if (utf8_of(q->has_error ? q->err[k] : NULL, v, S_ERR + k) < 0)
+            return -1;
+    v->sql_truncated = q->sql_truncated;
+    v->kind = q->kind;
+    /* Query.rows */
     if (q->tags_rows_big != NULL) {
-        Py_INCREF(q->tags_rows_big);
-        return q->tags_rows_big;
+        v->rows_kind = V_BIG;
+        keep[0] = PyObject_Str(q->tags_rows_big);
+        if (keep[0] == NULL || utf8_of(keep[0], v, S_ROWS_BIG) < 0)
+            return -1;
+    } else if (q->has_tags_rows || q->data_rows || (q->tag && PyUnicode_GET_LENGTH(q->tag))) {
+        v->rows_kind = V_INT;
+        v->rows = q->has_tags_rows ? q->tags_rows : q->data_rows;
     }
-    if (q->has_tags_rows)
-        return PyLong_FromLongLong(q->tags_rows);
-    if (q->data_rows)
-        return PyLong_FromLongLong(q->data_rows);
-    if (q->tag != NULL && PyUnicode_GET_LENGTH(q->tag) > 0)
-        return PyLong_FromLong(0);
-    Py_RETURN_NONE;
+    v->data_rows = q->data_rows;
+    v->copy_data = q->copy_data;
+    v->resp_bytes = q->resp_bytes;
+    v->resp_msgs = q->resp_msgs;
+    v->sent_s = rel(c, q->sent_ts);
+    v->sent_frame = q->sent_frame;
+    v->responded = q->responded;
+    if (q->responded) {
+        v->first_s = rel(c, q->first_ts);
+        v->last_s = rel(c, q->last_ts);
+        v->first_frame = q->first_frame;
+        v->last_frame = q->last_frame;
+    }
+    v->has_error = q->has_error;
+    v->incomplete = q->incomplete;
+    v->seg_n = hist_n(&q->segments);
+    v->has_median = hist_median(&q->segments, &v->median);
+    v->has_hi = hist_hi(&q->segments, &v->hi);
+    v->ntop = hist_top(&q->segments, 6, v->top_v, v->top_c);
+    /* Query.goodput(): response bytes per second, first response byte to last */
+    if (q->responded && q->last_ts > q->first_ts) {
+        double g = py_round_int((double)q->resp_bytes / (q->last_ts - q->first_ts));
+        if (isfinite(g) && g > -9.2e18 && g < 9.2e18) {
+            v->goodput_kind = V_INT;
+            v->goodput = (i64)g;
+        } else {
+            PyObject *big = PyLong_FromDouble(g);
+            keep[1] = big == NULL ? NULL : PyObject_Str(big);
+            Py_XDECREF(big);
+            if (keep[1] == NULL || utf8_of(keep[1], v, S_GOODPUT_BIG) < 0)
+                return -1;
+            v->goodput_kind = V_BIG;
+        }
+    }
+    return 0;
 }
 
-/* Query.to_json(), its times relative to the capture's start, written as a value. */
-static int q_write(Conv *c, Query *q, JsonW *w)
+static void opt_int_json(JsonW *w, int has, i64 x)
 {
-    jw_obj(w);
-    jw_key(w, "sql");
-    jw_str_obj(w, q->sql);
-    jw_key(w, "sql_truncated");
-    jw_bool(w, q->sql_truncated);
-    jw_key(w, "kind");
-    jw_cstr(w, KIND[q->kind]);
-    jw_key(w, "command_tag");
-    jw_str_obj(w, q->tag);
-    jw_key(w, "rows");
-    if (q->tags_rows_big != NULL)
-        jw_value(w, q->tags_rows_big);
-    else if (q->has_tags_rows)
-        jw_int(w, q->tags_rows);
-    else if (q->data_rows)
-        jw_int(w, q->data_rows);
-    else if (q->tag != NULL && PyUnicode_GET_LENGTH(q->tag) > 0)
-        jw_int(w, 0);
+    if (has)
+        jw_int(w, x);
     else
         jw_null(w);
-    jw_kint(w, "data_rows", q->data_rows);
-    jw_kint(w, "copy_data", q->copy_data);
-    jw_kint(w, "response_bytes", q->resp_bytes);
-    jw_kint(w, "response_messages", q->resp_msgs);
-    jw_kfloat(w, "sent_s", rel(c, q->sent_ts));
+}
+
+/* A number kept as an int or as decimal text (past 64 bits), or None. */
+static void num_json(JsonW *w, int kind, i64 x, const char *text, Py_ssize_t len)
+{
+    if (kind == V_INT)
+        jw_int(w, x);
+    else if (kind == V_BIG)
+        jw_raw(w, text, len);
+    else
+        jw_null(w);
+}
+
+static void str_json(JsonW *w, const QVals *v, int k)
+{
+    if (v->s[k] == NULL)
+        jw_null(w);
+    else
+        jw_str(w, v->s[k], v->len[k]);
+}
+
+/* Query.to_json() as a value */
+static void qv_write(const QVals *v, JsonW *w)
+{
+    char key[32];
+    jw_obj(w);
+    jw_key(w, "sql");
+    str_json(w, v, S_SQL);
+    jw_key(w, "sql_truncated");
+    jw_bool(w, v->sql_truncated);
+    jw_key(w, "kind");
+    jw_cstr(w, KIND[v->kind]);
+    jw_key(w, "command_tag");
+    str_json(w, v, S_TAG);
+    jw_key(w, "rows");
+    num_json(w, v->rows_kind, v->rows, v->s[S_ROWS_BIG], v->len[S_ROWS_BIG]);
+    jw_kint(w, "data_rows", v->data_rows);
+    jw_kint(w, "copy_data", v->copy_data);
+    jw_kint(w, "response_bytes", v->resp_bytes);
+    jw_kint(w, "response_messages", v->resp_msgs);
+    jw_kfloat(w, "sent_s", v->sent_s);
     jw_key(w, "first_response_s");
-    if (q->responded)
-        jw_float(w, rel(c, q->first_ts));
+    if (v->responded)
+        jw_float(w, v->first_s);
     else
         jw_null(w);
     jw_key(w, "last_response_s");
-    if (q->responded)
-        jw_float(w, rel(c, q->last_ts));
+    if (v->responded)
+        jw_float(w, v->last_s);
     else
         jw_null(w);
-    jw_kint(w, "sent_frame", q->sent_frame);
+    jw_kint(w, "sent_frame", v->sent_frame);
     jw_key(w, "first_frame");
-    if (q->responded)
-        jw_int(w, q->first_frame);
-    else
-        jw_null(w);
+    opt_int_json(w, v->responded, v->first_frame);
     jw_key(w, "last_frame");
-    if (q->responded)
-        jw_int(w, q->last_frame);
-    else
-        jw_null(w);
+    opt_int_json(w, v->responded, v->last_frame);
     jw_key(w, "error");
-    if (q->has_error) {
+    if (v->has_error) {
         jw_obj(w);
         for (int k = 0; k < 6; k++) {
             jw_key(w, ERR_KEY[k]);
-            jw_str_obj(w, q->err[k]);
+            str_json(w, v, S_ERR + k);
         }
         jw_obj_end(w);
     } else {
         jw_null(w);
     }
     jw_key(w, "incomplete");
-    jw_bool(w, q->incomplete);
-    i64 v;
-    jw_kint(w, "response_segments", hist_n(&q->segments));
+    jw_bool(w, v->incomplete);
+    jw_kint(w, "response_segments", v->seg_n);
     jw_key(w, "response_segment_median");
-    if (hist_median(&q->segments, &v))
-        jw_int(w, v);
-    else
-        jw_null(w);
+    opt_int_json(w, v->has_median, v->median);
     jw_key(w, "response_segment_max");
-    if (hist_hi(&q->segments, &v))
-        jw_int(w, v);
-    else
-        jw_null(w);
+    opt_int_json(w, v->has_hi, v->hi);
     jw_key(w, "response_segment_sizes");
-    hist_top_json(&q->segments, 6, w);
-    jw_key(w, "goodput_bps");
-    PyObject *big;
-    int r = goodput(q, &v, &big);
-    if (r < 0)
-        return -1;
-    if (big != NULL) {
-        jw_value(w, big);
-        Py_DECREF(big);
-    } else if (r) {
-        jw_int(w, v);
-    } else {
-        jw_null(w);
+    jw_obj(w);
+    for (int i = 0; i < v->ntop; i++) {
+        jw_key(w, fmt_int(key, v->top_v[i], 0));
+        jw_int(w, v->top_c[i]);
     }
     jw_obj_end(w);
+    jw_key(w, "goodput_bps");
+    num_json(w, v->goodput_kind, v->goodput, v->s[S_GOODPUT_BIG], v->len[S_GOODPUT_BIG]);
+    jw_obj_end(w);
+}
+
+/* Query.to_json(), its times relative to the capture's start, written as a value. */
+static int q_write(Conv *c, Query *q, JsonW *w)
+{
+    QVals v;
+    PyObject *keep[2];
+    int r = q_vals(c, q, &v, keep);
+    if (r == 0)
+        qv_write(&v, w);
+    Py_XDECREF(keep[0]);
+    Py_XDECREF(keep[1]);
+    return r;
+}
+
+/* An archived query is its values in a record (as the Python marshals them), about 150 bytes
+ * where its JSON text is 500-900: flags, then integers as zigzag varints, the three times as
+ * 8 bytes each, then the strings' lengths (+1; 0 for None) and bytes. */
+static uint8_t *put_varint(uint8_t *o, i64 x)
+{
+    uint64_t u = ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
+    while (u >= 0x80) {
+        *o++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *o++ = (uint8_t)u;
+    return o;
+}
+
+static int get_varint(const uint8_t **p, const uint8_t *end, i64 *x)
+{
+    uint64_t u = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        u |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *x = (i64)(u >> 1) ^ -(i64)(u & 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+#define ARCH_INTS 18
+
+/* the integers of a record, in order */
+static void arch_ints(QVals *v, i64 **out)
+{
+    i64 *ints[ARCH_INTS] = {&v->rows, &v->data_rows, &v->copy_data, &v->resp_bytes,
+                            &v->resp_msgs, &v->sent_frame, &v->first_frame, &v->last_frame,
+                            &v->seg_n, &v->median, &v->hi, &v->goodput,
+                            &v->top_v[0], &v->top_c[0], &v->top_v[1], &v->top_c[1],
+                            &v->top_v[2], &v->top_c[2]};
+    memcpy(out, ints, sizeof ints);
+}
+
+static PyObject *arch_record(QVals *v)
+{
+    Py_ssize_t size = 16 + ARCH_INTS * 10 + 8 * 10 + 24 + 3 * 20 + N_STRINGS * 10;
+    for (int k = 0; k < N_STRINGS; k++)
+        size += v->len[k];
+    PyObject *rec = PyBytes_FromStringAndSize(NULL, size);
+    if (rec == NULL)
+        return NULL;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(rec);
+    uint8_t flags[] = {v->sql_truncated, v->kind, v->rows_kind, v->responded, v->has_error,
+                       v->incomplete, v->has_median, v->has_hi, v->goodput_kind, v->ntop};
+    memcpy(o, flags, sizeof flags);
+    o += sizeof flags;
+    i64 *ints[ARCH_INTS];
+    arch_ints(v, ints);
+    for (int i = 0; i < ARCH_INTS; i++)
+        o = put_varint(o, *ints[i]);
+    for (int i = 3; i < 6; i++) { /* the rest of the top sizes */
+        o = put_varint(o, v->top_v[i]);
+        o = put_varint(o, v->top_c[i]);
+    }
+    double times[3] = {v->sent_s, v->first_s, v->last_s};
+    memcpy(o, times, sizeof times);
+    o += sizeof times;
+    for (int k = 0; k < N_STRINGS; k++)
+        o = put_varint(o, v->s[k] == NULL ? 0 : v->len[k] + 1);
+    for (int k = 0; k < N_STRINGS; k++) {
+        if (v->s[k] != NULL) {
+            memcpy(o, v->s[k], v->len[k]);
+            o += v->len[k];
+        }
+    }
+    if (_PyBytes_Resize(&rec, (Py_ssize_t)(o - (uint8_t *)PyBytes_AS_STRING(rec))) < 0)
+        return NULL;
+    return rec;
+}
+
+/* A record's values (strings pointing into rec, which must outlive them). */
+static int arch_read(PyObject *rec, QVals *v)
+{
+    memset(v, 0, sizeof *v);
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(rec);
+    const uint8_t *end = p + PyBytes_GET_SIZE(rec);
+    if (end - p < 10)
+        goto bad;
+    int *flags[] = {&v->sql_truncated, &v->kind, &v->rows_kind, &v->responded, &v->has_error,
+                    &v->incomplete, &v->has_median, &v->has_hi, &v->goodput_kind, &v->ntop};
+    for (int i = 0; i < 10; i++)
+        *flags[i] = *p++;
+    i64 *ints[ARCH_INTS];
+    arch_ints(v, ints);
+    for (int i = 0; i < ARCH_INTS; i++)
+        if (get_varint(&p, end, ints[i]) < 0)
+            goto bad;
+    for (int i = 3; i < 6; i++)
+        if (get_varint(&p, end, &v->top_v[i]) < 0 || get_varint(&p, end, &v->top_c[i]) < 0)
+            goto bad;
+    double times[3];
+    if (end - p < (Py_ssize_t)sizeof times)
+        goto bad;
+    memcpy(times, p, sizeof times);
+    p += sizeof times;
+    v->sent_s = times[0];
+    v->first_s = times[1];
+    v->last_s = times[2];
+    i64 lens[N_STRINGS];
+    for (int k = 0; k < N_STRINGS; k++)
+        if (get_varint(&p, end, &lens[k]) < 0)
+            goto bad;
+    for (int k = 0; k < N_STRINGS; k++) {
+        if (lens[k] == 0)
+            continue;
+        if (lens[k] < 1 || end - p < lens[k] - 1)
+            goto bad;
+        v->s[k] = (const char *)p;
+        v->len[k] = (Py_ssize_t)(lens[k] - 1);
+        p += v->len[k];
+    }
+    if (v->kind < 0 || v->kind > 3 || v->ntop > 6)
+        goto bad;
     return 0;
+bad: /* our own file, read back: only a bug or a damaged temporary file gets here */
+    PyErr_SetString(PyExc_RuntimeError, "an archived query's record is damaged");
+    return -1;
 }
 
 static void counts_write(const Side *s, JsonW *w)
@@ -2128,11 +2317,16 @@ int pg_json(Conv *c, JsonW *w)
     jw_key(w, "queries");
     jw_arr(w);
     for (Py_ssize_t i = 0; i < c->narch; i++) {
-        PyObject *text = PySequence_GetItem(c->cfg.archive, (Py_ssize_t)c->archived[i]);
-        if (text == NULL)
+        PyObject *rec = PySequence_GetItem(c->cfg.archive, (Py_ssize_t)c->archived[i]);
+        QVals v;
+        if (rec == NULL || !PyBytes_Check(rec) || arch_read(rec, &v) < 0) {
+            if (rec != NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "an archived query is not a record");
+            Py_XDECREF(rec);
             return -1;
-        jw_raw_obj(w, text);
-        Py_DECREF(text);
+        }
+        qv_write(&v, w);
+        Py_DECREF(rec);
     }
     for (Py_ssize_t i = 0; i < c->nq; i++)
         if (q_write(c, c->qs[i], w) < 0)
@@ -2173,138 +2367,69 @@ static const char *const LEG_KEYS[] = {
     "response_segment_max", "response_segment_sizes"};
 #define N_LEG_KEYS (sizeof LEG_KEYS / sizeof LEG_KEYS[0])
 
-typedef struct {
-    i64 v, c;
-} VC;
-
-static int by_count(const void *a, const void *b) /* Histogram.top's order: (-count, value) */
+/* What relay matching reads of a query (LEG_QUERY_KEYS' values); sql given as an object when
+ * the caller holds one (a live query), else decoded from the values. */
+static PyObject *leg_values(const QVals *v, PyObject *sql)
 {
-    const VC *x = a, *y = b;
-    if (x->c != y->c)
-        return x->c > y->c ? -1 : 1;
-    return (x->v > y->v) - (x->v < y->v);
-}
-
-/* Histogram.top(6) as a dict */
-static PyObject *top_dict(Hist *h)
-{
-    hist_n(h); /* counts every run */
-    PyObject *out = PyDict_New();
-    if (out == NULL || h->n_keys == 0)
-        return out;
-    VC *p = PyMem_Malloc(sizeof(VC) * (size_t)h->n_keys);
-    if (p == NULL) {
-        Py_DECREF(out);
-        return PyErr_NoMemory();
-    }
-    for (i64 i = 0; i < h->n_keys; i++) {
-        p[i].v = h->keys[i];
-        p[i].c = h->counts[i];
-    }
-    qsort(p, (size_t)h->n_keys, sizeof(VC), by_count);
-    for (i64 i = 0; i < h->n_keys && i < 6; i++) {
+    PyObject *x[N_LEG_KEYS];
+    if (sql != NULL)
+        x[0] = Py_NewRef(sql);
+    else if (v->s[S_SQL] == NULL)
+        x[0] = Py_NewRef(Py_None);
+    else
+        x[0] = PyUnicode_DecodeUTF8(v->s[S_SQL], v->len[S_SQL], "strict");
+    x[1] = v->rows_kind == V_INT ? PyLong_FromLongLong(v->rows)
+         : v->rows_kind == V_BIG ? PyLong_FromString(v->s[S_ROWS_BIG], NULL, 10)
+                                 : Py_NewRef(Py_None);
+    x[2] = PyLong_FromLongLong(v->resp_bytes);
+    x[3] = PyFloat_FromDouble(v->sent_s);
+    x[4] = v->responded ? PyFloat_FromDouble(v->first_s) : Py_NewRef(Py_None);
+    x[5] = v->responded ? PyFloat_FromDouble(v->last_s) : Py_NewRef(Py_None);
+    x[6] = PyLong_FromLongLong(v->sent_frame);
+    x[7] = v->responded ? PyLong_FromLongLong(v->first_frame) : Py_NewRef(Py_None);
+    x[8] = v->responded ? PyLong_FromLongLong(v->last_frame) : Py_NewRef(Py_None);
+    x[9] = PyLong_FromLongLong(v->seg_n);
+    x[10] = v->has_median ? PyLong_FromLongLong(v->median) : Py_NewRef(Py_None);
+    x[11] = v->has_hi ? PyLong_FromLongLong(v->hi) : Py_NewRef(Py_None);
+    x[12] = v->seg_n >= BULK_SEGMENTS ? PyDict_New() : Py_NewRef(Py_None);
+    for (int i = 0; x[12] != NULL && x[12] != Py_None && i < v->ntop; i++) {
         char key[32];
-        PyObject *c = PyLong_FromLongLong(p[i].c);
-        if (c == NULL || PyDict_SetItemString(out, fmt_int(key, p[i].v, 0), c) < 0) {
-            Py_XDECREF(c);
-            Py_DECREF(out);
-            PyMem_Free(p);
-            return NULL;
-        }
-        Py_DECREF(c);
+        PyObject *count = PyLong_FromLongLong(v->top_c[i]);
+        if (count == NULL || PyDict_SetItemString(x[12], fmt_int(key, v->top_v[i], 0), count) < 0)
+            Py_CLEAR(x[12]);
+        Py_XDECREF(count);
     }
-    PyMem_Free(p);
-    return out;
-}
-
-static PyObject *opt_int(int has, i64 v)
-{
-    if (!has)
-        Py_RETURN_NONE;
-    return PyLong_FromLongLong(v);
-}
-
-static PyObject *opt_time(const Conv *c, int has, double ts)
-{
-    if (!has)
-        Py_RETURN_NONE;
-    return PyFloat_FromDouble(rel(c, ts));
-}
-
-static PyObject *leg_query(Conv *c, Query *q)
-{
-    i64 med = 0, hi = 0, segments = hist_n(&q->segments);
-    int has_med = hist_median(&q->segments, &med), has_hi = hist_hi(&q->segments, &hi);
     PyObject *out = PyTuple_New(N_LEG_KEYS);
-    if (out == NULL)
-        return NULL;
-    PyObject *v[N_LEG_KEYS];
-    v[0] = q->sql;
-    Py_INCREF(q->sql);
-    v[1] = q_rows(q);
-    v[2] = PyLong_FromLongLong(q->resp_bytes);
-    v[3] = PyFloat_FromDouble(rel(c, q->sent_ts));
-    v[4] = opt_time(c, q->responded, q->first_ts);
-    v[5] = opt_time(c, q->responded, q->last_ts);
-    v[6] = PyLong_FromLongLong(q->sent_frame);
-    v[7] = opt_int(q->responded, q->first_frame);
-    v[8] = opt_int(q->responded, q->last_frame);
-    v[9] = PyLong_FromLongLong(segments);
-    v[10] = opt_int(has_med, med);
-    v[11] = opt_int(has_hi, hi);
-    v[12] = segments >= BULK_SEGMENTS ? top_dict(&q->segments) : Py_NewRef(Py_None);
-    int failed = 0;
+    int failed = out == NULL;
     for (size_t i = 0; i < N_LEG_KEYS; i++) {
-        failed |= v[i] == NULL;
-        PyTuple_SET_ITEM(out, i, v[i] ? v[i] : Py_NewRef(Py_None));
+        failed |= x[i] == NULL;
+        if (out != NULL)
+            PyTuple_SET_ITEM(out, i, x[i] ? x[i] : Py_NewRef(Py_None));
+        else
+            Py_XDECREF(x[i]);
     }
-    if (failed) {
-        Py_DECREF(out);
-        return NULL;
-    }
+    if (failed)
+        Py_CLEAR(out);
     return out;
 }
 
-/* an archived query's fields, read back from its text (rare: a leg of few queries has none) */
-static PyObject *leg_archived(Conv *c, Py_ssize_t i)
+/* The i-th listed query's leg values: read back from the archive, or from the live query. */
+static PyObject *leg_query(Conv *c, Py_ssize_t i)
 {
-    static PyObject *loads;
-    if (loads == NULL) {
-        PyObject *json = PyImport_ImportModule("json");
-        if (json == NULL)
-            return NULL;
-        loads = PyObject_GetAttrString(json, "loads");
-        Py_DECREF(json);
-        if (loads == NULL)
-            return NULL;
+    QVals v;
+    if (i >= c->narch) {
+        Query *q = c->qs[i - c->narch];
+        PyObject *keep[2];
+        PyObject *out = q_vals(c, q, &v, keep) < 0 ? NULL : leg_values(&v, q->sql);
+        Py_XDECREF(keep[0]);
+        Py_XDECREF(keep[1]);
+        return out;
     }
-    PyObject *text = PySequence_GetItem(c->cfg.archive, (Py_ssize_t)c->archived[i]);
-    if (text == NULL)
+    PyObject *rec = PySequence_GetItem(c->cfg.archive, (Py_ssize_t)c->archived[i]);
+    if (rec == NULL)
         return NULL;
-    PyObject *full = PyObject_CallOneArg(loads, text);
-    Py_DECREF(text);
-    if (full == NULL)
-        return NULL;
-    PyObject *out = PyTuple_New(N_LEG_KEYS);
-    for (size_t k = 0; out != NULL && k < N_LEG_KEYS; k++) {
-        PyObject *x = PyDict_GetItemString(full, LEG_KEYS[k]);
-        if (x == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_KeyError, LEG_KEYS[k]);
-            Py_CLEAR(out);
-            break;
-        }
-        PyTuple_SET_ITEM(out, k, Py_NewRef(x));
-    }
-    if (out != NULL) { /* the segment sizes only for a bulk response, as leg_query hands them */
-        PyObject *segments = PyTuple_GET_ITEM(out, 9);
-        long long n = segments == Py_None ? 0 : PyLong_AsLongLong(segments);
-        if (n == -1 && PyErr_Occurred())
-            PyErr_Clear(); /* not a count this report writes: treated as none */
-        if (n < BULK_SEGMENTS)
-            Py_SETREF(PyTuple_GET_ITEM(out, N_LEG_KEYS - 1), Py_NewRef(Py_None));
-    }
-    Py_DECREF(full);
+    PyObject *out = arch_read(rec, &v) < 0 ? NULL : leg_values(&v, NULL);
+    Py_DECREF(rec);
     return out;
 }
 
@@ -2317,7 +2442,7 @@ PyObject *pg_leg_queries(Conv *c, i64 most)
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *q = i < c->narch ? leg_archived(c, i) : leg_query(c, c->qs[i - c->narch]);
+        PyObject *q = leg_query(c, i);
         if (q == NULL) {
             Py_DECREF(out);
             return NULL;
