@@ -250,3 +250,30 @@ def test_same_report_past_the_retired_connections_remembered(tmp_path: Path) -> 
     report = text(path, CORE, COMPACT)
     assert '"code":"late-packets"' in report  # remembered
     assert '"id":"c40001"' in report  # forgotten: a new connection
+
+
+def _packets_pcap(path: Path, packets: list[tuple]) -> None:  # type: ignore[type-arg]
+    """Packet tuples (pktflow.capture.packet.TcpPacket) as a raw-IPv4 pcap, SYNs offering
+    MSS 1460, window scale 7 and SACK."""
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101)]
+    for _, ts, src, dst, sport, dport, seq, ack, flags, win, _, payload, _ in packets:
+        opts = b"\x02\x04\x05\xb4\x01\x03\x03\x07\x04\x02\x00\x00" if flags & 0x02 else b""
+        tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, (5 + len(opts) // 4) << 4,
+                          flags, win, 0, 0) + opts + payload
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, src, dst)
+        out.append(struct.pack("<IIII", int(ts), round(ts % 1 * 1e6), 20 + len(tcp),
+                               20 + len(tcp)) + ip + tcp)
+    path.write_bytes(b"".join(out))
+
+
+def test_same_report_for_connections_kept_as_handshake_segments(tmp_path: Path) -> None:
+    """Connection attempts that are only SYNs and SYN-ACKs wait as their packets until another
+    kind comes or the capture ends (test_retire's nine interleaved cases: retransmitted SYNs,
+    a RST answer, a 4-tuple reused with a new ISN, a capture starting at the SYN-ACK, more
+    than MAX_WAITING, data on a SYN, ...)."""
+    from test_retire import _handshake_cases
+
+    path = tmp_path / "handshakes.pcap"
+    _packets_pcap(path, _handshake_cases())
+    assert_same(path)
+    assert_same(path, linger_s=0.05, settled_linger_s=0.01)

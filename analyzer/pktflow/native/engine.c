@@ -564,6 +564,29 @@ static void kept_pkt(Pkt *p, const KeptPkt *k)
     p->t.optlen = k->optlen;
 }
 
+static void waiting_free(Waiting *w)
+{
+    if (w != NULL) {
+        PyMem_Free(w->pkts);
+        PyMem_Free(w);
+    }
+}
+
+/* Keep one more handshake segment (waiting_takes said it may). -1 out of memory. */
+static int waiting_keep(Waiting *w, const Pkt *p)
+{
+    if (w->n == w->cap) {
+        int cap = w->cap ? 2 * w->cap : 1;
+        KeptPkt *k = PyMem_Realloc(w->pkts, sizeof(KeptPkt) * cap);
+        if (k == NULL)
+            return -1;
+        w->pkts = k;
+        w->cap = cap;
+    }
+    keep_pkt(&w->pkts[w->n++], p);
+    return 0;
+}
+
 /* _Waiting.takes */
 static int waiting_takes(const Waiting *w, const Pkt *p)
 {
@@ -577,7 +600,8 @@ static int waiting_takes(const Waiting *w, const Pkt *p)
         && memcmp(f->src, t->src, t->alen) == 0;
 }
 
-/* engine._make: the connection kept as its handshake segments, made and fed them. */
+/* engine._make: the connection kept as its handshake segments, made and fed them; NULL on
+ * failure (e->failed) or if feeding them retired it. */
 static Conn *make_waiting(Engine *e, Waiting *w)
 {
     Pkt first;
@@ -589,19 +613,22 @@ static Conn *make_waiting(Engine *e, Waiting *w)
     map_del(&e->waiting, &k1);
     int side;
     Conn *c = new_conn(e, &first, w->number, &side);
-    int n = w->n;
-    KeptPkt pkts[MAX_WAITING];
-    memcpy(pkts, w->pkts, sizeof(KeptPkt) * n);
-    PyMem_Free(w);
-    if (c == NULL)
-        return NULL;
-    for (int i = 0; i < n; i++) {
+    int n = w->n, r = 0;
+    if (c != NULL)
+        c->queued++; /* held while fed: nothing the packets do may free it under us */
+    for (int i = 0; c != NULL && r == 0 && i < n; i++) {
         Pkt p;
-        kept_pkt(&p, &pkts[i]);
-        if (feed(e, &p) < 0)
-            return NULL;
+        kept_pkt(&p, &w->pkts[i]);
+        r = feed(e, &p);
     }
-    return c;
+    waiting_free(w);
+    if (c == NULL || r < 0)
+        return NULL;
+    if (--c->queued == 0 && !c->live) { /* its packets retired it (kept packets never do) */
+        conn_free(c);
+        return NULL;
+    }
+    return c->live ? c : NULL;
 }
 
 /* engine._lookup: the packet's connection and side; NULL for a late packet or one kept for a
@@ -619,7 +646,8 @@ static Conn *lookup(Engine *e, const Pkt *p, int *side)
         if (ws != NULL) {
             Waiting *w = ws->value;
             if (waiting_takes(w, p)) {
-                keep_pkt(&w->pkts[w->n++], p);
+                if (waiting_keep(w, p) < 0)
+                    fail_nomem(e);
                 return NULL;
             }
             if (make_waiting(e, w) == NULL && e->failed)
@@ -655,17 +683,17 @@ static Conn *lookup(Engine *e, const Pkt *p, int *side)
     if (e->retired != NULL && t->flags & F_SYN && !(t->flags & (F_FIN | F_RST)) && !t->plen
         && (t->sport != t->dport || memcmp(t->src, t->dst, t->alen) != 0)) {
         Waiting *w = PyMem_Calloc(1, sizeof *w);
-        if (w == NULL) {
+        if (w == NULL || waiting_keep(w, p) < 0) {
+            waiting_free(w);
             fail_nomem(e);
             return NULL;
         }
         w->number = ++e->opened;
-        keep_pkt(&w->pkts[w->n++], p);
         Key r;
         reverse_key(&r, &k);
         if (map_put(&e->waiting, &k, w, 0) < 0 || map_put(&e->waiting, &r, w, 1) < 0) {
             map_del(&e->waiting, &k);
-            PyMem_Free(w);
+            waiting_free(w);
             fail_nomem(e);
         }
         return NULL;
@@ -1125,7 +1153,7 @@ int engine_finish(Engine *e)
     qsort(kept, (size_t)n, sizeof(Waiting *), by_number);
     for (i64 i = 0; i < n; i++) {
         Conn *c = make_waiting(e, kept[i]);
-        if (c == NULL || retire(e, c, 0) < 0) {
+        if ((c == NULL && e->failed) || (c != NULL && retire(e, c, 0) < 0)) {
             PyMem_Free(kept);
             e->failed = 1;
             return -1;
@@ -1183,7 +1211,7 @@ void engine_free(Engine *e)
     for (i64 i = 0; i < e->waiting.cap; i++) {
         Slot *s = &e->waiting.slots[i];
         if (s->used && s->side == 0) /* each is under both orientations: freed once */
-            PyMem_Free(s->value);
+            waiting_free(s->value);
     }
     map_free(&e->table);
     map_free(&e->waiting);

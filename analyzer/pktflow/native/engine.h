@@ -118,8 +118,8 @@ typedef struct {
 
 typedef struct {
     i64 number;
-    KeptPkt pkts[MAX_WAITING];
-    int n;
+    int n, cap;
+    KeptPkt *pkts; /* grown as they come: a flood's attempts are one SYN each */
 } Waiting;
 
 /* 4-tuples of connections retired closed, oldest first, at most MAX_GONE (engine.py's
