@@ -206,6 +206,14 @@ def test_regression_relay_segment_median_none() -> None:
     check_file(REGRESSIONS / "relay-segment-median-none.pcap")
 
 
+def test_regression_relay_cost_unknown_for_the_worst_pair() -> None:
+    """Found by test_native's mutated captures: a matched pair whose relay cost is unknown was
+    taken for the worst (unknown counted as 0 ms, the known ones all below), and verdict_json
+    formatted None with ',.2f'."""
+    report = check_file(REGRESSIONS / "relay-cost-unknown-worst.pcap")
+    assert report is not None and report["relays"]
+
+
 # -- TCP engine ----------------------------------------------------------------------------------
 
 FLAGS = st.sampled_from((ACK, ACK | PSH, SYN, SYN | ACK, FIN | ACK, RST, RST | ACK, 0, 0xFF))

@@ -93,7 +93,7 @@ class PairStats:
         self.waits = array("d")  # request delays, ms, where known
         self.costs = array("d")  # relay costs, ms, where known
         self.worst_wait: dict[str, Any] | None = None  # the last of the longest waits
-        self.worst_cost: dict[str, Any] | None = None  # the first of the largest costs
+        self.worst_cost: dict[str, Any] | None = None  # the first of the largest known costs
 
     def add(self, p: dict[str, Any]) -> None:
         if (p["segments_in"] or 0) >= BULK_SEGMENTS:
@@ -104,10 +104,10 @@ class PairStats:
                 self.worst_wait = p
             self.waits.append(delay)
         cost = p["relay_cost_ms"]
-        if cost is not None:
+        if cost is not None:  # the worst among the known: the verdict quotes its numbers
             self.costs.append(cost)
-        if self.worst_cost is None or (cost or 0.0) > (self.worst_cost["relay_cost_ms"] or 0.0):
-            self.worst_cost = p
+            if self.worst_cost is None or cost > self.worst_cost["relay_cost_ms"]:
+                self.worst_cost = p
 
 
 def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
