@@ -64,17 +64,10 @@ def analyze(path: str, options: Options | None = None,
             stats = cap.stats
             run = Run(options, stats)
             core = accel.core if options.store is not None and options.transfer else None
-            if core is not None:  # the native twin of the pass below
+            if core is not None:  # the native twin of the Python pass
                 engine = native_pass(core, cap, run, progress)
             else:
-                tcp = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
-                                observer_factory=run.observers if options.transfer else None,
-                                retired=run.report, linger=options.linger_s,
-                                settled_linger=options.settled_linger_s)
-                feed_capture(cap, tcp, progress)
-        if core is None:
-            tcp.finish()
-            engine = tcp
+                engine = python_pass(cap, run, progress)
         return build_report(stats, engine, run)
     finally:
         if collecting:
@@ -86,6 +79,19 @@ def analyze(path: str, options: Options | None = None,
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def python_pass(cap: Capture, run: Run, progress: Progress | None) -> TcpEngine:
+    """The pass in Python: the engine fed every packet, finished (its connections still open
+    are reported by build_report)."""
+    options = run.options
+    engine = TcpEngine(sink_factory=run.sink if options.decode_postgres else None,
+                       observer_factory=run.observers if options.transfer else None,
+                       retired=run.report, linger=options.linger_s,
+                       settled_linger=options.settled_linger_s)
+    feed_capture(cap, engine, progress)
+    engine.finish()
+    return engine
 
 
 def native_pass(core: Any, cap: Capture, run: Run, progress: Progress | None) -> _Finished:
