@@ -70,9 +70,8 @@ void jw_str(JsonW *w, const char *utf8, Py_ssize_t n); /* UTF-8 text (valid), es
 #define jw_cstr(w, s) jw_str((w), (s), (Py_ssize_t)__builtin_strlen(s)) /* NUL-terminated */
 void jw_str_obj(JsonW *w, PyObject *s); /* a str; NULL or None writes null */
 void jw_value(JsonW *w, PyObject *v); /* str, int, float, bool, None, list, tuple, dict of those */
-/* A value already rendered in this writer's layout at this level (an archived query): copied. */
+/* A value already rendered as JSON (a number past 64 bits as its digits): copied. */
 void jw_raw(JsonW *w, const char *text, Py_ssize_t n);
-void jw_raw_obj(JsonW *w, PyObject *bytes_or_str);
 
 /* A growing UTF-8 text (finding and verdict sentences). */
 typedef struct {
@@ -131,8 +130,6 @@ void fnd_free(Findings *f);
 /* Append a finding; takes the message text out of `msg` (which is left empty). */
 void fnd_add(Findings *f, const char *severity, const char *code, StrB *msg, const i64 *frames,
              int nframes);
-/* Move every finding of `from` to the end of `to`. */
-void fnd_move(Findings *to, Findings *from);
 /* The findings as pktflow.findings.Finding objects for connection `conn_id` (a str). */
 PyObject *fnd_to_list(const Findings *f, PyObject *conn_id);
 

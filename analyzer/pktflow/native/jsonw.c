@@ -520,24 +520,6 @@ void jw_raw(JsonW *w, const char *text, Py_ssize_t n)
     w_put(w, text, n);
 }
 
-void jw_raw_obj(JsonW *w, PyObject *o)
-{
-    if (PyBytes_Check(o)) {
-        jw_raw(w, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
-    } else if (PyUnicode_Check(o)) {
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(o, &n);
-        if (s == NULL) {
-            PyErr_Clear();
-            w->failed = 1;
-            return;
-        }
-        jw_raw(w, s, n);
-    } else {
-        w->failed = 1;
-    }
-}
-
 /* ---- Python's number formats -------------------------------------------------------------- */
 
 char *fmt_int(char *buf, i64 v, int commas)
@@ -748,27 +730,6 @@ void fnd_add(Findings *f, const char *severity, const char *code, StrB *msg, con
             it->nframes = nframes;
         }
     }
-}
-
-void fnd_move(Findings *to, Findings *from)
-{
-    for (int i = 0; i < from->n; i++) {
-        NFinding *it = &from->items[i];
-        if (to->n == to->cap) {
-            int cap = to->cap ? 2 * to->cap : 4;
-            NFinding *items = PyMem_Realloc(to->items, sizeof(NFinding) * cap);
-            if (items == NULL) {
-                PyMem_Free(it->message);
-                PyMem_Free(it->frames);
-                continue;
-            }
-            to->items = items;
-            to->cap = cap;
-        }
-        to->items[to->n++] = *it;
-    }
-    PyMem_Free(from->items);
-    memset(from, 0, sizeof *from);
 }
 
 static PyObject *finding_class;
