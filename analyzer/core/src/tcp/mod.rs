@@ -1,0 +1,3 @@
+//! placeholder: filled in by the tcp port
+
+pub mod observe;
