@@ -1,0 +1,1 @@
+//! Counts of integer values in bounded memory (ported from transfer/histogram.py).
