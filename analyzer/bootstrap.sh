@@ -39,14 +39,17 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 
-# The compiled hot path (analyzer/pktflow/_speedups.c and the per-packet modules mypyc
-# compiles) needs a C compiler and Python's headers at install time; without them pktflow
-# installs and runs as pure Python, only slower.
-has_headers() { .venv/bin/python -c 'import os, sysconfig, sys
-sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; }
-if ! command -v cc >/dev/null 2>&1 || ! has_headers; then
-    apt_install gcc python3-dev 2>/dev/null || true
+# The core is Rust (analyzer/core), built by maturin when pip installs the package: it needs
+# cargo and a linker. rustup's toolchain is used when present; otherwise Debian 12's
+# rustc-web/cargo-web (a current Rust; Debian 13's plain cargo is current too).
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "bootstrap: installing a Rust toolchain (Debian packages)" >&2
+    apt_install rustc-web cargo-web 2>/dev/null || apt_install rustc cargo || {
+        echo "bootstrap: pktflow's core needs cargo (Rust >= 1.83); install rustup or cargo" >&2
+        exit 1; }
 fi
+command -v cc >/dev/null 2>&1 || apt_install gcc || true
 
 if [ "$want_tests" = 1 ]; then
     pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose chromium"

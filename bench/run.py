@@ -86,8 +86,6 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
     out["pktflow --format jsonl"] = [*out["pktflow"][:-2], "jsonl", str(path)]
     # the Python pass (mypyc-compiled), the native core's twin, and the same analysis without
     # any native part (what a machine without a compiler gets)
-    out["pktflow, Python pass"] = ["env", "PKTFLOW_NO_CORE=1", *out["pktflow"]]
-    out["pktflow, pure Python"] = ["env", "PKTFLOW_PURE=1", *out["pktflow"]]
     if shutil.which("tcptrace"):
         out["tcptrace -l"] = ["tcptrace", "-l", "-n", str(path)]
     if shutil.which("tshark"):

@@ -1,12 +1,54 @@
-"""Build packet tuples for the TCP engine directly: two endpoints exchanging segments."""
+"""Build TCP packets of two endpoints exchanging segments, and write them as a capture.
+
+A packet is a tuple (frame, ts, src, dst, sport, dport, seq, ack, flags, win, wire payload
+length, captured payload, options), the fields the core's engine reads; `write_capture` turns a
+list of them into a raw-IP pcap (nanosecond timestamps, so times survive exactly enough), and a
+payload shorter than its wire length into a record cut by the snapshot length."""
 
 from __future__ import annotations
 
 import socket
 import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
+from pktflow._core import ACK, FIN, PSH, RST, SYN
+
+LINKTYPE_RAW = 101
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    s = (s >> 16) + (s & 0xFFFF)
+    return ~(s + (s >> 16)) & 0xFFFF
+
+
+def ip_packet(pkt: tuple) -> tuple[bytes, int]:  # type: ignore[type-arg]
+    """The packet's IP datagram as captured, and its length on the wire."""
+    _, _, src, dst, sport, dport, seq, ack, flags, win, plen, payload, options = pkt
+    options = options + b"\0" * (-len(options) % 4)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, (5 + len(options) // 4) << 4,
+                      flags, win, 0, 0) + options
+    wire = len(tcp) + plen
+    if len(src) == 4:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + wire, 0, 0x4000, 64, 6, 0, src, dst)
+        ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
+    else:
+        ip = struct.pack("!IHBB16s16s", 6 << 28, wire, 6, 64, src, dst)
+    return ip + tcp + payload, len(ip) + wire
+
+
+def write_capture(path: Path, packets: list[tuple]) -> Path:  # type: ignore[type-arg]
+    """The packets as a raw-IP, nanosecond pcap, each record at its packet's time."""
+    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, LINKTYPE_RAW)]
+    for pkt in packets:
+        data, wire = ip_packet(pkt)
+        ns = round(pkt[1] * 1e9)
+        out.append(struct.pack("<IIII", ns // 10**9, ns % 10**9, len(data), wire) + data)
+    path.write_bytes(b"".join(out))
+    return path
 
 CLIENT = (socket.inet_aton("10.0.0.1"), 40000)
 SERVER = (socket.inet_aton("10.0.0.2"), 5432)

@@ -1,4 +1,4 @@
-"""report.jsontext must write exactly what json.dumps writes, natively and in Python."""
+"""report.jsontext must write exactly what json.dumps writes."""
 
 from __future__ import annotations
 
@@ -12,12 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pktflow import accel
 from pktflow.pipeline import analyze
 from pktflow.report.jsontext import PIECE, compact, indented, pieces
 
 ROOT = Path(__file__).resolve().parent.parent
-NATIVE = accel.native  # as built; the both_paths fixture switches accel.native
 ODD = {
     "empty": {}, "none": [], "nested-empty": [[], {}, [[]]], "tuple": (1, (2, 3), ()),
     "keys": {1: "int", 2.5: "float", None: "none", False: "bool", "s": "str"},
@@ -41,7 +39,7 @@ def write(value: Any, indent: int | None) -> str:
 @pytest.mark.parametrize("indent", [None, 2], ids=["compact", "indent-2"])
 @pytest.mark.parametrize("value", [ODD, [], {}, 1, "x", None, [ODD, ODD], ODD["text"]],
                          ids=["odd", "list", "dict", "int", "str", "none", "twice", "text"])
-def test_text_is_json_dumps(both_paths: str, value: object, indent: int | None) -> None:
+def test_text_is_json_dumps(value: object, indent: int | None) -> None:
     assert write(value, indent) == plain_dumps(value, indent)
 
 
@@ -55,43 +53,21 @@ JSONISH = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(JSONISH)
 def test_any_value_is_json_dumps(value: Any) -> None:
-    # both paths inside one example (the fixture is per module, hypothesis per call)
-    from nativepath import native_as
-
-    for module in {NATIVE, None}:
-        with native_as(module):
-            assert compact(value) == plain_dumps(value, None)
-            assert indented(value) == plain_dumps(value, 2)
-
-
-@pytest.mark.skipif(NATIVE is None, reason="pktflow._speedups is not built (no C "
-                    "compiler at install time): only the Python path runs")
-def test_native_declines_what_it_does_not_write_exactly() -> None:
-    dumps = NATIVE.dumps  # type: ignore[union-attr]
-    assert dumps({1: 2}, -1, 0, -1) is None  # json.dumps makes the key a string
-    assert dumps([OrderedDict()], 2, 0, -1) is None
-    assert dumps("x" * 100, -1, 0, 50) is None  # past the limit
-    assert dumps("x" * 40, -1, 0, 50) == json.dumps("x" * 40)
-    nested: list[Any] = []
-    for _ in range(500):
-        nested = [nested]
-    assert dumps(nested, -1, 0, -1) is None
-    assert compact(nested) == plain_dumps(nested, None)
+    assert compact(value) == plain_dumps(value, None)
+    assert indented(value) == plain_dumps(value, 2)
 
 
 @pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),
                          ids=lambda p: p.stem)
-def test_reports_match_json_dumps(both_paths: str, capture: Path) -> None:
+def test_reports_match_json_dumps(capture: Path) -> None:
     report = analyze(str(capture))
-    if both_paths == "native":  # written natively, not declined to json.dumps
-        assert NATIVE.dumps(report, 2, 0, -1) is not None  # type: ignore[union-attr]
     assert indented(report) == json.dumps(report, indent=2)
     assert compact(report) == plain_dumps(report, None)
     conn = report["connections"][0]  # nested: lines after the first move right
     assert indented(conn, 2) == json.dumps(conn, indent=2).replace("\n", "\n    ")
 
 
-def test_pieces_are_bounded(both_paths: str) -> None:
+def test_pieces_are_bounded() -> None:
     pairs = [{"front": {"connection": f"c{i}"}, "sql": "SELECT 1", "rows": 1}
              for i in range(5000)]
     value = {"queries": pairs, "verdict": {"summary": "x"}}

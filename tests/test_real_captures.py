@@ -11,9 +11,6 @@ from tsharkcheck import (TSHARK, pktflow_directions, pktflow_pgsql_counts, tshar
 
 from pktflow.pipeline import analyze
 
-# with the native speedups and with the pure-Python code (conftest.py)
-pytestmark = pytest.mark.usefixtures("both_paths")
-
 CAPTURES = sorted(p for p in (Path(__file__).resolve().parent.parent / "captures").iterdir()
                   if p.suffix in (".pcap", ".pcapng", ".gz"))
 

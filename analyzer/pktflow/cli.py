@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 
-from pktflow import __version__, accel
+from pktflow import __version__, _core
 from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
 from pktflow.report.stored import COMPACT, INDENTED, json_pieces
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pktflow",
         description="Rebuild PostgreSQL conversations and TCP transfer dynamics from captures.")
-    parser.add_argument("--version", action="version", version=f"pktflow {__version__} ({accel.describe()})")
+    parser.add_argument("--version", action="version", version=f"pktflow {__version__} (core {_core.__version__})")
     parser.add_argument("--debug", action="store_true",
                         help="show a traceback for internal errors")
     sub = parser.add_subparsers(dest="command", required=True)

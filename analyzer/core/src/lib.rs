@@ -6,8 +6,10 @@
 //! them per connection and hands out each connection's facts once it is done).
 
 pub mod capture;
+pub mod events;
 pub mod histogram;
 pub mod packet;
+pub mod pass;
 pub mod pgwire;
 pub mod tcp;
 pub mod transfer;

@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pktflow.capture.packet import ACK, FIN, RST, SYN
+from pktflow._core import ACK, FILLS_HOLE, FIN, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS, RST, SYN
 from pktflow.flow.events import Collected
 from pktflow.report.stored import by_id
-from pktflow.tcp.observe import FILLS_HOLE, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
 MAX_SIDE_LANES = 3  # client (or server) lanes drawn apart; more share one lane

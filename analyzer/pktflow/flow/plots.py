@@ -10,10 +10,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from pktflow.capture.packet import ACK
+from pktflow._core import ACK, PARTIAL_RETRANS, RETRANS
 from pktflow.flow.events import Collected
 from pktflow.report.stored import by_id
-from pktflow.tcp.observe import PARTIAL_RETRANS, RETRANS
 
 
 def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ SCAN_LIMIT = 64
 BULK_SEGMENTS = 4  # a response in this many segments or more is a bulk one
 # A leg of this many queries or more reads them again from its stored report, when it can, if
 # matching needs them (fewer: a storm's 20,000 two-query front legs would pay 3% of the run
-# for 450 bytes each). native/report.c's REREAD_QUERIES is the same.
+# for 450 bytes each).
 REREAD_QUERIES = 16
 Reread = Callable[[], list[dict[str, Any]]]
 
@@ -71,7 +71,7 @@ class LegQuery:
                  last_frame: int | None, response_segments: int | None,
                  response_segment_median: int | None, response_segment_max: int | None,
                  response_segment_sizes: dict[str, int] | None) -> None:
-        """The fields in LEG_QUERY_KEYS' order (the native core hands them over so)."""
+        """The fields in LEG_QUERY_KEYS' order."""
         self.sql: str | None = sys.intern(sql) if type(sql) is str else sql  # a storm's few
         self._rows = _int(rows)
         self._response_bytes = _int(response_bytes)
@@ -196,18 +196,6 @@ def relay_leg(conn: dict[str, Any], reread: Reread | None = None) -> Leg | None:
                tuple(verdict.get("evidence_frames") or ()),
                (s2c.get("acks") or {}).get("bytes_acked_median"),
                (s2c.get("flights") or {}).get("bytes_median"))
-
-
-def native_leg(values: tuple[Any, ...], reread: Reread) -> Leg:
-    """The Leg of a connection the native core reported, from what it hands over (native/
-    report.c, conn_leg): (id, client, server, queries or None past REREAD_QUERIES, zero
-    window periods and seconds, evidence frames, bytes per ACK, bytes per flight medians),
-    each query as LEG_QUERY_KEYS' values."""
-    cid, client, server, queries, zero_periods, zero_s, evidence, acked, flight = values
-    return Leg(cid, client, server,
-               None if queries is None else [LegQuery(*q) for q in queries],
-               reread if queries is None else None, zero_periods, zero_s, evidence, acked,
-               flight)
 
 
 class QueryRef:

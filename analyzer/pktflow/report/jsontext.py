@@ -1,11 +1,6 @@
-"""json.dumps's text for report values, byte for byte, several times faster.
+"""json.dumps's text for report values, byte for byte, faster.
 
-The native twin (pktflow._speedups.dumps, _jsontext.c) writes a report's text straight into
-one buffer: 30-60 us for a connection of a pgbench -C capture, where json.dumps takes 120-170
-(it makes a str per key and number and joins them). It declines what it does not handle
-exactly (subclasses, non-str keys) and the code here takes over.
-
-Without it: compact text is json.dumps's own. With an indent, json.dumps runs the pure-Python
+Compact text is json.dumps's own. With an indent, json.dumps runs the pure-Python
 encoder (a generator step per value, 8 s for the 20,000 connections of that capture), so
 pieces() walks only the containers that hold containers and writes their plain values itself;
 a container of plain values only (most of a report: counters, histograms, a query's fields) is
@@ -21,7 +16,6 @@ from functools import cache
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
-from pktflow import accel
 
 _COMPACT = (",", ":")
 # pieces() hands out text in pieces at most this long where it can (a container larger than
@@ -70,34 +64,18 @@ def _key(key: Any) -> str:
 
 def compact(value: Any) -> str:
     """json.dumps(value, separators=(",", ":"))."""
-    native = accel.native
-    if native is not None:
-        text: str | None = native.dumps(value, -1, 0, -1)
-        if text is not None:
-            return text
     return json.dumps(value, separators=_COMPACT)
 
 
 def indented(value: Any, depth: int = 0) -> str:
     """value as json.dumps(value, indent=2) writes it, every line after the first indented
     2 * depth spaces more (value nested `depth` levels inside an indented document)."""
-    native = accel.native
-    if native is not None:
-        text: str | None = native.dumps(value, 2, depth, -1)
-        if text is not None:
-            return text
     return "".join(pieces(value, depth))
 
 
 def pieces(value: Any, depth: int = 0) -> Iterator[str]:
     """indented(value, depth) in pieces, none larger than PIECE or a container of plain values:
     a writer need not hold a large value's text at once (a relay's 20,000 matched queries)."""
-    native = accel.native
-    if native is not None and isinstance(value, _CONTAINERS):
-        text: str | None = native.dumps(value, 2, depth, PIECE)  # None past PIECE bytes
-        if text is not None:
-            yield text
-            return
     if isinstance(value, dict):
         opening, closing = "{", "}"
     elif isinstance(value, (list, tuple)):

@@ -17,6 +17,7 @@ time)."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import importlib
 import json
@@ -29,9 +30,8 @@ from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
 from typing import IO, Any, overload
 
-from pktflow.capture.gz import deflate_lib
 from pktflow.errors import NoSpaceError
-from pktflow.relay.topology import Leg, native_leg, relay_leg
+from pktflow.relay.topology import Leg, relay_leg
 from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -47,6 +47,17 @@ _WBITS = -15  # raw deflate, 32 KB window
 SPILL = 1 << 20
 CONNECTION_DEPTH = 2  # report -> "connections" -> a connection
 PAIR_DEPTH = 4  # report -> "relays" -> a relay -> "queries" -> a matched pair
+
+
+@functools.cache
+def deflate_lib() -> ModuleType:
+    """isal's zlib-compatible module when installed (looked for when first needed: a report
+    of a few connections does not load it), zlib otherwise: isal deflates (level 0) about 3x
+    as fast, and both inflate each other's output."""
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
 
 
 def payload_bytes(conn: dict[str, Any]) -> int:
@@ -216,17 +227,6 @@ class Connections(Texts):
         self._payload.append(payload_bytes(report))
         # a busy leg's queries are read again from the stored text if matching needs them
         self._legs.append(relay_leg(report, partial(self._queries_at, position)))
-
-    def add_text(self, number: int, text: str, payload: int,
-                 leg: tuple[Any, ...] | None) -> None:
-        """A connection reported as its text (the native pass), in this layout, with its
-        payload bytes and what relay matching reads of it (relay.topology.native_leg)."""
-        position = len(self)
-        self._store(text)
-        self._numbers.append(number)
-        self._payload.append(payload)
-        self._legs.append(None if leg is None else
-                          native_leg(leg, partial(self._queries_at, position)))
 
     def _queries_at(self, position: int) -> list[dict[str, Any]]:
         queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]

@@ -1,0 +1,119 @@
+//! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
+//! opened, stepped through, and each connection's facts converted as they come.
+
+use std::path::PathBuf;
+
+use pktflow_core::pass::{Pass as CorePass, PassOptions};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pythonize::pythonize;
+
+create_exception!(_core, OpenError, PyException, "The capture could not be opened: args[0] is the problem's facts (a dict).");
+
+fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
+    Ok(pythonize(py, value)?.unbind())
+}
+
+/// One pass over a capture. `step` reads the next batch of packets and returns the facts of
+/// the connections finished meanwhile (a list, maybe empty), or None once the capture is done
+/// and every connection has been handed out.
+#[pyclass(unsendable, module = "pktflow._core")]
+struct Pass {
+    inner: CorePass,
+}
+
+#[pymethods]
+impl Pass {
+    #[new]
+    #[pyo3(signature = (path, decode_postgres=true, transfer=true, linger_s=None, settled_linger_s=None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        decode_postgres: bool,
+        transfer: bool,
+        linger_s: Option<f64>,
+        settled_linger_s: Option<f64>,
+    ) -> PyResult<Self> {
+        let options = PassOptions {
+            decode_postgres,
+            transfer,
+            linger: linger_s,
+            settled_linger: settled_linger_s,
+        };
+        match py.detach(|| CorePass::open(&path, options)) {
+            Ok(inner) => Ok(Pass { inner }),
+            Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+        }
+    }
+
+    fn step(&mut self, py: Python<'_>) -> PyResult<Option<Vec<Py<PyAny>>>> {
+        let mut done = Vec::new();
+        if !self.inner.step(&mut done) && done.is_empty() {
+            return Ok(None);
+        }
+        done.iter().map(|c| to_py(py, c)).collect::<PyResult<Vec<_>>>().map(Some)
+    }
+
+    /// Counters about the file as a whole (so far; final once `step` returned None).
+    fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, self.inner.stats())
+    }
+
+    /// Packets that came after their connection was reported, and the engine's settled linger.
+    fn late(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.inner.late())
+    }
+
+    /// Records read so far (for a progress bar).
+    #[getter]
+    fn records(&self) -> u64 {
+        self.inner.records()
+    }
+}
+
+/// The packets of connections `numbers` within capture times [t0, t1] (see core's events).
+#[pyfunction]
+#[pyo3(signature = (path, numbers, t0, t1, max_events, linger_s=None, settled_linger_s=None))]
+#[allow(clippy::too_many_arguments)]
+fn collect(
+    py: Python<'_>,
+    path: PathBuf,
+    numbers: Vec<u64>,
+    t0: f64,
+    t1: f64,
+    max_events: usize,
+    linger_s: Option<f64>,
+    settled_linger_s: Option<f64>,
+) -> PyResult<Py<PyAny>> {
+    let got = py.detach(|| {
+        pktflow_core::events::collect(
+            &path, &numbers, t0, t1, max_events, linger_s, settled_linger_s,
+        )
+    });
+    match got {
+        Ok(c) => to_py(py, &c),
+        Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Pass>()?;
+    m.add_function(wrap_pyfunction!(collect, m)?)?;
+    // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
+    use pktflow_core::packet as p;
+    use pktflow_core::tcp::observe as o;
+    for (name, v) in [
+        ("FIN", p::FIN), ("SYN", p::SYN), ("RST", p::RST), ("PSH", p::PSH), ("ACK", p::ACK),
+        ("URG", p::URG), ("ECE", p::ECE), ("CWR", p::CWR), ("NEW", o::NEW),
+        ("RETRANS", o::RETRANS), ("PARTIAL_RETRANS", o::PARTIAL_RETRANS),
+        ("OUT_OF_ORDER", o::OUT_OF_ORDER), ("FILLS_HOLE", o::FILLS_HOLE),
+        ("KEEPALIVE", o::KEEPALIVE),
+    ] {
+        m.add(name, v)?;
+    }
+    m.add("OpenError", m.py().get_type::<OpenError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! The packets of chosen connections within a time span, for a diagram: what each packet was
+//! and which PostgreSQL messages each segment completed, in wire order. A second, selective
+//! pass with the analysis pass's engine and rules, so connections and numbers are the same.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::rc::Rc;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::capture::{Capture, OpenError};
+use crate::pass::SWEEP_EVERY;
+use crate::pgwire::{Conversation, ConversationFacts};
+use crate::tcp::engine::{ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
+use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
+
+/// One packet: connection number, then the engine's observation of it.
+#[derive(Serialize)]
+pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8);
+
+/// What the diagram draws.
+#[derive(Serialize, Default)]
+pub struct Collected {
+    pub events: Vec<Event>,
+    /// (connection, frame, messages completed in that frame in wire order with repeats folded)
+    pub labels: Vec<(u64, u64, Vec<(&'static str, u64)>)>,
+    /// (connection, frame) of segments that ended inside a message
+    pub partial: Vec<(u64, u64)>,
+    /// each selected connection's engine facts and PostgreSQL facts (roles, for the lanes)
+    pub connections: Vec<(u64, ConnectionFacts, Option<ConversationFacts>)>,
+    /// past `max_events`, packets were not kept
+    pub cut: bool,
+    pub records: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    t0: f64,
+    t1: f64,
+    max_events: usize,
+    events: Vec<Event>,
+    labels: BTreeMap<(u64, u64), Vec<(&'static str, u64)>>,
+    partial: BTreeSet<(u64, u64)>,
+    cut: bool,
+}
+
+/// A selected connection's recorder and decoder.
+pub struct Recorder {
+    number: u64,
+    conversation: Conversation,
+    shared: Rc<RefCell<Shared>>,
+}
+
+impl PacketObserver for Recorder {
+    fn on_packet(&mut self, p: &Observed) {
+        let number = self.number;
+        let mut s = self.shared.borrow_mut();
+        if !(s.t0 <= p.ts && p.ts <= s.t1) {
+            return;
+        }
+        if s.events.len() >= s.max_events {
+            s.cut = true;
+            return;
+        }
+        s.events.push(Event(
+            number, p.d, p.frame, p.ts, p.seq, p.end, p.ack, p.win, p.flags, p.kind,
+        ));
+    }
+
+    fn finish(&mut self, _info: &[DirectionInfo; 2]) {}
+}
+
+impl StreamSink for Recorder {
+    fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        self.conversation.feed(d, data, offset, frame, ts, start_seen);
+        let done = self.conversation.take_trace();
+        let partial = self.conversation.inside_message(d);
+        let key = (self.number, frame);
+        let mut s = self.shared.borrow_mut();
+        if !done.is_empty() {
+            let label = s.labels.entry(key).or_default();
+            for (name, n) in done {
+                match label.last_mut() {
+                    Some((last, count)) if *last == name => *count += n,
+                    _ => label.push((name, n)),
+                }
+            }
+        }
+        if partial {
+            s.partial.insert(key);
+        } else {
+            s.partial.remove(&key);
+        }
+    }
+
+    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        self.conversation.gap(d, offset, length, frame, ts);
+    }
+
+    fn finish(&mut self) {
+        StreamSink::finish(&mut self.conversation);
+    }
+}
+
+/// Both traits for a connection that may or may not be drawn.
+pub struct Maybe(Option<Recorder>);
+
+impl PacketObserver for Maybe {
+    fn on_packet(&mut self, p: &Observed) {
+        if let Some(r) = self.0.as_mut() {
+            r.on_packet(p);
+        }
+    }
+
+    fn finish(&mut self, info: &[DirectionInfo; 2]) {
+        if let Some(r) = self.0.as_mut() {
+            PacketObserver::finish(r, info);
+        }
+    }
+}
+
+impl StreamSink for Maybe {
+    fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        if let Some(r) = self.0.as_mut() {
+            r.feed(d, data, offset, frame, ts, start_seen);
+        }
+    }
+
+    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        if let Some(r) = self.0.as_mut() {
+            r.gap(d, offset, length, frame, ts);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(r) = self.0.as_mut() {
+            StreamSink::finish(r);
+        }
+    }
+}
+
+struct Picker {
+    numbers: HashSet<u64>,
+    shared: Rc<RefCell<Shared>>,
+}
+
+impl Handler for Picker {
+    type Analyses = Maybe;
+
+    fn open(&mut self, meta: &ConnectionMeta) -> Maybe {
+        if !self.numbers.contains(&meta.number) {
+            return Maybe(None);
+        }
+        let mut conversation = Conversation::new();
+        conversation.enable_trace();
+        Maybe(Some(Recorder {
+            number: meta.number,
+            conversation,
+            shared: Rc::clone(&self.shared),
+        }))
+    }
+}
+
+/// Packets of the connections numbered `numbers` with capture times in [t0, t1].
+pub fn collect(
+    path: &Path,
+    numbers: &[u64],
+    t0: f64,
+    t1: f64,
+    max_events: usize,
+    linger: Option<f64>,
+    settled_linger: Option<f64>,
+) -> Result<Collected, OpenError> {
+    let mut capture = Capture::open(path)?;
+    let shared = Rc::new(RefCell::new(Shared {
+        t0,
+        t1,
+        max_events,
+        ..Shared::default()
+    }));
+    let picker = Picker {
+        numbers: numbers.iter().copied().collect(),
+        shared: Rc::clone(&shared),
+    };
+    let mut engine = TcpEngine::new(picker, linger, settled_linger);
+    let mut out = Collected::default();
+    let keep = |conn: crate::tcp::engine::Connection<Maybe>, out: &mut Collected| {
+        let facts = conn.facts();
+        if let Some(r) = conn.into_analyses().0 {
+            out.connections.push((r.number, facts, Some(r.conversation.facts())));
+        }
+    };
+    let mut fed = 0;
+    while let Some(pkt) = capture.next_packet() {
+        let ts = pkt.ts;
+        engine.feed(&pkt);
+        fed += 1;
+        if fed == SWEEP_EVERY {
+            fed = 0;
+            engine.sweep(ts);
+            for conn in engine.take_retired() {
+                keep(conn, &mut out);
+            }
+        }
+    }
+    engine.finish();
+    for conn in engine.take_retired() {
+        keep(conn, &mut out);
+    }
+    drop(engine);
+    let s = shared.take();
+    out.events = s.events;
+    out.labels = s.labels.into_iter().map(|((n, f), l)| (n, f, l)).collect();
+    out.partial = s.partial.into_iter().collect();
+    out.cut = s.cut;
+    out.records = capture.stats().packets;
+    Ok(out)
+}

@@ -1,0 +1,176 @@
+//! One pass over a capture: the reader's packets into the TCP engine, each connection's
+//! analyses (PostgreSQL decoder, transfer measurements) fed by it, and each connection's facts
+//! handed out once the engine retires it. Memory follows the connections open at once.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::capture::{Capture, CaptureStats, OpenError};
+use crate::pgwire::{Conversation, ConversationFacts};
+use crate::tcp::engine::{ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
+use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
+use crate::transfer::{TransferAnalyzer, TransferFacts};
+
+/// Packets fed between two sweeps of the engine (retiring connections closed and silent).
+pub const SWEEP_EVERY: u32 = 256;
+
+#[derive(Clone, Copy, Debug)]
+pub struct PassOptions {
+    pub decode_postgres: bool,
+    pub transfer: bool,
+    /// A closed connection silent this long (capture seconds) is retired; None: never.
+    pub linger: Option<f64>,
+    /// The same after a RST or once both FINs are acknowledged.
+    pub settled_linger: Option<f64>,
+}
+
+/// What one connection's analyses are: each optional, as the options ask.
+pub struct Analyses {
+    conversation: Option<Conversation>,
+    transfer: Option<TransferAnalyzer>,
+}
+
+impl PacketObserver for Analyses {
+    fn on_packet(&mut self, p: &Observed) {
+        if let Some(t) = self.transfer.as_mut() {
+            t.on_packet(p);
+        }
+    }
+
+    fn finish(&mut self, info: &[DirectionInfo; 2]) {
+        if let Some(t) = self.transfer.as_mut() {
+            t.finish(info);
+        }
+    }
+}
+
+impl StreamSink for Analyses {
+    fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        if let Some(c) = self.conversation.as_mut() {
+            c.feed(d, data, offset, frame, ts, start_seen);
+        }
+    }
+
+    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        if let Some(c) = self.conversation.as_mut() {
+            c.gap(d, offset, length, frame, ts);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(c) = self.conversation.as_mut() {
+            StreamSink::finish(c);
+        }
+    }
+}
+
+struct Factory {
+    options: PassOptions,
+}
+
+impl Handler for Factory {
+    type Analyses = Analyses;
+
+    fn open(&mut self, _meta: &ConnectionMeta) -> Analyses {
+        Analyses {
+            conversation: self.options.decode_postgres.then(Conversation::new),
+            transfer: self.options.transfer.then(TransferAnalyzer::new),
+        }
+    }
+}
+
+/// Everything known of one connection once it is done.
+#[derive(Serialize)]
+pub struct ConnectionReport {
+    pub tcp: ConnectionFacts,
+    pub postgres: Option<ConversationFacts>,
+    pub transfer: Option<TransferFacts>,
+}
+
+/// Packets that came after their connection was reported.
+#[derive(Serialize)]
+pub struct Late {
+    pub packets: u64,
+    pub frames: Vec<u64>,
+    pub settled_linger: Option<f64>,
+}
+
+pub struct Pass {
+    capture: Capture,
+    engine: TcpEngine<Factory>,
+    done: bool,
+}
+
+impl Pass {
+    pub fn open(path: &Path, options: PassOptions) -> Result<Pass, OpenError> {
+        let capture = Capture::open(path)?;
+        let engine = TcpEngine::new(
+            Factory { options },
+            options.linger,
+            options.settled_linger,
+        );
+        Ok(Pass {
+            capture,
+            engine,
+            done: false,
+        })
+    }
+
+    /// Feed the next batch of packets; append the connections retired meanwhile to `out`.
+    /// False once the capture is done (then the connections still open are in `out` too).
+    pub fn step(&mut self, out: &mut Vec<ConnectionReport>) -> bool {
+        if self.done {
+            return false;
+        }
+        let mut fed = 0;
+        let mut last_ts = None;
+        while fed < SWEEP_EVERY {
+            match self.capture.next_packet() {
+                Some(pkt) => {
+                    last_ts = Some(pkt.ts);
+                    self.engine.feed(&pkt);
+                    fed += 1;
+                }
+                None => {
+                    self.done = true;
+                    break;
+                }
+            }
+        }
+        if let Some(ts) = last_ts {
+            self.engine.sweep(ts);
+        }
+        if self.done {
+            self.engine.finish();
+        }
+        out.extend(self.engine.take_retired().map(report));
+        !self.done
+    }
+
+    pub fn stats(&self) -> &CaptureStats {
+        self.capture.stats()
+    }
+
+    pub fn records(&self) -> u64 {
+        self.capture.stats().packets
+    }
+
+    pub fn late(&self) -> Late {
+        Late {
+            packets: self.engine.late_packets(),
+            frames: self.engine.late_frames().to_vec(),
+            settled_linger: self.engine.settled_linger(),
+        }
+    }
+}
+
+fn report(conn: crate::tcp::engine::Connection<Analyses>) -> ConnectionReport {
+    let tcp = conn.facts();
+    let analyses = conn.into_analyses();
+    ConnectionReport {
+        tcp,
+        postgres: analyses.conversation.map(|c| c.facts()),
+        transfer: analyses.transfer.map(|t| t.facts()),
+    }
+}

@@ -1,0 +1,34 @@
+"""Types of pktflow._core, the Rust core's binding (analyzer/binding): facts as plain values."""
+
+from typing import Any
+
+FIN: int
+SYN: int
+RST: int
+PSH: int
+ACK: int
+URG: int
+ECE: int
+CWR: int
+NEW: int
+RETRANS: int
+PARTIAL_RETRANS: int
+OUT_OF_ORDER: int
+FILLS_HOLE: int
+KEEPALIVE: int
+__version__: str
+
+class OpenError(Exception):
+    """args[0]: the problem's facts (capture.problems words them)."""
+
+class Pass:
+    def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
+                 linger_s: float | None = ..., settled_linger_s: float | None = ...) -> None: ...
+    def step(self) -> list[dict[str, Any]] | None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def late(self) -> dict[str, Any]: ...
+    @property
+    def records(self) -> int: ...
+
+def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int,
+            linger_s: float | None = ..., settled_linger_s: float | None = ...) -> dict[str, Any]: ...
