@@ -1,1 +1,4 @@
-//! placeholder: filled in by the capture port
+//! Reading captures: link layers and IP/TCP headers first.
+
+pub mod ip;
+pub mod link;
