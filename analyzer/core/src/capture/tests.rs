@@ -1029,3 +1029,9 @@ fn random_damage_never_panics() {
         }
     }
 }
+
+#[test]
+fn a_capture_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Capture>();
+}
