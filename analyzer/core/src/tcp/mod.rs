@@ -13,3 +13,6 @@ pub use connection::{Connection, ConnectionMeta};
 pub use engine::{Handler, TcpEngine, MAX_LATE_FRAMES, MAX_SETTLED};
 pub use facts::{ClosedBy, ConnectionFacts, DirectionFacts, Endpoint, EngineFacts, RoleSource};
 pub use table::{MAX_GONE, MAX_WAITING};
+
+#[cfg(test)]
+mod tests;
