@@ -1,0 +1,197 @@
+//! The engine's bookkeeping besides its connections: 4-tuple keys, the 4-tuples of retired
+//! connections (to tell late packets from new connections), and connections kept as their
+//! handshake segments until they are made.
+
+use std::collections::{HashSet, VecDeque};
+
+use crate::packet::{Addr, TcpPacket, ACK, FIN, RST, SYN};
+
+/// 4-tuples of connections retired after closing, remembered (both ways: two keys each).
+pub const MAX_GONE: usize = 1 << 16;
+/// Handshake segments kept of a connection not made yet; one more makes it.
+pub const MAX_WAITING: usize = 16;
+
+/// (source address, source port, destination address, destination port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key(pub Addr, pub u16, pub Addr, pub u16);
+
+impl Key {
+    pub fn of(p: &TcpPacket<'_>) -> Self {
+        Key(p.src, p.sport, p.dst, p.dport)
+    }
+
+    pub fn reverse(self) -> Self {
+        Key(self.2, self.3, self.0, self.1)
+    }
+}
+
+/// The last MAX_GONE keys added, oldest first; adding a key already there keeps its place.
+#[derive(Debug, Default)]
+pub(crate) struct Gone {
+    order: VecDeque<Key>,
+    set: HashSet<Key>,
+}
+
+impl Gone {
+    pub fn add(&mut self, key: Key) {
+        if self.set.insert(key) {
+            self.order.push_back(key);
+        }
+        while self.order.len() > MAX_GONE {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    pub fn contains(&self, key: &Key) -> bool {
+        self.set.contains(key)
+    }
+}
+
+/// A handshake segment kept: a packet without payload, its options copied.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeptPacket {
+    frame: u64,
+    ts: f64,
+    src: Addr,
+    dst: Addr,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    win: u16,
+    options: [u8; 40],
+    optlen: u8,
+}
+
+impl KeptPacket {
+    pub fn keep(p: &TcpPacket<'_>) -> Self {
+        let mut options = [0u8; 40];
+        let n = p.options.len().min(options.len());
+        if let (Some(to), Some(from)) = (options.get_mut(..n), p.options.get(..n)) {
+            to.copy_from_slice(from);
+        }
+        KeptPacket {
+            frame: p.frame,
+            ts: p.ts,
+            src: p.src,
+            dst: p.dst,
+            sport: p.sport,
+            dport: p.dport,
+            seq: p.seq,
+            ack: p.ack,
+            flags: p.flags,
+            win: p.win,
+            options,
+            optlen: u8::try_from(n).unwrap_or(40),
+        }
+    }
+
+    /// The packet again, to be fed.
+    pub fn packet(&self) -> TcpPacket<'_> {
+        TcpPacket {
+            frame: self.frame,
+            ts: self.ts,
+            src: self.src,
+            dst: self.dst,
+            sport: self.sport,
+            dport: self.dport,
+            seq: self.seq,
+            ack: self.ack,
+            flags: self.flags,
+            win: self.win,
+            plen: 0,
+            payload: &[],
+            options: self
+                .options
+                .get(..usize::from(self.optlen))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A connection not made yet: its reserved number and its packets, all handshake segments
+/// without data, the first a SYN or a SYN-ACK.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    pub number: u64,
+    pub packets: Vec<KeptPacket>,
+}
+
+impl Waiting {
+    /// Whether the packet is a handshake segment the connection, once made, would take as
+    /// its own (lookup's rules): a SYN-ACK, or the first SYN again (same ISN, same way).
+    pub fn takes(&self, p: &TcpPacket<'_>) -> bool {
+        if p.plen != 0
+            || p.flags & (FIN | RST) != 0
+            || p.flags & SYN == 0
+            || self.packets.len() >= MAX_WAITING
+        {
+            return false;
+        }
+        if p.flags & ACK != 0 {
+            return true;
+        }
+        self.packets.first().is_some_and(|f| {
+            f.flags & ACK == 0 && f.seq == p.seq && f.sport == p.sport && f.src == p.src
+        })
+    }
+
+    pub fn first(&self) -> Option<&KeptPacket> {
+        self.packets.first()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(port: u16) -> Key {
+        Key(Addr::v4([10, 0, 0, 1]), port, Addr::v4([10, 0, 0, 2]), 5432)
+    }
+
+    #[test]
+    fn gone_forgets_the_oldest_and_keeps_a_key_added_again_in_its_place() {
+        let mut g = Gone::default();
+        for port in 0..MAX_GONE as u32 {
+            let k = Key(Addr::v4(port.to_be_bytes()), 1, Addr::v4([1, 1, 1, 1]), 2);
+            g.add(k);
+        }
+        let first = Key(Addr::v4(0u32.to_be_bytes()), 1, Addr::v4([1, 1, 1, 1]), 2);
+        g.add(first); // already there: keeps its place, the oldest
+        g.add(key(1));
+        assert!(!g.contains(&first));
+        assert!(g.contains(&key(1)));
+        assert_eq!(g.order.len(), MAX_GONE);
+        assert_eq!(g.set.len(), MAX_GONE);
+    }
+
+    #[test]
+    fn kept_packets_keep_at_most_40_option_bytes() {
+        let opts = [1u8; 60];
+        let p = TcpPacket {
+            frame: 3,
+            ts: 1.5,
+            src: Addr::v4([1, 2, 3, 4]),
+            dst: Addr::v4([5, 6, 7, 8]),
+            sport: 1,
+            dport: 2,
+            seq: 7,
+            ack: 0,
+            flags: SYN,
+            win: 9,
+            plen: 0,
+            payload: &[],
+            options: &opts,
+        };
+        let k = KeptPacket::keep(&p);
+        let again = k.packet();
+        assert_eq!(again.options.len(), 40);
+        assert_eq!(
+            (again.frame, again.seq, again.flags, again.win),
+            (3, 7, SYN, 9)
+        );
+    }
+}
