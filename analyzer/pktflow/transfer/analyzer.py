@@ -27,7 +27,7 @@ from pktflow.capture.packet import FIN, RST, SYN
 from pktflow.findings import Finding
 from pktflow.tcp.observe import NEW, RETRANS, CompiledObserver, DirectionInfo
 from pktflow.transfer.histogram import Bins, Histogram, Quantiles
-from pktflow.transfer.verdict import direction_json, direction_findings
+from pktflow.transfer.report import transfer_findings, transfer_result
 
 DELAYED_ACK_S: Final = 0.040  # Linux's minimum delayed-ACK timeout
 CONTINUOUS_S: Final = 0.001  # a sender pausing less than this between segments was not waiting
@@ -36,6 +36,7 @@ IDLE_S: Final = 0.010  # idle periods reported
 MAX_OUTSTANDING: Final = 4096  # segments remembered for RTT and segments-per-ACK
 MAX_IDLE_KEPT: Final = 20
 MAX_BINS: Final = 200_000  # 100 ms goodput bins: over five hours
+TOP_K: Final = 12  # the most frequent values listed per histogram
 
 
 class Flow:
@@ -140,6 +141,52 @@ class Flow:
         self.fl_bytes = self.fl_segs = 0
 
 
+def _hist_facts(h: Histogram) -> dict[str, Any]:
+    counts = h.counts
+    mode = h.mode()
+    return {"count": h.n, "median": h.median(), "mode": mode,
+            "mode_count": 0 if mode is None else counts.get(mode, 0),
+            "top": [[v, c] for v, c in sorted(counts.items(), key=_by_count)[:TOP_K]]}
+
+
+def _by_count(item: tuple[int, int]) -> tuple[int, int]:
+    return -item[1], item[0]
+
+
+def flow_facts(f: Flow, lower_bound: int | None) -> dict[str, Any]:
+    """One direction's facts (pktflow_core::transfer::DirectionFacts)."""
+    best = worst = None
+    if f.first_ts is not None and len(f.bins):
+        i, c = f.bins.most()
+        best = {"index": i, "bytes": c}
+        w = f.bins.least(int((f.last_ts - f.first_ts) * 10))
+        worst = {"index": w, "bytes": f.bins.get(w)}
+    return {
+        "data_bytes": f.data_bytes, "segments": f.segments,
+        "retransmitted_segments": f.retrans, "first_ts": f.first_ts, "last_ts": f.last_ts,
+        "first_frame": f.first_frame, "last_frame": f.last_frame, "max_segment": f.maxseg,
+        "segment_size": _hist_facts(f.seg_sizes),
+        "acks": {"count": f.acks, "causes": dict(f.causes),
+                 "bytes_acked": _hist_facts(f.ack_hist),
+                 "segments_per_ack": _hist_facts(f.segs_hist)},
+        "window": {"min": f.win_min, "max": f.win_max, "scaled": f.scale_known,
+                   "scale_lower_bound": lower_bound, "zero_window_periods": f.zero_periods,
+                   "zero_window_total_s": f.zero_total, "zero_frames": list(f.zero_frames),
+                   "full_frames": list(f.full_frames)},
+        "in_flight": {"max": f.inflight_max, "median": f.inflight.median(),
+                      "max_frame": f.inflight_max_frame, "max_ratio_to_window": f.ratio_max},
+        "flights": {"count": f.flights, "bytes_median": f.fl_bytes_hist.median(),
+                    "segments_median": f.fl_segs_hist.median(),
+                    "end_reasons": dict(f.end_reasons),
+                    "end_frames": {k: list(v) for k, v in f.end_frames.items()}},
+        "rtt": {"samples": f.rtt.n, "min_s": f.rtt_min, "median_us": f.rtt.median(),
+                "p95_us": f.rtt.quantile(0.95)},
+        "goodput": {"bins": len(f.bins), "best": best, "worst": worst},
+        "idle_periods": {"count": f.idle_count, "total_s": f.idle_total,
+                         "waiting_s": f.idle_waiting, "first": [dict(p) for p in f.idle]},
+    }
+
+
 def _flush_bin(f: Flow) -> None:
     if f.bin_new:
         f.bins.add(f.bin_cur, f.bin_new)
@@ -154,8 +201,9 @@ class TransferAnalyzer(CompiledObserver):
         self.flows = (Flow(self._scale_known(1)), Flow(self._scale_known(0)))
         self.syn_ts: dict[int, float] = {}
         self.await_hs_ack = False  # SYN-ACK seen, the client's ACK not yet: one test per packet
-        self.handshake: dict[str, float] | None = None
+        self.handshake: float | None = None  # SYN-ACK - SYN when the first data came
         self.info: tuple[DirectionInfo, DirectionInfo] | None = None
+        self._facts: dict[str, Any] | None = None
 
     # -- per packet ----------------------------------------------------------------------
 
@@ -187,7 +235,7 @@ class TransferAnalyzer(CompiledObserver):
         if f.first_ts is None:
             f.first_ts, f.first_frame = ts, frame
             if 1 in self.syn_ts and self.handshake is None and 0 in self.syn_ts:
-                self.handshake = {"syn_to_synack_ms": (self.syn_ts[1] - self.syn_ts[0]) * 1e3}
+                self.handshake = self.syn_ts[1] - self.syn_ts[0]
         elif ts - f.last_ts > IDLE_S:
             self._idle(f, ts, frame)
         if f.pend_segs:
@@ -326,18 +374,12 @@ class TransferAnalyzer(CompiledObserver):
         f.idle_count += 1
         f.idle_total += gap
         outstanding = f.high - f.acked if f.acked >= 0 else 0
-        if f.win == 0:
-            waiting = "the sender waited for the receiver to open its window (zero window)"
-        elif outstanding <= 0:
-            waiting = "everything was acknowledged: the sender had nothing to send"
-        else:
-            waiting = f"the sender waited with {outstanding:,} bytes unacknowledged"
         if f.win == 0 or outstanding > 0:
             f.idle_waiting += gap
         if len(f.idle) < MAX_IDLE_KEPT:
-            f.idle.append({"start_ts": f.last_ts, "seconds": round(gap, 6),
-                           "from_frame": f.last_frame, "to_frame": frame,
-                           "waiting_for": waiting})
+            f.idle.append({"start_ts": f.last_ts, "seconds": gap, "from_frame": f.last_frame,
+                           "to_frame": frame, "outstanding": outstanding,
+                           "zero_window": f.win == 0})
 
     # -- end -----------------------------------------------------------------------------
 
@@ -353,23 +395,28 @@ class TransferAnalyzer(CompiledObserver):
                 f.zero_total += f.last_ts - f.zero_since if f.last_ts > f.zero_since else 0.0
             f.scale_known = info[1 - d].window_scale_known
 
+    def facts(self) -> dict[str, Any]:
+        """What was measured, as the Rust core's TransferFacts serializes it (the same keys
+        and values): what pktflow.transfer.report reads."""
+        if self._facts is not None:
+            return self._facts
+
+        def bound(side: int) -> int | None:
+            return None if self.info is None else self.info[side].window_scale_lower_bound
+
+        out = {"directions": [flow_facts(self.flows[0], bound(1)),
+                              flow_facts(self.flows[1], bound(0))],
+               "syn_ts": [self.syn_ts.get(0), self.syn_ts.get(1), self.syn_ts.get(2)],
+               "handshake_syn_to_synack_s": self.handshake,
+               "finished": self.info is not None}
+        if self.info is not None:  # nothing changes after finish: computed once
+            self._facts = out
+        return out
+
     def direction_findings(self, name: Callable[[int], str]) -> list[Finding]:
         """Findings per direction, named once the roles are settled (name(d): 'a->b')."""
-        out: list[Finding] = []
-        for d, f in enumerate(self.flows):
-            out += direction_findings(self.conn_id, name(d), f)
-        return out
+        return transfer_findings(self.facts(), self.conn_id, name)
 
     def result(self, d: int, start: float = 0.0) -> dict[str, Any]:
         """JSON for direction d's data; times relative to `start` (the capture's first)."""
-        info = self.info[1 - d] if self.info else None
-        out = direction_json(self.flows[d], info, start)
-        if self.handshake is not None and d == 0:
-            out["handshake_rtt_ms"] = round(self.handshake["syn_to_synack_ms"], 3)
-        if d == 0 and 0 in self.syn_ts and 1 in self.syn_ts and 2 in self.syn_ts:
-            # SYN -> SYN-ACK is the round trip seen from the client's side of the capture
-            # point, SYN-ACK -> ACK the one on the server's side: where the capture sits.
-            out["handshake_ms"] = {
-                "syn_to_synack": round((self.syn_ts[1] - self.syn_ts[0]) * 1e3, 3),
-                "synack_to_ack": round((self.syn_ts[2] - self.syn_ts[1]) * 1e3, 3)}
-        return out
+        return transfer_result(self.facts(), d, start)

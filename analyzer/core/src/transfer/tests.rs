@@ -1,0 +1,747 @@
+//! Transfer dynamics on crafted packet streams, as the TCP engine would hand them over
+//! (relative offsets, scaled windows, a kind per payload).
+
+use super::*;
+use crate::packet::{ACK, FIN, PSH, RST, SYN};
+use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, NEW, RETRANS};
+
+const SEG: i64 = 8192;
+const T0: f64 = 1_700_000_000.0;
+
+/// A client (0) and a server (1) with their next relative offsets; methods feed packets.
+struct Feed {
+    ta: TransferAnalyzer,
+    t: f64,
+    frame: u64,
+    next: [i64; 2],
+    known: [bool; 2],
+}
+
+impl Feed {
+    fn new() -> Self {
+        Feed {
+            ta: TransferAnalyzer::new(),
+            t: T0,
+            frame: 0,
+            next: [0, 0],
+            known: [false; 2],
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn packet(
+        &mut self,
+        d: usize,
+        dt: f64,
+        seq: i64,
+        end: i64,
+        ack: i64,
+        win: i64,
+        flags: u8,
+        kind: u8,
+    ) {
+        self.t += dt;
+        self.frame += 1;
+        let p = Observed {
+            d,
+            frame: self.frame,
+            ts: self.t,
+            seq,
+            end,
+            ack,
+            win,
+            flags,
+            kind,
+            scale_known: self.known,
+        };
+        self.ta.on_packet(&p);
+    }
+
+    /// SYN, SYN-ACK (both offering a scale: known from then on), the client's ACK.
+    fn handshake(&mut self) {
+        self.packet(0, 0.0001, 0, 0, -1, 64240, SYN, 0);
+        self.known = [true, true];
+        self.packet(1, 0.0001, 0, 0, 0, 65160, SYN | ACK, 0);
+        self.packet(0, 0.0001, 0, 0, 0, 512 << 7, ACK, 0);
+    }
+
+    fn send(&mut self, d: usize, n: i64, dt: f64) {
+        let seq = self.next[d];
+        self.next[d] += n;
+        self.packet(
+            d,
+            dt,
+            seq,
+            seq + n,
+            self.next[1 - d],
+            512 << 7,
+            ACK | PSH,
+            NEW,
+        );
+    }
+
+    fn resend(&mut self, d: usize, seq: i64, n: i64, dt: f64) {
+        self.packet(
+            d,
+            dt,
+            seq,
+            seq + n,
+            self.next[1 - d],
+            512 << 7,
+            ACK | PSH,
+            RETRANS,
+        );
+    }
+
+    /// An ACK of everything d's peer sent, with window `win` (bytes, scaled).
+    fn ack(&mut self, d: usize, win: i64, dt: f64) {
+        let ack = self.next[1 - d];
+        self.ack_at(d, ack, win, dt);
+    }
+
+    fn ack_at(&mut self, d: usize, ack: i64, win: i64, dt: f64) {
+        self.packet(d, dt, self.next[d], self.next[d], ack, win, ACK, 0);
+    }
+
+    fn finish(mut self) -> TransferFacts {
+        let info = DirectionInfo {
+            mss: Some(1460),
+            window_scale: Some(7),
+            window_scale_known: self.known[0],
+            window_scale_lower_bound: if self.known[0] { None } else { Some(8) },
+        };
+        self.ta.finish(&[info, info]);
+        self.ta.facts()
+    }
+}
+
+/// The server sends `per_ack` segments, the client ACKs them: `rounds` times.
+fn bulk(f: &mut Feed, rounds: usize, per_ack: usize, size: i64, win: i64) {
+    for _ in 0..rounds {
+        for _ in 0..per_ack {
+            f.send(1, size, 0.00002);
+        }
+        f.ack(0, win, 0.00005);
+    }
+}
+
+#[test]
+fn loopback_pattern_two_segments_per_ack() {
+    let mut f = Feed::new();
+    f.handshake();
+    bulk(&mut f, 40, 2, SEG, 4096 << 7);
+    let s2c = &f.finish().directions[1];
+    let acks = &s2c.acks;
+    assert_eq!(acks.bytes_acked.median, Some(2 * SEG));
+    assert_eq!(
+        (acks.bytes_acked.mode, acks.bytes_acked.mode_count),
+        (Some(2 * SEG), 40)
+    );
+    assert_eq!(
+        (acks.segments_per_ack.median, acks.segments_per_ack.mode),
+        (Some(2), Some(2))
+    );
+    assert_eq!(acks.causes.every_second_segment, 40);
+    assert!(s2c.flights.end_reasons.ack_arrived >= 38);
+    assert_eq!(s2c.flights.end_reasons.window_full, 0);
+    assert_eq!((s2c.data_bytes, s2c.segments), (80 * SEG, 80));
+    assert_eq!(s2c.segment_size.top, vec![(SEG, 80)]);
+}
+
+#[test]
+fn mss_pattern_over_a_bridge() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..30 {
+        f.send(1, 1448, 0.0001);
+        f.send(1, 1448, 0.0001);
+        f.ack(0, 512 << 7, 0.0001);
+    }
+    let s2c = &f.finish().directions[1];
+    assert_eq!(s2c.acks.bytes_acked.median, Some(2896));
+    assert_eq!(s2c.segment_size.median, Some(1448));
+}
+
+#[test]
+fn delayed_ack_timer_and_quick_ack() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..12 {
+        f.send(1, 100, 0.0001);
+        f.ack(0, 512 << 7, 0.041); // one segment acked 41 ms later: the timer fired
+    }
+    for _ in 0..3 {
+        f.send(1, 100, 0.1);
+        f.ack(0, 512 << 7, 0.0001); // one segment acked at once: quick-ack
+    }
+    let s2c = &f.finish().directions[1];
+    assert_eq!(
+        (s2c.acks.causes.delayed_timer, s2c.acks.causes.quick_ack),
+        (12, 3)
+    );
+    assert_eq!(s2c.acks.count, 15);
+    // pauses over 10 ms: each data segment after an ACK 41 ms or 100 ms later
+    assert_eq!(s2c.idle_periods.count, 14);
+    assert!(s2c
+        .idle_periods
+        .first
+        .iter()
+        .all(|p| p.outstanding == 0 && !p.zero_window));
+}
+
+#[test]
+fn window_update_and_duplicate_acks() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 1000, 0.0001);
+    f.ack(0, 100 << 7, 0.0001);
+    f.send(1, 1000, 0.0001);
+    let behind = f.next[1] - 1000;
+    f.ack_at(0, behind, 100 << 7, 0.0001); // same ack, same window, data outstanding
+    f.ack_at(0, behind, 100 << 7, 0.0001);
+    f.ack_at(0, behind, 900 << 7, 0.0001); // same ack, larger window
+    let c = &f.finish().directions[1].acks.causes;
+    assert_eq!((c.duplicate, c.window_update), (2, 1));
+}
+
+#[test]
+fn zero_window_receiver_limited() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..30 {
+        f.send(1, SEG, 0.0001);
+        f.send(1, SEG, 0.0001);
+        f.ack(0, 0, 0.0001); // the receiver's buffer is full
+        f.ack(0, 2 * SEG, 0.002); // its application read: window update
+    }
+    let s2c = &f.finish().directions[1];
+    let w = &s2c.window;
+    assert_eq!((w.zero_window_periods, w.scaled), (30, true));
+    assert!(
+        (w.zero_window_total_s - 0.06).abs() < 0.003,
+        "{}",
+        w.zero_window_total_s
+    );
+    assert_eq!(w.zero_frames.len(), MAX_FRAMES_KEPT);
+    assert!(s2c.flights.end_reasons.window_full >= 25);
+    assert_eq!(w.min, Some(0));
+}
+
+#[test]
+fn window_full_without_zero_window() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.ack(0, 2 * SEG, 0.0001);
+    for _ in 0..30 {
+        f.send(1, SEG, 0.0001);
+        f.send(1, SEG, 0.0001);
+        f.ack(0, 2 * SEG, 0.002); // a window of exactly two segments: always full
+    }
+    let s2c = &f.finish().directions[1];
+    assert_eq!(s2c.in_flight.max_ratio_to_window, 1.0);
+    assert_eq!(s2c.in_flight.max, 2 * SEG);
+    assert_eq!(s2c.flights.end_reasons.window_full, 30);
+    assert!(!s2c.window.full_frames.is_empty());
+    assert_eq!(s2c.window.zero_window_periods, 0);
+}
+
+#[test]
+fn ack_clocked_sender_waits_for_acks() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..30 {
+        f.send(1, SEG, 0.0001); // resumes right after each ACK
+        f.send(1, SEG, 0.0001);
+        f.ack(0, 60000 << 7, 0.020); // 20 ms round trips, a wide-open window
+    }
+    let s2c = &f.finish().directions[1];
+    assert!(s2c.flights.end_reasons.cwnd_wait >= 28);
+    assert!(s2c.flights.end_frames.cwnd_wait.len() >= 20);
+    let median = s2c.rtt.median_us.unwrap();
+    assert!((19_500..=20_500).contains(&median), "{median}");
+    assert_eq!(s2c.rtt.samples, 60);
+}
+
+#[test]
+fn retransmissions_skip_rtt_samples() {
+    let mut f = Feed::new();
+    f.handshake();
+    for i in 0..30 {
+        let seq = f.next[1];
+        f.send(1, SEG, 0.0001);
+        f.send(1, SEG, 0.0001);
+        if i % 5 == 0 {
+            f.resend(1, seq, SEG, 0.2);
+        }
+        f.ack(0, 512 << 7, 0.0001);
+    }
+    let s2c = &f.finish().directions[1];
+    assert_eq!(s2c.retransmitted_segments, 6);
+    assert_eq!(s2c.rtt.samples, 60 - 6 * 2 + 6); // Karn: retransmitted data is skipped
+    assert_eq!(s2c.segments, 66);
+    assert_eq!(s2c.data_bytes, 60 * SEG);
+}
+
+#[test]
+fn acks_lagging_behind_a_long_transfer() {
+    // the queue of unacknowledged segments never empties for 3,000 ACKs: each covers the two
+    // oldest of 10 outstanding segments, sent 10 ms earlier
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..10 {
+        f.send(1, 1000, 0.001);
+    }
+    for i in 1..=3000 {
+        f.send(1, 1000, 0.004);
+        f.send(1, 1000, 0.001);
+        f.ack_at(0, 2 * i * 1000, 60000 << 7, 0.0);
+    }
+    let s2c = &f.finish().directions[1];
+    assert_eq!(s2c.acks.count, 3000);
+    assert_eq!(s2c.acks.segments_per_ack.median, Some(2));
+    assert_eq!(s2c.rtt.samples, 6000);
+    let median = s2c.rtt.median_us.unwrap();
+    assert!((24_800..=25_200).contains(&median), "{median}"); // five 5 ms rounds back
+}
+
+#[test]
+fn segments_remembered_for_an_ack_are_capped() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..5000 {
+        f.send(1, 100, 0.00001);
+    }
+    assert_eq!(f.ta.flows[1].outstanding(), MAX_OUTSTANDING);
+    f.ack(0, 60000 << 7, 0.001);
+    let s2c = &f.finish().directions[1];
+    assert_eq!(s2c.acks.bytes_acked.median, Some(500_000)); // the bytes are exact
+    assert_eq!(
+        s2c.acks.segments_per_ack.median,
+        Some(MAX_OUTSTANDING as i64)
+    );
+    assert_eq!(s2c.rtt.samples, MAX_OUTSTANDING as u64);
+}
+
+#[test]
+fn unknown_scale_is_labelled_and_full_windows_not_judged() {
+    let mut f = Feed::new(); // no handshake: raw windows
+    f.ack(0, 100, 0.0001);
+    bulk(&mut f, 30, 2, SEG, 100);
+    let s2c = &f.finish().directions[1];
+    assert!(!s2c.window.scaled);
+    assert_eq!(s2c.window.scale_lower_bound, Some(8));
+    assert_eq!(s2c.in_flight.max_ratio_to_window, 0.0);
+    assert!(s2c.window.full_frames.is_empty());
+    assert_eq!(s2c.flights.end_reasons.window_full, 0);
+}
+
+#[test]
+fn scale_known_is_read_at_syns_and_at_finish() {
+    let mut f = Feed::new();
+    f.known = [true, true]; // not read: no SYN came
+    f.send(1, 100, 0.001);
+    assert!(!f.ta.facts().directions[1].window.scaled);
+    f.packet(0, 0.001, 0, 0, -1, 100, SYN, 0); // a SYN: read
+    assert!(f.ta.facts().directions[1].window.scaled);
+    let info = DirectionInfo {
+        window_scale_known: false,
+        ..DirectionInfo::default()
+    };
+    f.ta.finish(&[
+        info,
+        DirectionInfo {
+            window_scale_known: true,
+            ..info
+        },
+    ]);
+    let facts = f.ta.facts();
+    assert!(!facts.directions[1].window.scaled && facts.directions[0].window.scaled);
+    assert!(facts.finished);
+}
+
+#[test]
+fn too_little_data() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 4, 0.0001);
+    f.ack(0, 512 << 7, 0.0001);
+    let facts = f.finish();
+    let s2c = &facts.directions[1];
+    assert_eq!((s2c.data_bytes, s2c.segments, s2c.first_frame), (4, 1, 4));
+    assert_eq!(s2c.flights.count, 1);
+    assert_eq!(s2c.flights.end_reasons.sender_idle, 1); // the capture ended: no next move
+    assert_eq!(facts.directions[0].segments, 0);
+    assert_eq!(facts.directions[0].first_ts, None);
+    assert!(facts.directions[0].goodput.best.is_none());
+}
+
+#[test]
+fn handshake_timings() {
+    let mut f = Feed::new();
+    f.handshake();
+    let [syn, synack, ack] = f.ta.facts().syn_ts;
+    assert_eq!(syn, Some(T0 + 0.0001));
+    assert!(synack > syn && ack > synack);
+    assert_eq!(
+        f.ta.facts().handshake_syn_to_synack_s,
+        None,
+        "set by the first data"
+    );
+    f.send(0, 40, 0.001);
+    let hs = f.ta.facts().handshake_syn_to_synack_s.unwrap();
+    assert_eq!(hs, synack.unwrap() - syn.unwrap());
+    // a SYN-ACK again: the latest counts for syn_ts, the handshake RTT stays
+    f.packet(1, 0.5, 0, 0, 0, 65160, SYN | ACK, 0);
+    let facts = f.ta.facts();
+    assert_eq!(facts.handshake_syn_to_synack_s, Some(hs));
+    assert!(facts.syn_ts[1] > synack);
+    // without the client's SYN, a SYN-ACK is not timed
+    let mut g = Feed::new();
+    g.packet(1, 0.0, 0, 0, 0, 65160, SYN | ACK, 0);
+    g.packet(0, 0.001, 0, 0, 0, 512, ACK, 0);
+    assert_eq!(g.ta.facts().syn_ts, [None, None, None]);
+}
+
+#[test]
+fn idle_periods_say_what_the_sender_waited_for() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 3000, 0.001);
+    f.send(1, 3000, 0.03); // idle with 3,000 bytes unacknowledged (no ACK yet)
+    f.ack(0, 0, 0.001); // everything acknowledged, window shut
+    f.send(1, 10, 0.5); // idle behind a zero window (0.501 s after the last data)
+    f.ack(0, 4096, 0.001); // everything acknowledged, the window open
+    f.send(1, 10, 0.5); // idle with nothing unacknowledged
+    f.send(1, 10, 0.010); // exactly 10 ms: not idle
+    let facts = f.finish();
+    let idle = &facts.directions[1].idle_periods;
+    assert_eq!(idle.count, 3);
+    let first: Vec<(i64, bool)> = idle
+        .first
+        .iter()
+        .map(|p| (p.outstanding, p.zero_window))
+        .collect();
+    assert_eq!(first, vec![(3000, false), (0, true), (0, false)]);
+    assert_eq!(idle.first[0].from_frame + 1, idle.first[0].to_frame);
+    assert!((idle.waiting_s - 0.531).abs() < 1e-5, "{}", idle.waiting_s);
+    assert!((idle.total_s - 1.032).abs() < 1e-5);
+}
+
+#[test]
+fn idle_periods_kept_are_bounded() {
+    let mut f = Feed::new();
+    f.handshake();
+    for _ in 0..50 {
+        f.send(1, 10, 0.02);
+    }
+    let idle = &f.finish().directions[1].idle_periods;
+    assert_eq!((idle.count, idle.first.len()), (49, MAX_IDLE_KEPT));
+}
+
+#[test]
+fn goodput_bins() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 1000, 0.0); // bin 0
+    f.send(1, 1000, 0.05); // bin 0
+    f.send(1, 500, 0.2); // bin 2 (0.25 s): bin 1 is empty
+    f.send(1, 3000, 0.1); // bin 3
+    let g = f.finish().directions[1].goodput.clone();
+    assert_eq!(g.bins, 3);
+    let best = g.best.unwrap();
+    assert_eq!((best.index, best.bytes), (3, 3000));
+    let worst = g.worst.unwrap();
+    assert_eq!((worst.index, worst.bytes), (1, 0));
+}
+
+#[test]
+fn goodput_bins_with_the_clock_stepping() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 1000, 0.0);
+    f.send(1, 1000, 0.15); // bin 1
+    f.send(1, 700, -3.0); // the clock stepped back: bin -28
+    f.send(1, 900, 1e5); // far forward, past MAX_BINS: not binned
+    let d = f.finish().directions[1].clone();
+    assert_eq!(d.data_bytes, 3600);
+    assert_eq!(d.goodput.bins, 3);
+    let best = d.goodput.best.unwrap();
+    assert_eq!(
+        (best.index, best.bytes),
+        (0, 1000),
+        "the earliest among equals"
+    );
+    // over the span's bins (a million of them) the first without bytes: found at once
+    assert_eq!(d.goodput.worst.unwrap().index, 2);
+}
+
+#[test]
+fn goodput_worst_bin_when_every_bin_has_bytes() {
+    let mut f = Feed::new();
+    f.handshake();
+    for i in 0..10 {
+        f.send(1, 1000 + 10 * (i % 3), 0.1001); // not 0.1: bins would hinge on rounding
+    }
+    let g = f.finish().directions[1].goodput.clone();
+    assert_eq!(g.bins, 10);
+    // span 0.9009 s: bins [0, 9), each with bytes: the fewest, the first among equals
+    assert_eq!(g.worst.unwrap().index, 0);
+    assert_eq!(g.best.unwrap().bytes, 1020);
+}
+
+#[test]
+fn in_flight_quantiles_past_1024_distinct_values() {
+    let mut f = Feed::new();
+    f.handshake();
+    // in flight grows by a distinct amount each segment, ACKs never catch up
+    for i in 1..=3000 {
+        f.send(1, 1 + (i * 7919) % 1400, 0.0001);
+        if i % 50 == 0 {
+            f.ack_at(0, 0, 1 << 30, 0.0); // the window moves, the ack does not
+        }
+    }
+    let d = f.finish().directions[1].clone();
+    let max = d.in_flight.max;
+    assert_eq!(max, d.data_bytes);
+    let median = d.in_flight.median.unwrap();
+    // the exact median is the 1,500th running total; buckets answer at most 0.8 % below
+    let mut total = 0;
+    let mut totals = Vec::new();
+    for i in 1..=3000i64 {
+        total += 1 + (i * 7919) % 1400;
+        totals.push(total);
+    }
+    let want = totals[1499];
+    assert!(
+        median <= want && median as f64 > want as f64 * (1.0 - 1.0 / 128.0),
+        "{median} {want}"
+    );
+}
+
+#[test]
+fn offsets_past_32_bits() {
+    // the engine unwraps sequence numbers: offsets keep growing past 2**32
+    let mut f = Feed::new();
+    f.handshake();
+    f.next[1] = (1 << 32) - 3000;
+    f.ack_at(0, f.next[1], 1 << 20, 0.0001);
+    for _ in 0..4 {
+        f.send(1, 1448, 0.0001);
+    }
+    f.ack(0, 1 << 20, 0.0001);
+    let d = f.finish().directions[1].clone();
+    assert_eq!(d.in_flight.max, 4 * 1448);
+    assert_eq!(d.acks.bytes_acked.median, Some(4 * 1448));
+    assert_eq!(d.data_bytes, 4 * 1448, "new bytes: from the first seen");
+}
+
+#[test]
+fn rst_and_fin_do_not_shut_the_window() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 100, 0.001);
+    f.packet(0, 0.001, 0, 0, 100, 0, FIN | ACK, 0);
+    f.packet(0, 0.001, 0, 0, 100, 0, RST, 0);
+    let facts = f.finish();
+    let w = &facts.directions[1].window;
+    assert_eq!(w.zero_window_periods, 0);
+    assert_eq!(w.min, Some(0), "a FIN's window counts, a RST's does not");
+}
+
+#[test]
+fn a_zero_window_open_at_the_end_runs_to_the_last_data() {
+    let mut f = Feed::new();
+    f.handshake();
+    f.send(1, 100, 0.001);
+    f.ack(0, 0, 0.001);
+    f.send(1, 1, 0.5); // a window probe
+    f.ack(0, 0, 0.001);
+    let w = f.finish().directions[1].window.clone();
+    assert_eq!(w.zero_window_periods, 1);
+    assert!((w.zero_window_total_s - 0.5).abs() < 1e-6);
+}
+
+#[test]
+fn exact_thresholds() {
+    let ack = |f: &mut TransferAnalyzer, frame, ts, ack| {
+        f.on_packet(&obs(0, frame, ts, 0, 0, ack, 1 << 20, ACK, 0));
+    };
+    let data = |f: &mut TransferAnalyzer, frame, ts, seq| {
+        f.on_packet(&obs(1, frame, ts, seq, seq + 100, 0, 9, ACK, NEW));
+    };
+    // data within 1 ms of the last: the ACK arrived while the sender was sending
+    let mut t = TransferAnalyzer::with_scale_known([true, true]);
+    ack(&mut t, 0, -1.0, 0);
+    data(&mut t, 1, 0.0, 0);
+    ack(&mut t, 2, 0.0005, 100);
+    data(&mut t, 3, 0.001, 100);
+    assert_eq!(t.flows[1].end_reasons, [0, 1, 0, 0]);
+    // resumed 0.5 ms after the ACK, 2.5 ms after its last data: waiting for the ACK
+    let mut t = TransferAnalyzer::with_scale_known([true, true]);
+    ack(&mut t, 0, -1.0, 0);
+    data(&mut t, 1, -0.002, 0);
+    ack(&mut t, 2, 0.0, 100);
+    data(&mut t, 3, 0.0005, 100);
+    assert_eq!(t.flows[1].end_reasons, [0, 0, 1, 0]);
+    // an ACK 40 ms after the one segment it covers: the timer; 10 ms between data: not idle
+    let mut t = TransferAnalyzer::with_scale_known([true, true]);
+    ack(&mut t, 0, -1.0, 0);
+    data(&mut t, 1, 0.0, 0);
+    ack(&mut t, 2, 0.04, 100);
+    data(&mut t, 3, 0.01, 100);
+    data(&mut t, 4, 0.02, 200);
+    assert_eq!(t.flows[1].delayed_timer, 1);
+    assert_eq!(t.flows[1].idle_count, 0);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn obs(
+    d: usize,
+    frame: u64,
+    ts: f64,
+    seq: i64,
+    end: i64,
+    ack: i64,
+    win: i64,
+    flags: u8,
+    kind: u8,
+) -> Observed {
+    Observed {
+        d,
+        frame,
+        ts,
+        seq,
+        end,
+        ack,
+        win,
+        flags,
+        kind,
+        scale_known: [true, true],
+    }
+}
+
+#[test]
+fn memory_is_bounded_for_a_long_transfer() {
+    let mut t = TransferAnalyzer::with_scale_known([true, true]);
+    let mut seq = 0;
+    for i in 0..200_000i64 {
+        t.on_packet(&obs(
+            1,
+            i as u64,
+            i as f64 * 1e-5,
+            seq,
+            seq + 1448,
+            0,
+            65535,
+            0x18,
+            NEW,
+        ));
+        seq += 1448;
+        if i % 2 == 1 {
+            let ack = seq - (i % 7) * 10;
+            t.on_packet(&obs(
+                0,
+                i as u64,
+                i as f64 * 1e-5,
+                0,
+                0,
+                ack,
+                65535 + i % 1000,
+                ACK,
+                0,
+            ));
+        }
+    }
+    let f = &t.flows[1];
+    assert!(f.outstanding() <= MAX_OUTSTANDING);
+    assert!(f.ack_hist.counts().len() < 100 && f.segs_hist.counts().len() < 10);
+    assert!(f.inflight.bucket_slots() < 4000 && f.rtt.bucket_slots() < 4000);
+    assert!(f.zero_frames.len() <= MAX_FRAMES_KEPT && f.full_frames.len() <= MAX_FRAMES_KEPT);
+    assert!(f.end_frames.iter().all(|e| e.len() <= MAX_FRAMES_KEPT));
+    assert_eq!(t.facts().directions[1].acks.count, 99_999); // the first sets the base
+}
+
+#[test]
+fn facts_serialize_in_the_reports_key_order() {
+    let mut f = Feed::new();
+    f.handshake();
+    bulk(&mut f, 3, 2, SEG, 4096 << 7);
+    let text = serde_json::to_string(&f.finish()).unwrap();
+    assert!(text.contains(
+        r#""causes":{"every_second_segment":3,"window_update":0,"quick_ack":0,"delayed_timer":0,"duplicate":0}"#
+    ));
+    assert!(text.contains(
+        r#""end_reasons":{"window_full":0,"ack_arrived":2,"cwnd_wait":0,"sender_idle":1}"#
+    ));
+    assert!(text.contains(r#""top":[[16384,3]]"#));
+}
+
+/// splitmix64, for hostile streams.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn hostile_streams_never_panic() {
+    let extremes = [0, 1, -1, i64::MIN, i64::MAX, 1 << 53, -(1 << 62), 65535];
+    let times = [
+        0.0,
+        -0.0,
+        1e-300,
+        -1e18,
+        1e18,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for seed in 0..200u64 {
+        let mut s = seed;
+        let mut t = TransferAnalyzer::with_scale_known([seed % 2 == 0, seed % 3 == 0]);
+        let mut ts = 0.0;
+        for frame in 0..300u64 {
+            let r = next(&mut s);
+            let pick = |k: u64| extremes[((r >> k) % 8) as usize];
+            let value = |k: u64| {
+                if (r >> k) % 3 == 0 {
+                    pick(k + 3)
+                } else {
+                    ((r >> k) % 100_000) as i64
+                }
+            };
+            ts += if r % 11 == 0 {
+                times[((r >> 8) % 8) as usize]
+            } else {
+                ((r >> 20) % 1000) as f64 * 1e-4
+            };
+            let seq = value(5);
+            let p = Observed {
+                d: ((r >> 40) % 3) as usize, // 2: not a direction, ignored
+                frame,
+                ts,
+                seq,
+                end: if (r >> 44) % 2 == 0 {
+                    seq.wrapping_add(value(9))
+                } else {
+                    value(13)
+                },
+                ack: value(17),
+                win: value(21),
+                flags: (r >> 48) as u8,
+                kind: (r >> 56) as u8,
+                scale_known: [(r >> 62) % 2 == 0, (r >> 63) == 0],
+            };
+            t.on_packet(&p);
+        }
+        let info = DirectionInfo {
+            window_scale_lower_bound: Some(14),
+            ..DirectionInfo::default()
+        };
+        t.finish(&[info, info]);
+        let facts = t.facts();
+        assert!(serde_json::to_string(&facts).is_ok());
+    }
+}
