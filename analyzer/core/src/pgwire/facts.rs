@@ -50,6 +50,7 @@ pub enum StartedAt {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StopReason {
     /// A message length under 4.
+    #[serde(rename = "length_under_4")]
     LengthUnder4 { length: i64 },
     /// A message length past MAX_MESSAGE.
     LengthAbsurd { length: i64 },
