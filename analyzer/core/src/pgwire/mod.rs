@@ -1,1 +1,21 @@
-//! placeholder: filled in by the pgwire port
+//! The PostgreSQL wire protocol on one connection: framing, messages, queries and their
+//! responses, rebuilt from the two byte streams the TCP engine hands over. Facts only
+//! (facts.rs); Python turns them into the report's keys and findings.
+
+pub mod conversation;
+mod counts;
+pub mod facts;
+pub mod framing;
+mod handle;
+pub mod messages;
+mod names;
+pub mod query;
+mod start;
+pub mod tls;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+pub use conversation::Conversation;
+pub use facts::{ConversationFacts, Event, QueryFacts, StopReason};

@@ -1,0 +1,71 @@
+//! Replays recorded stream-sink calls into the PostgreSQL decoder and prints its facts: the
+//! Rust half of the comparison with the reference decoder (its calls recorded by wrapping
+//! it). Input, one JSON object a line: {"n": id, "calls": [call, ...]} where a call is
+//! ["f", d, hex, offset, frame, ts_bits, start_seen], ["g", d, offset, length, frame, ts_bits],
+//! ["x"] (finish) or ["s", ...] (take the facts here). Output, a line per input line:
+//! {"n": id, "facts": [facts at each "s", ...]}.
+
+use std::io::{BufRead, Write};
+
+use pktflow_core::pgwire::Conversation;
+use pktflow_core::tcp::observe::StreamSink;
+use serde_json::Value;
+
+fn unhex(s: &str) -> Vec<u8> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => 0,
+    };
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| (digit(p[0]) << 4) | p.get(1).map_or(0, |&c| digit(c)))
+        .collect()
+}
+
+fn main() {
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    for line in stdin.lock().lines() {
+        let line = line.expect("read");
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec: Value = serde_json::from_str(&line).expect("json");
+        let mut conv = Conversation::new();
+        let mut facts = Vec::new();
+        let int = |v: &Value| v.as_i64().unwrap_or(0);
+        let uint = |v: &Value| v.as_u64().unwrap_or(0);
+        for call in rec["calls"].as_array().expect("calls") {
+            let c = call.as_array().expect("call");
+            match c[0].as_str() {
+                Some("f") => conv.feed(
+                    uint(&c[1]) as usize,
+                    &unhex(c[2].as_str().unwrap_or("")),
+                    int(&c[3]),
+                    uint(&c[4]),
+                    f64::from_bits(uint(&c[5])),
+                    c[6].as_bool().unwrap_or(false),
+                ),
+                Some("g") => conv.gap(
+                    uint(&c[1]) as usize,
+                    int(&c[2]),
+                    int(&c[3]),
+                    uint(&c[4]),
+                    f64::from_bits(uint(&c[5])),
+                ),
+                Some("x") => conv.finish(),
+                Some("s") => facts.push(serde_json::to_string(&conv.facts()).expect("facts")),
+                _ => {}
+            }
+        }
+        // written as text: a serde_json::Value would sort the facts' keys
+        writeln!(
+            out,
+            "{{\"n\": {}, \"facts\": [{}]}}",
+            rec["n"],
+            facts.join(", ")
+        )
+        .expect("write");
+    }
+}

@@ -1,0 +1,433 @@
+//! The PostgreSQL conversation on one TCP connection, rebuilt from both byte streams
+//! (sans-IO). Fed in-order bytes per direction (and gap markers) by the TCP engine. Each side
+//! moves through:
+//!   start -> typed             the stream's beginning was seen: untyped startup, then typed
+//!   start/sync -> typed        mid-stream: decoding begins at the first provable boundary
+//!   typed -> sync              after a capture gap that cut a message: resynchronise
+//!   any -> stopped             TLS/GSS took over, malformed framing, or not PostgreSQL
+//! DataRow and CopyData are counted in the hot loop, never kept. Queries are answered in
+//! order, so backend messages are charged to the oldest unfinished query.
+//!
+//! The rest of the decoder is in start.rs (untyped first bytes, TLS, resynchronisation),
+//! walk.rs (the typed message walk) and handle.rs (what each message does).
+
+use std::collections::VecDeque;
+
+use super::counts::Counts;
+use super::facts::{
+    ConversationFacts, DecodeStopped, Encryption, EncryptionRequest, Event, Ordered, PerRole,
+    Protocol, QueryFacts, StartedAt, Startup,
+};
+use super::framing::BoundaryScan;
+use super::messages::Role;
+use super::names::Names;
+use super::query::Query;
+use crate::tcp::observe::StreamSink;
+
+/// Queries listed per connection; the rest are counted.
+pub const MAX_QUERIES: u64 = 10_000;
+/// Failed queries reported one by one per connection, then counted.
+pub const MAX_ERROR_FINDINGS: u64 = 20;
+/// Bytes searched for a provable boundary before settling for less.
+pub const SYNC_WINDOW: usize = 256 * 1024;
+/// Larger control messages are read up to here and the rest skipped.
+pub const KEEP_CAP: usize = 1 << 20;
+/// A TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting for a ClientHello.
+pub const MAX_CLIENT_HELLO: usize = 1 << 15;
+/// Server parameters kept per connection.
+pub const MAX_PARAMETERS: usize = 64;
+/// An empty side buffer gives back memory it grew past this.
+const BUF_KEEP: usize = 1 << 16;
+
+/// The stream offset of buf[pos] when buf[0] is at `off` (offsets come from the caller:
+/// never an overflow).
+pub(super) fn at(off: i64, pos: usize) -> i64 {
+    off.saturating_add(i64::try_from(pos).unwrap_or(i64::MAX))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    Start,
+    Typed,
+    Sync,
+    Stopped,
+}
+
+#[derive(Debug)]
+pub(super) struct Side {
+    pub role: Role,
+    pub state: State,
+    /// Bytes not consumed yet; base is the stream offset of buf[0].
+    pub buf: Vec<u8>,
+    pub base: i64,
+    /// Body bytes of a counted (bulk or oversized) message still to pass.
+    pub skip: i64,
+    pub counts: Counts,
+    pub lost: i64,
+    pub decoded: bool,
+    /// The boundary search while in Sync.
+    pub scan: Option<BoundaryScan>,
+}
+
+impl Side {
+    fn new(role: Role) -> Side {
+        Side {
+            role,
+            state: State::Start,
+            buf: Vec::new(),
+            base: 0,
+            skip: 0,
+            counts: Counts::default(),
+            lost: 0,
+            decoded: false,
+            scan: None,
+        }
+    }
+
+    /// Keep `rest` as the unconsumed bytes (reusing the buffer's memory).
+    pub fn keep(&mut self, rest: &[u8]) {
+        self.buf.clear();
+        self.buf.extend_from_slice(rest);
+        self.keep_own();
+    }
+
+    /// A stopped side keeps nothing; an empty buffer gives back what a large message or a
+    /// sync window made it take.
+    pub fn keep_own(&mut self) {
+        if self.state == State::Stopped {
+            self.buf.clear();
+        }
+        if self.buf.is_empty() && self.buf.capacity() > BUF_KEEP {
+            self.buf = Vec::new();
+        }
+    }
+}
+
+/// Queries by number (the order they were sent): the first MAX_QUERIES listed for the
+/// report; later ones only while something still refers to them.
+#[derive(Debug, Default)]
+pub(super) struct Store {
+    pub listed: Vec<Query>,
+    pub extra: std::collections::HashMap<u64, Query>,
+}
+
+impl Store {
+    pub fn get(&self, id: u64) -> Option<&Query> {
+        match usize::try_from(id).ok().and_then(|i| self.listed.get(i)) {
+            Some(q) => Some(q),
+            None => self.extra.get(&id),
+        }
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Query> {
+        match usize::try_from(id)
+            .ok()
+            .and_then(|i| self.listed.get_mut(i))
+        {
+            Some(q) => Some(q),
+            None => self.extra.get_mut(&id),
+        }
+    }
+}
+
+/// The decoder of one connection: a StreamSink for the TCP engine.
+#[derive(Debug)]
+pub struct Conversation {
+    pub(super) sides: [Side; 2],
+    /// Whether each direction's SYN was seen, as the last feed of it said.
+    pub(super) start_seen: [bool; 2],
+    pub(super) roles_known: bool,
+    pub(super) protocol: Protocol,
+    pub(super) encryption: Encryption,
+    pub(super) startup: Option<Startup>,
+    pub(super) decode_started_at: Option<StartedAt>,
+    pub(super) decode_stopped: Option<DecodeStopped>,
+    pub(super) events: Vec<Event>,
+    pub(super) store: Store,
+    pub(super) queries_total: u64,
+    pub(super) last_query: Option<u64>,
+    /// Sent, not finished (those done form its head until a ReadyForQuery drains them).
+    pub(super) pending: VecDeque<u64>,
+    pub(super) last_done: Option<u64>,
+    pub(super) statements: Names,
+    pub(super) portals: Names,
+    pub(super) parameters: Vec<(String, String)>,
+    pub(super) backend_pid: Option<u32>,
+    /// The last authentication request: names the frontend's 'p' reply.
+    pub(super) auth: u32,
+    pub(super) encryption_asked: Option<EncryptionRequest>,
+    /// An ErrorResponse since the last ReadyForQuery.
+    pub(super) batch_error: bool,
+    pub(super) query_errors: u64,
+    /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
+    pub(super) gaps: u64,
+}
+
+impl Default for Conversation {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Conversation {
+    pub fn new() -> Conversation {
+        Conversation {
+            sides: [Side::new(Role::Frontend), Side::new(Role::Backend)],
+            start_seen: [false; 2],
+            roles_known: false,
+            protocol: Protocol::Unknown,
+            encryption: Encryption::None,
+            startup: None,
+            decode_started_at: None,
+            decode_stopped: None,
+            events: Vec::new(),
+            store: Store::default(),
+            queries_total: 0,
+            last_query: None,
+            pending: VecDeque::new(),
+            last_done: None,
+            statements: Names::default(),
+            portals: Names::default(),
+            parameters: Vec::new(),
+            backend_pid: None,
+            auth: 0,
+            encryption_asked: None,
+            batch_error: false,
+            query_errors: 0,
+            gaps: 0,
+        }
+    }
+
+    /// The engine direction that is the frontend; None while not PostgreSQL.
+    pub fn frontend_direction(&self) -> Option<usize> {
+        if self.protocol == Protocol::Unknown {
+            return None;
+        }
+        Some(if self.sides[0].role == Role::Frontend {
+            0
+        } else {
+            1
+        })
+    }
+
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
+    }
+
+    /// Direction d's message counts so far, in first-seen order (for per-segment labels).
+    pub fn side_counts(&self, d: usize) -> Vec<(String, u64)> {
+        self.sides.get(d).map_or_else(Vec::new, |s| {
+            s.counts.items().map(|(n, k)| (n.text(), k)).collect()
+        })
+    }
+
+    /// Direction d's (named messages, DataRows, CopyDatas) counted so far, and whether its
+    /// stream stopped inside a message.
+    pub fn side_progress(&self, d: usize) -> Option<(u64, u64, u64, bool)> {
+        let s = self.sides.get(d)?;
+        Some((
+            s.counts.named,
+            s.counts.rows,
+            s.counts.copies,
+            !s.buf.is_empty() || s.skip > 0,
+        ))
+    }
+
+    fn do_feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64) {
+        let Some(s) = self.sides.get(d) else {
+            return;
+        };
+        if s.state == State::Stopped {
+            return;
+        }
+        if s.role == Role::Backend && !self.pending.is_empty() {
+            let n = data.len() as i64;
+            if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
+                q.segments.add(n);
+            }
+        }
+        let s = &mut self.sides[d];
+        let mut start = 0usize; // where the next message starts in data
+        if s.skip > 0 {
+            start = usize::try_from(s.skip)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            s.skip -= start as i64;
+            if start == data.len() {
+                return;
+            }
+        }
+        if !s.buf.is_empty() {
+            // s.buf + data[start:]: the walk goes over both as one
+            let mut joined = std::mem::take(&mut s.buf);
+            joined.extend_from_slice(data.get(start..).unwrap_or(&[]));
+            let base = s.base;
+            let pos = self.walk(d, &joined, 0, base, frame, ts);
+            let s = &mut self.sides[d];
+            joined.drain(..pos.min(joined.len()));
+            s.buf = joined;
+            s.keep_own();
+            s.base = at(base, pos);
+        } else {
+            let pos = self.walk(d, data, start, offset, frame, ts);
+            let s = &mut self.sides[d];
+            s.keep(data.get(pos..).unwrap_or(&[]));
+            s.base = at(offset, pos);
+        }
+        let s = &self.sides[d];
+        if s.state == State::Sync && s.buf.len() > SYNC_WINDOW {
+            self.settle_sync(d, frame, ts);
+        }
+    }
+
+    /// The walk of `buf` (stream offset `offset` at buf[0]) from `start`: where the bytes
+    /// not consumed begin.
+    fn walk(
+        &mut self,
+        d: usize,
+        buf: &[u8],
+        start: usize,
+        offset: i64,
+        frame: u64,
+        ts: f64,
+    ) -> usize {
+        if self.sides[d].state == State::Typed {
+            // the steady state: straight to the message walk
+            return self.typed(d, buf, start, offset, frame, ts);
+        }
+        let rest = buf.get(start..).unwrap_or(&[]);
+        start + self.consume(d, rest, at(offset, start), frame, ts)
+    }
+
+    fn do_gap(&mut self, d: usize, offset: i64, length: i64, frame: u64) {
+        let Some(s) = self.sides.get_mut(d) else {
+            return;
+        };
+        if s.state == State::Stopped {
+            return;
+        }
+        if s.skip >= length && s.buf.is_empty() {
+            s.skip = s.skip.saturating_sub(length); // inside a counted body: no boundary was lost
+            return;
+        }
+        let cut = length
+            .saturating_add(s.buf.len() as i64)
+            .saturating_add(s.skip);
+        s.lost = s.lost.saturating_add(cut);
+        s.keep(&[]);
+        s.skip = 0;
+        s.base = offset.saturating_add(length);
+        s.scan = None;
+        if s.state != State::Start {
+            s.state = State::Sync;
+        }
+        let role = s.role;
+        self.gaps += 1;
+        self.events.push(Event::Resync {
+            role,
+            length,
+            offset,
+            frame,
+        });
+    }
+
+    fn do_finish(&mut self) {
+        if self.query_errors > MAX_ERROR_FINDINGS {
+            self.events.push(Event::QueryErrorsTotal {
+                count: self.query_errors,
+                listed: MAX_ERROR_FINDINGS,
+            });
+        }
+        for d in 0..2 {
+            let s = &self.sides[d];
+            if s.state == State::Sync && !s.buf.is_empty() {
+                self.settle_sync(d, 0, 0.0);
+            }
+        }
+        for &id in &self.pending {
+            if let Some(q) = self.store.get_mut(id) {
+                q.incomplete = true;
+            }
+        }
+    }
+
+    /// Everything the report reads of the conversation, as it stands.
+    pub fn facts(&self) -> ConversationFacts {
+        let (front, back) = if self.sides[0].role == Role::Frontend {
+            (&self.sides[0], &self.sides[1])
+        } else {
+            (&self.sides[1], &self.sides[0])
+        };
+        let counts = |s: &Side| Ordered(s.counts.items().map(|(n, k)| (n.text(), k)).collect());
+        ConversationFacts {
+            frontend_direction: self.frontend_direction().map(|d| d as u8),
+            protocol: self.protocol,
+            encryption: self.encryption,
+            startup: self.startup.clone(),
+            decode_started_at: self.decode_started_at,
+            decode_stopped: self.decode_stopped.clone(),
+            lost_bytes: PerRole {
+                frontend: front.lost,
+                backend: back.lost,
+            },
+            backend_pid: self.backend_pid,
+            server_parameters: Ordered(self.parameters.clone()),
+            messages: PerRole {
+                frontend: counts(front),
+                backend: counts(back),
+            },
+            queries: self
+                .store
+                .listed
+                .iter()
+                .map(|q| self.query_facts(q))
+                .collect(),
+            queries_total: self.queries_total,
+            query_errors: self.query_errors,
+            events: self.events.clone(),
+        }
+    }
+
+    fn query_facts(&self, q: &Query) -> QueryFacts {
+        QueryFacts {
+            sql: q.sql.to_string(),
+            sql_truncated: q.sql_truncated,
+            kind: q.kind,
+            command_tag: q.tag.as_deref().map(str::to_owned),
+            rows: q.rows(),
+            data_rows: q.data_rows,
+            copy_data: q.copy_data,
+            response_bytes: q.resp_bytes,
+            response_messages: q.resp_msgs,
+            sent_ts: q.sent.ts,
+            first_response_ts: q.first.map(|m| m.ts),
+            last_response_ts: q.last.map(|m| m.ts),
+            sent_frame: q.sent.frame,
+            first_frame: q.first.map(|m| m.frame),
+            last_frame: q.last.map(|m| m.frame),
+            error: q.error.as_deref().cloned(),
+            incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
+            response_segments: q.segments.n(),
+            response_segment_median: q.segments.median(),
+            response_segment_max: q.segments.hi(),
+            response_segment_sizes: q.segments.top(6),
+        }
+    }
+}
+
+impl StreamSink for Conversation {
+    fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        if let Some(seen) = self.start_seen.get_mut(d) {
+            *seen = start_seen;
+        }
+        self.do_feed(d, data, offset, frame, ts);
+    }
+
+    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, _ts: f64) {
+        self.do_gap(d, offset, length, frame);
+    }
+
+    fn finish(&mut self) {
+        self.do_finish();
+    }
+}

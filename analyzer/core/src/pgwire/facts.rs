@@ -1,0 +1,205 @@
+//! What the decoder hands out about a connection: plain values, no sentences. Python maps them
+//! to the report (pktflow/pgwire/report.py): the keys are today's JSON keys where one exists.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use super::messages::{ErrorFields, Role};
+use super::query::{QueryKind, RowCount};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Protocol {
+    #[serde(rename = "unknown")]
+    Unknown,
+    #[serde(rename = "postgresql")]
+    Postgresql,
+    #[serde(rename = "postgresql-tls")]
+    PostgresqlTls,
+    #[serde(rename = "postgresql-gss")]
+    PostgresqlGss,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Encryption {
+    None,
+    Tls,
+    Gss,
+}
+
+/// An untyped first message asking for encryption.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum EncryptionRequest {
+    #[serde(rename = "SSLRequest")]
+    Ssl,
+    #[serde(rename = "GSSENCRequest")]
+    Gssenc,
+}
+
+/// Where decoding began: at the stream's start, or at a boundary found mid-stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum StartedAt {
+    #[serde(rename = "startup")]
+    Startup,
+    #[serde(rename = "mid-stream")]
+    MidStream,
+}
+
+/// Why a direction is not decoded past some point.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StopReason {
+    /// A message length under 4.
+    #[serde(rename = "length_under_4")]
+    LengthUnder4 { length: i64 },
+    /// A message length past MAX_MESSAGE.
+    LengthAbsurd { length: i64 },
+    /// A type byte this side never sends.
+    NotRoleType { type_byte: u8, role: Role },
+    /// The first message is not a startup, SSL, GSS or cancel request.
+    NotStartup,
+    /// The first message is a ClientHello without ALPN "postgresql"; the names offered.
+    TlsWithoutAlpn { offered: Vec<String> },
+    /// No message framing in a whole sync window: the bytes lost on that side.
+    NoFraming { lost: i64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DecodeStopped {
+    pub direction: Role,
+    pub offset: i64,
+    /// As given; 0 when the decision came at the end (finish).
+    pub frame: u64,
+    pub reason: StopReason,
+}
+
+/// What happened on the connection, in order, with its numbers and frames.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// A capture gap cut a message: decoding resumes at the next provable boundary.
+    Resync {
+        role: Role,
+        length: i64,
+        offset: i64,
+        frame: u64,
+    },
+    /// The connection began before the capture: decoding starts at this offset.
+    MidStream { role: Role, offset: i64, frame: u64 },
+    /// The rest is encrypted; request None: the client started TLS directly (ALPN
+    /// "postgresql").
+    Encrypted {
+        encryption: Encryption,
+        request: Option<EncryptionRequest>,
+        frame: u64,
+    },
+    /// Not PostgreSQL as far as the capture shows (frame 0: at the end).
+    NotPostgresql {
+        role: Role,
+        offset: i64,
+        frame: u64,
+        reason: StopReason,
+    },
+    /// Malformed framing: this direction is not decoded past the offset.
+    Malformed {
+        role: Role,
+        offset: i64,
+        frame: u64,
+        reason: StopReason,
+    },
+    /// An ErrorResponse outside any query (authentication, startup).
+    ServerError {
+        code: Option<String>,
+        message: Option<String>,
+        frame: u64,
+    },
+    /// A query failed (the first `MAX_ERROR_FINDINGS` of a connection).
+    QueryError {
+        code: Option<String>,
+        message: Option<String>,
+        sql: String,
+        sent_frame: u64,
+        frame: u64,
+    },
+    /// More queries failed than were listed one by one.
+    QueryErrorsTotal { count: u64, listed: u64 },
+    /// More than `listed` queries: the rest are counted, from this frame.
+    QueriesCapped { listed: u64, frame: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Startup {
+    pub user: Option<String>,
+    pub database: Option<String>,
+    pub application_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PerRole<T> {
+    pub frontend: T,
+    pub backend: T,
+}
+
+/// (key, value) pairs in order, serialized as a map (a dict in that order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ordered<V>(pub Vec<(String, V)>);
+
+impl<V: Serialize> Serialize for Ordered<V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct QueryFacts {
+    pub sql: String,
+    pub sql_truncated: bool,
+    pub kind: QueryKind,
+    pub command_tag: Option<String>,
+    /// Rows from the command tags, else the DataRows, else 0 after a tag; digits as a string
+    /// past 64 bits.
+    pub rows: Option<RowCount>,
+    pub data_rows: u64,
+    pub copy_data: u64,
+    pub response_bytes: u64,
+    pub response_messages: u64,
+    /// Epoch seconds, unrounded.
+    pub sent_ts: f64,
+    pub first_response_ts: Option<f64>,
+    pub last_response_ts: Option<f64>,
+    pub sent_frame: u64,
+    pub first_frame: Option<u64>,
+    pub last_frame: Option<u64>,
+    pub error: Option<ErrorFields>,
+    pub incomplete: bool,
+    pub response_segments: u64,
+    pub response_segment_median: Option<i64>,
+    pub response_segment_max: Option<i64>,
+    /// The 6 most frequent segment sizes: (size, count), largest count first.
+    pub response_segment_sizes: Vec<(i64, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConversationFacts {
+    /// The engine direction (0 or 1) that is the frontend; None while not PostgreSQL.
+    pub frontend_direction: Option<u8>,
+    pub protocol: Protocol,
+    pub encryption: Encryption,
+    pub startup: Option<Startup>,
+    /// As decoded, also when the protocol ended up unknown (the report then shows none).
+    pub decode_started_at: Option<StartedAt>,
+    pub decode_stopped: Option<DecodeStopped>,
+    pub lost_bytes: PerRole<i64>,
+    pub backend_pid: Option<u32>,
+    pub server_parameters: Ordered<String>,
+    pub messages: PerRole<Ordered<u64>>,
+    /// The first MAX_QUERIES queries.
+    pub queries: Vec<QueryFacts>,
+    pub queries_total: u64,
+    pub query_errors: u64,
+    pub events: Vec<Event>,
+}

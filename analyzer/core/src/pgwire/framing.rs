@@ -1,0 +1,317 @@
+//! Message boundaries in a stream that did not start at the beginning.
+//!
+//! A boundary is provable when a chain of consecutive well-formed messages starts there: valid
+//! type bytes for the side, lengths >= 4 and below a sane cap, each header where the previous
+//! message ends. Random or foreign bytes (HTTP, TLS) fail the chain within a message or two.
+//! Which side is the frontend is proven by types only one side sends (Q, P, B for the
+//! frontend; Z, T, 1, 2 for the backend).
+
+use super::messages::{be32, name_of, only, Role};
+
+/// PostgreSQL caps a message near 1 GiB; anything claiming more is not PostgreSQL framing.
+pub const MAX_MESSAGE: i64 = (1 << 30) + 64;
+/// Messages other than DataRow/CopyData this long are implausible in a chain we try to trust.
+pub const MAX_CONTROL: i64 = 1 << 24;
+/// Messages a boundary needs behind it.
+pub const CHAIN: usize = 3;
+
+/// The type byte and length of the header at pos (5 bytes needed).
+pub fn header(buf: &[u8], pos: usize) -> Option<(u8, i64)> {
+    Some((*buf.get(pos)?, i64::from(be32(buf, pos.checked_add(1)?)?)))
+}
+
+/// A run of messages of one type (DataRow or CopyData), walked without reading bodies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub count: u64,
+    /// Where the run ends: may lie beyond the buffer when the last message continues.
+    pub end: usize,
+    /// The malformed length that stopped the run.
+    pub bad: Option<i64>,
+}
+
+/// The run of messages of buf[pos]'s type from pos (a whole header there).
+pub fn message_run(buf: &[u8], pos: usize) -> Run {
+    let n = buf.len();
+    let t = buf.get(pos).copied();
+    let mut pos = pos;
+    let mut count = 0;
+    loop {
+        let Some((_, ln)) = header(buf, pos) else {
+            return Run {
+                count,
+                end: pos,
+                bad: None,
+            };
+        };
+        if !(4..=MAX_MESSAGE).contains(&ln) {
+            return Run {
+                count,
+                end: pos,
+                bad: Some(ln),
+            };
+        }
+        count += 1;
+        pos = pos.saturating_add(1 + ln as usize);
+        if n.saturating_sub(pos) < 5 || pos >= n || buf.get(pos).copied() != t {
+            return Run {
+                count,
+                end: pos,
+                bad: None,
+            };
+        }
+    }
+}
+
+pub fn plausible(t: u8, ln: i64, side: Role) -> bool {
+    if !(4..=MAX_MESSAGE).contains(&ln) || name_of(side, t).is_none() {
+        return false;
+    }
+    if t == b'Z' && ln != 5 {
+        return false;
+    }
+    ln <= MAX_CONTROL || t == b'D' || t == b'd'
+}
+
+/// The chain of messages for `side` at pos: (messages, proves the side, final). Messages 0:
+/// no chain. Not final: bytes still to come could change the answer.
+fn chain(buf: &[u8], pos: usize, side: Role) -> (usize, bool, bool) {
+    let n = buf.len();
+    let mut pos = pos;
+    let mut count = 0;
+    let mut proof = false;
+    while count < CHAIN {
+        let Some((t, ln)) = header(buf, pos) else {
+            return (if pos == n { count } else { 0 }, proof, false);
+        };
+        if !plausible(t, ln, side) {
+            return (0, proof, true);
+        }
+        proof = proof || only(side, t);
+        pos = pos.saturating_add(1 + ln as usize);
+        count += 1;
+        if pos > n {
+            return (if count > 1 { count } else { 0 }, proof, false);
+        }
+    }
+    (count, proof, true)
+}
+
+/// If a chain of messages for `side` starts at pos: (messages, proves the side).
+pub fn chain_at(buf: &[u8], pos: usize, side: Role) -> Option<(usize, bool)> {
+    let (count, proof, _) = chain(buf, pos, side);
+    (count > 0).then_some((count, proof))
+}
+
+/// Which sides a search tries, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sides {
+    One(Role),
+    Both,
+}
+
+impl Sides {
+    fn list(self) -> &'static [Role] {
+        match self {
+            Sides::One(Role::Frontend) => &[Role::Frontend],
+            Sides::One(Role::Backend) => &[Role::Backend],
+            Sides::Both => &[Role::Frontend, Role::Backend],
+        }
+    }
+}
+
+/// The boundary search over a buffer that only grows at its end, each position judged once:
+/// positions whose chain could still form when more bytes arrive are kept and retried first;
+/// all others are settled for good (rescanning made a side that never resynchronises
+/// quadratic in the sync window).
+#[derive(Clone, Debug)]
+pub struct BoundaryScan {
+    pub sides: Sides,
+    pub need_proof: bool,
+    done: i64,         // stream offsets below this were judged (settled or pending)
+    pending: Vec<i64>, // stream offsets still undecided, ascending
+}
+
+impl BoundaryScan {
+    pub fn new(sides: Sides, need_proof: bool) -> Self {
+        BoundaryScan {
+            sides,
+            need_proof,
+            done: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// 1: a boundary for one of the sides; else whether the position may still become one.
+    fn judge(&self, buf: &[u8], pos: usize) -> Result<Role, bool> {
+        let Some(&t) = buf.get(pos) else {
+            return Err(false);
+        };
+        let sides = self.sides.list();
+        if !sides.iter().any(|&s| name_of(s, t).is_some()) {
+            return Err(false);
+        }
+        let mut undecided = false;
+        for &side in sides {
+            let (count, proof, fin) = chain(buf, pos, side);
+            if count > 0 && (proof || !self.need_proof) {
+                return Ok(side);
+            }
+            undecided = undecided || !fin;
+        }
+        Err(undecided)
+    }
+
+    /// The first boundary in buf, whose first byte is at stream offset `base`.
+    pub fn find(&mut self, buf: &[u8], base: i64) -> Option<(usize, Role)> {
+        let end = buf.len() as i64 - 4;
+        let mut pending = Vec::new();
+        let retry = std::mem::take(&mut self.pending);
+        let from = (self.done - base).max(0);
+        let fresh = (from..end.max(from)).filter_map(|p| usize::try_from(p).ok());
+        let retried = retry
+            .iter()
+            .filter(|&&p| p >= base)
+            .filter_map(|&p| usize::try_from(p - base).ok());
+        for pos in retried.chain(fresh) {
+            match self.judge(buf, pos) {
+                Ok(side) => return Some((pos, side)),
+                Err(true) => pending.push(pos as i64 + base),
+                Err(false) => {}
+            }
+        }
+        self.pending = pending;
+        self.done = self.done.max(base + end);
+        None
+    }
+}
+
+/// The first boundary of `buf` for `side` (a one-off search).
+pub fn find_boundary(buf: &[u8], side: Role, need_proof: bool) -> Option<(usize, Role)> {
+    BoundaryScan::new(Sides::One(side), need_proof).find(buf, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(t: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![t];
+        v.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    fn rescan(buf: &[u8], sides: Sides, need_proof: bool) -> Option<(usize, Role)> {
+        for pos in 0..buf.len().saturating_sub(4) {
+            for &side in sides.list() {
+                if let Some((_, proof)) = chain_at(buf, pos, side) {
+                    if proof || !need_proof {
+                        return Some((pos, side));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn runs() {
+        let mut b = msg(b'D', b"ab").repeat(3);
+        b.extend(msg(b'C', b"x"));
+        assert_eq!(
+            message_run(&b, 0),
+            Run {
+                count: 3,
+                end: 21,
+                bad: None
+            }
+        );
+        let cut = &b[..10];
+        assert_eq!(
+            message_run(cut, 0),
+            Run {
+                count: 1,
+                end: 7,
+                bad: None
+            }
+        ); // the next header is cut
+        assert_eq!(
+            message_run(&b[..12], 0),
+            Run {
+                count: 2,
+                end: 14,
+                bad: None
+            }
+        );
+        let bad = [b'D', 0, 0, 0, 2, b'D'];
+        assert_eq!(
+            message_run(&bad, 0),
+            Run {
+                count: 0,
+                end: 0,
+                bad: Some(2)
+            }
+        );
+    }
+
+    #[test]
+    fn chains_prove_sides() {
+        let z = msg(b'Z', b"I");
+        let c = msg(b'C', b"SELECT 1\0");
+        let buf = [&b"\xee\x01"[..], &z, &z, &c].concat();
+        assert_eq!(
+            find_boundary(&buf, Role::Backend, true),
+            Some((2, Role::Backend))
+        );
+        let mut scan = BoundaryScan::new(Sides::Both, true);
+        assert_eq!(scan.find(&buf, 0), Some((2, Role::Backend)));
+        // DataRows alone frame as Describe too: no proof
+        let rows = msg(b'D', b"xyz").repeat(4);
+        assert_eq!(BoundaryScan::new(Sides::Both, true).find(&rows, 0), None);
+        assert_eq!(
+            BoundaryScan::new(Sides::Both, false).find(&rows, 0),
+            Some((0, Role::Frontend))
+        );
+    }
+
+    #[test]
+    fn incremental_equals_rescan() {
+        let mut rng = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let parts = [
+            msg(b'Z', b"I"),
+            msg(b'D', b"row"),
+            msg(b'T', b"\0\0"),
+            msg(b'Q', b"x\0"),
+            b"\x00\x01\xff".to_vec(),
+        ];
+        for _ in 0..300 {
+            let mut stream = Vec::new();
+            for _ in 0..(next() % 12) {
+                stream.extend(&parts[(next() % 5) as usize]);
+            }
+            let sides = [
+                Sides::Both,
+                Sides::One(Role::Backend),
+                Sides::One(Role::Frontend),
+            ][(next() % 3) as usize];
+            let proof = next() % 2 == 0;
+            let mut scan = BoundaryScan::new(sides, proof);
+            let mut end = 0;
+            while end < stream.len() {
+                end = (end + 1 + (next() % 9) as usize).min(stream.len());
+                let got = scan.find(&stream[..end], 1000);
+                assert_eq!(got, rescan(&stream[..end], sides, proof));
+                if got.is_some() {
+                    break;
+                }
+            }
+        }
+    }
+}

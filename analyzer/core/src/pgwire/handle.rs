@@ -1,0 +1,271 @@
+//! What each control message does: requests become queries, responses are charged to the
+//! oldest unfinished query, the session's own messages (authentication, parameters, key data)
+//! fill the conversation's facts.
+
+use std::sync::Arc;
+
+use super::conversation::{Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES};
+use super::facts::Event;
+use super::messages::{
+    auth_name, backend_name, be32, decode, error_fields, frontend_name, password_reply, rstrip_nul,
+    two_cstrings, upto_nul, Name, Role,
+};
+use super::query::{Query, QueryKind, SQL_CAP};
+
+impl Conversation {
+    pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
+        let s = &mut self.sides[d];
+        s.decoded = true;
+        if s.role == Role::Frontend {
+            self.frontend(d, t, body, frame, ts);
+        } else {
+            self.backend(d, t, body, ln, frame, ts);
+        }
+    }
+
+    fn frontend(&mut self, d: usize, t: u8, body: &[u8], frame: u64, ts: f64) {
+        let Some(mut name) = frontend_name(t) else {
+            return;
+        };
+        if t == b'p' {
+            // what it is depends on the authentication request it answers
+            name = password_reply(self.auth);
+        }
+        self.sides[d].counts.count(Name::Known(name));
+        match t {
+            b'Q' => {
+                let sql = decode(rstrip_nul(body));
+                self.add_query(
+                    Query::new(Arc::from(sql), QueryKind::Simple, ts, frame),
+                    frame,
+                );
+            }
+            b'P' => {
+                // statement name, SQL: kept as a query would keep it (cut at SQL_CAP + 1
+                // characters, so that the cut still shows)
+                if let Some((stmt, sql)) = two_cstrings(body) {
+                    let sql = decode(sql);
+                    let kept = match sql.char_indices().nth(SQL_CAP + 1) {
+                        Some((at, _)) => sql.get(..at).unwrap_or(&sql),
+                        None => &sql,
+                    };
+                    self.statements.put(&decode(stmt), Arc::from(kept));
+                }
+            }
+            b'B' => {
+                // portal, statement
+                if let Some((portal, stmt)) = two_cstrings(body) {
+                    let sql = self
+                        .statements
+                        .get(&decode(stmt))
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from(""));
+                    self.portals.put(&decode(portal), sql);
+                }
+            }
+            b'E' => {
+                let portal = decode(upto_nul(body));
+                let sql = self
+                    .portals
+                    .get(&portal)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from(""));
+                self.add_query(Query::new(sql, QueryKind::Extended, ts, frame), frame);
+            }
+            b'F' => {
+                // FunctionCall: the fast-path call of a function OID
+                if let Some(oid) = be32(body, 0) {
+                    let sql = format!("FunctionCall oid {oid}");
+                    self.add_query(
+                        Query::new(Arc::from(sql), QueryKind::Function, ts, frame),
+                        frame,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every query is tracked until answered; the first MAX_QUERIES are kept for the report,
+    /// so a connection captured for hours does not grow without bound.
+    fn add_query(&mut self, mut q: Query, frame: u64) {
+        let id = self.queries_total;
+        self.queries_total += 1;
+        q.in_pending = true;
+        q.gaps_at = self.gaps;
+        if id < MAX_QUERIES {
+            self.store.listed.push(q);
+        } else {
+            self.store.extra.insert(id, q);
+            if id == MAX_QUERIES {
+                self.events.push(Event::QueriesCapped {
+                    listed: MAX_QUERIES,
+                    frame,
+                });
+            }
+        }
+        let before = self.last_query.replace(id);
+        self.pending.push_back(id);
+        if let Some(old) = before {
+            self.release(old);
+        }
+    }
+
+    /// A query past the listed ones is dropped once nothing refers to it.
+    fn release(&mut self, id: u64) {
+        if id < MAX_QUERIES || self.last_query == Some(id) || self.last_done == Some(id) {
+            return;
+        }
+        if self.store.extra.get(&id).is_some_and(|q| !q.in_pending) {
+            self.store.extra.remove(&id);
+        }
+    }
+
+    /// The oldest pending query not finished.
+    pub(super) fn head(&self) -> Option<u64> {
+        self.pending
+            .iter()
+            .copied()
+            .find(|&id| self.store.get(id).is_some_and(|q| !q.done))
+    }
+
+    fn finished(&mut self, id: u64) {
+        if let Some(q) = self.store.get_mut(id) {
+            q.done = true;
+        }
+        if let Some(old) = self.last_done.replace(id) {
+            self.release(old);
+        }
+    }
+
+    fn backend(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
+        let Some(known) = backend_name(t) else {
+            return;
+        };
+        let mut name = Name::Known(known);
+        if t == b'R' {
+            if let Some(code) = be32(body, 0) {
+                self.auth = code;
+                name = auth_name(code);
+            }
+        }
+        self.sides[d].counts.count(name);
+        if t == b'R' {
+            return; // authentication belongs to the session, not to a query
+        }
+        let head = self.head();
+        let resp = (ln + 1) as u64;
+        match t {
+            b'Z' => {
+                self.ready_for_query(head, resp, frame, ts);
+                return;
+            }
+            b'S' if !body.is_empty() => {
+                if let Some((k, v)) = two_cstrings(body) {
+                    let (k, v) = (decode(k), decode(v));
+                    if self.parameters.len() < MAX_PARAMETERS {
+                        match self.parameters.iter_mut().find(|p| p.0 == k) {
+                            Some(p) => p.1 = v,
+                            None => self.parameters.push((k, v)),
+                        }
+                    }
+                }
+                return;
+            }
+            b'K' if body.len() >= 4 => {
+                self.backend_pid = be32(body, 0);
+                return;
+            }
+            _ => {}
+        }
+        let Some(id) = head else {
+            if t == b'E' {
+                // an error outside any query: authentication, startup
+                let err = error_fields(body);
+                self.events.push(Event::ServerError {
+                    code: err.code,
+                    message: err.message,
+                    frame,
+                });
+            }
+            return;
+        };
+        let Some(q) = self.store.get_mut(id) else {
+            return;
+        };
+        q.respond(resp, 1, ts, frame);
+        match t {
+            b'C' | b'I' => {
+                let tag = if t == b'C' {
+                    decode(rstrip_nul(body))
+                } else {
+                    String::new()
+                };
+                q.command_complete(tag);
+                if q.kind != QueryKind::Simple {
+                    // extended: each Execute ends with its own CommandComplete
+                    self.finished(id);
+                }
+            }
+            b'E' => {
+                let err = error_fields(body);
+                self.query_errors += 1;
+                let event = (self.query_errors <= MAX_ERROR_FINDINGS).then(|| Event::QueryError {
+                    code: err.code.clone(),
+                    message: err.message.clone(),
+                    sql: q.sql.to_string(),
+                    sent_frame: q.sent.frame,
+                    frame,
+                });
+                q.error = Some(Box::new(err));
+                self.finished(id);
+                self.events.extend(event);
+                self.batch_error = true;
+            }
+            b's' => {
+                // PortalSuspended: row limit reached
+                if q.tag.as_deref().is_none_or(str::is_empty) {
+                    q.tag = Some("PortalSuspended".into());
+                }
+                self.finished(id);
+            }
+            b'G' | b'H' | b'W' => q.kind = QueryKind::Copy,
+            _ => {}
+        }
+    }
+
+    /// The end of a simple query or of a Sync'd batch.
+    fn ready_for_query(&mut self, head: Option<u64>, resp: u64, frame: u64, ts: f64) {
+        let answered = head.filter(|&id| self.store.get(id).is_some_and(|q| q.first.is_some()));
+        if let Some(q) = answered
+            .or(self.last_done)
+            .and_then(|id| self.store.get_mut(id))
+        {
+            q.respond(resp, 1, ts, frame);
+        }
+        // Close what was answered, and after an error the Executes the server skipped; a query
+        // not answered yet may be one whose bytes the capture showed early.
+        let pending = std::mem::take(&mut self.pending);
+        let mut closed = Vec::new();
+        for id in pending {
+            let Some(q) = self.store.get_mut(id) else {
+                continue;
+            };
+            if q.first.is_some() || (self.batch_error && q.kind == QueryKind::Extended) {
+                q.done = true;
+                q.in_pending = false;
+                q.incomplete = q.incomplete || self.gaps > q.gaps_at;
+                closed.push(id);
+            } else {
+                self.pending.push_back(id);
+            }
+        }
+        if let Some(&last) = closed.last() {
+            let before = self.last_done.replace(last);
+            for id in closed.into_iter().chain(before) {
+                self.release(id);
+            }
+        }
+        self.batch_error = false;
+    }
+}

@@ -1,0 +1,249 @@
+//! One query's journey: request, response messages and bytes, timing, and the frames.
+//!
+//! Kept compactly: a connection lists up to MAX_QUERIES of them for its whole life.
+
+use std::sync::Arc;
+
+use serde::{Serialize, Serializer};
+
+use super::messages::{command_rows, ErrorFields};
+use crate::histogram::Histogram;
+
+/// SQL kept per query (in characters, as the reference counts them); longer text is cut and
+/// marked.
+pub const SQL_CAP: usize = 64 * 1024;
+/// Distinct segment sizes a query's response keeps exactly.
+pub const SEGMENT_SIZES_CAP: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryKind {
+    Simple,
+    Extended,
+    Copy,
+    Function,
+}
+
+/// A row count from command tags: their numbers have no bound, so past 64 bits the sum is
+/// kept as decimal digits (serialized as a string).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowCount {
+    Small(u64),
+    Big(Box<str>),
+}
+
+impl Serialize for RowCount {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RowCount::Small(n) => s.serialize_u64(*n),
+            RowCount::Big(digits) => s.serialize_str(digits),
+        }
+    }
+}
+
+impl RowCount {
+    /// A count from ASCII digits (leading zeros allowed).
+    pub fn parse(digits: &str) -> RowCount {
+        let trimmed = digits.trim_start_matches('0');
+        match trimmed.parse::<u64>() {
+            Ok(n) => RowCount::Small(n),
+            Err(_) if trimmed.is_empty() => RowCount::Small(0),
+            Err(_) => RowCount::Big(trimmed.into()),
+        }
+    }
+
+    fn digits(&self) -> String {
+        match self {
+            RowCount::Small(n) => n.to_string(),
+            RowCount::Big(d) => d.to_string(),
+        }
+    }
+
+    pub fn add(&self, other: &RowCount) -> RowCount {
+        if let (RowCount::Small(a), RowCount::Small(b)) = (self, other) {
+            if let Some(sum) = a.checked_add(*b) {
+                return RowCount::Small(sum);
+            }
+        }
+        // schoolbook addition of the decimal digits
+        let (a, b) = (self.digits(), other.digits());
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let mut out = Vec::with_capacity(a.len().max(b.len()) + 1);
+        let mut carry = 0u8;
+        let mut i = 0;
+        while i < a.len() || i < b.len() || carry > 0 {
+            let da = a
+                .len()
+                .checked_sub(i + 1)
+                .and_then(|k| a.get(k))
+                .map_or(0, |c| c - b'0');
+            let db = b
+                .len()
+                .checked_sub(i + 1)
+                .and_then(|k| b.get(k))
+                .map_or(0, |c| c - b'0');
+            let s = da + db + carry;
+            out.push(b'0' + s % 10);
+            carry = s / 10;
+            i += 1;
+        }
+        out.reverse();
+        RowCount::parse(&String::from_utf8_lossy(&out))
+    }
+}
+
+/// The frame and time of a response's first or last message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Moment {
+    pub ts: f64,
+    pub frame: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Query {
+    pub sql: Arc<str>,
+    pub sql_truncated: bool,
+    pub kind: QueryKind,
+    pub done: bool,
+    /// A capture gap hid part of the response (read with the gap count while pending).
+    pub incomplete: bool,
+    pub in_pending: bool,
+    /// Gaps counted when the query joined the pending queue.
+    pub gaps_at: u64,
+    pub tag: Option<Box<str>>,
+    /// Rows summed over the command tags.
+    pub tags_rows: Option<RowCount>,
+    pub data_rows: u64,
+    pub copy_data: u64,
+    pub resp_bytes: u64,
+    pub resp_msgs: u64,
+    /// The frame carrying the request's last byte.
+    pub sent: Moment,
+    pub first: Option<Moment>,
+    pub last: Option<Moment>,
+    pub error: Option<Box<ErrorFields>>,
+    /// Sizes of the backend's segments while this query was the one being answered: how the
+    /// response was carried, which a relay changes (re-segmentation).
+    pub segments: Histogram,
+}
+
+/// `sql[:SQL_CAP]` in characters, and whether it was longer.
+pub fn cap_sql(sql: &str) -> (&str, bool) {
+    match sql.char_indices().nth(SQL_CAP) {
+        Some((at, _)) => (sql.get(..at).unwrap_or(sql), true),
+        None => (sql, false),
+    }
+}
+
+impl Query {
+    pub fn new(sql: Arc<str>, kind: QueryKind, ts: f64, frame: u64) -> Query {
+        let (sql, sql_truncated) = match cap_sql(&sql) {
+            (cut, true) => (Arc::from(cut), true),
+            (_, false) => (sql, false),
+        };
+        Query {
+            sql,
+            sql_truncated,
+            kind,
+            done: false,
+            incomplete: false,
+            in_pending: false,
+            gaps_at: 0,
+            tag: None,
+            tags_rows: None,
+            data_rows: 0,
+            copy_data: 0,
+            resp_bytes: 0,
+            resp_msgs: 0,
+            sent: Moment { ts, frame },
+            first: None,
+            last: None,
+            error: None,
+            segments: Histogram::with_cap(SEGMENT_SIZES_CAP),
+        }
+    }
+
+    pub fn respond(&mut self, nbytes: u64, nmsgs: u64, ts: f64, frame: u64) {
+        let now = Moment { ts, frame };
+        if self.first.is_none() {
+            self.first = Some(now);
+        }
+        self.resp_bytes = self.resp_bytes.saturating_add(nbytes);
+        self.resp_msgs = self.resp_msgs.saturating_add(nmsgs);
+        self.last = Some(now);
+    }
+
+    pub fn command_complete(&mut self, tag: String) {
+        if let Some(digits) = command_rows(&tag) {
+            let rows = RowCount::parse(digits);
+            self.tags_rows = Some(match &self.tags_rows {
+                Some(sum) => sum.add(&rows),
+                None => rows,
+            });
+        }
+        self.tag = Some(tag.into_boxed_str());
+    }
+
+    /// Rows from the tags, else the DataRows counted, else 0 when a tag came, else unknown.
+    pub fn rows(&self) -> Option<RowCount> {
+        if let Some(r) = &self.tags_rows {
+            return Some(r.clone());
+        }
+        if self.data_rows > 0 {
+            return Some(RowCount::Small(self.data_rows));
+        }
+        self.tag
+            .as_ref()
+            .filter(|t| !t.is_empty())
+            .map(|_| RowCount::Small(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_counts_past_64_bits() {
+        let big = RowCount::parse(&(1u64 << 62).to_string());
+        let mut sum = big.clone();
+        for _ in 0..4 {
+            sum = sum.add(&big);
+        }
+        assert_eq!(sum, RowCount::Big("23058430092136939520".into()));
+        assert_eq!(RowCount::parse("0005"), RowCount::Small(5));
+        assert_eq!(RowCount::parse("000"), RowCount::Small(0));
+        assert_eq!(
+            RowCount::parse("99999999999999999999999999").add(&RowCount::Small(1)),
+            RowCount::Big("100000000000000000000000000".into())
+        );
+        assert_eq!(
+            RowCount::parse("000000000000000000000000000012"),
+            RowCount::Small(12)
+        );
+    }
+
+    #[test]
+    fn sql_cap_counts_characters() {
+        let s: String = "é".repeat(SQL_CAP + 1);
+        let q = Query::new(Arc::from(s.as_str()), QueryKind::Simple, 0.0, 1);
+        assert!(q.sql_truncated && q.sql.chars().count() == SQL_CAP);
+        let s: String = "é".repeat(SQL_CAP);
+        assert!(!Query::new(Arc::from(s.as_str()), QueryKind::Simple, 0.0, 1).sql_truncated);
+    }
+
+    #[test]
+    fn rows_rule() {
+        let mut q = Query::new(Arc::from("q"), QueryKind::Simple, 0.0, 1);
+        assert_eq!(q.rows(), None);
+        q.command_complete(String::new());
+        assert_eq!(q.rows(), None);
+        q.command_complete("CREATE TABLE".into());
+        assert_eq!(q.rows(), Some(RowCount::Small(0)));
+        q.data_rows = 3;
+        assert_eq!(q.rows(), Some(RowCount::Small(3)));
+        q.command_complete("SELECT 2".into());
+        q.command_complete("SELECT 5".into());
+        assert_eq!(q.rows(), Some(RowCount::Small(7)));
+    }
+}

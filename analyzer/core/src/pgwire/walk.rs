@@ -1,0 +1,117 @@
+//! The steady state: typed messages walked one after another. DataRow and CopyData runs are
+//! counted without reading their bodies (the hot loop); other messages go to handle.rs.
+
+use super::conversation::{Conversation, State, KEEP_CAP};
+use super::framing::{header, message_run, MAX_MESSAGE};
+use super::messages::{name_of, Role};
+
+impl Conversation {
+    /// Walk the messages of buf (stream offset `off` at buf[0]) from pos: where the bytes not
+    /// consumed begin.
+    pub(super) fn typed(
+        &mut self,
+        d: usize,
+        buf: &[u8],
+        pos: usize,
+        off: i64,
+        frame: u64,
+        ts: f64,
+    ) -> usize {
+        let role = self.sides[d].role;
+        // 'D' is DataRow from the backend, Describe from the frontend
+        let big_d = if role == Role::Backend {
+            Some(b'D')
+        } else {
+            None
+        };
+        let n = buf.len();
+        let mut pos = pos;
+        // bulk messages since the last control message
+        let (mut rows, mut copies, mut nbytes) = (0u64, 0u64, 0u64);
+        while n.saturating_sub(pos) >= 5 {
+            let Some((t, ln)) = header(buf, pos) else {
+                break;
+            };
+            if t == b'd' || Some(t) == big_d {
+                // the hot path: a run of DataRow or CopyData, counted, never parsed
+                let run = message_run(buf, pos);
+                nbytes += (run.end - pos) as u64;
+                if t == b'D' {
+                    rows += run.count;
+                } else {
+                    copies += run.count;
+                }
+                pos = run.end;
+                if let Some(bad) = run.bad {
+                    if rows > 0 || copies > 0 {
+                        self.bulk(d, rows, copies, nbytes, frame, ts);
+                    }
+                    self.malformed(d, t, bad, super::conversation::at(off, pos), frame);
+                    return n;
+                }
+                if pos > n {
+                    // the last one continues in the next segment
+                    self.sides[d].skip = (pos - n) as i64;
+                    pos = n;
+                    break;
+                }
+                continue;
+            }
+            if rows > 0 || copies > 0 {
+                self.bulk(d, rows, copies, nbytes, frame, ts);
+                (rows, copies, nbytes) = (0, 0, 0);
+            }
+            if name_of(role, t).is_none() || !(4..=MAX_MESSAGE).contains(&ln) {
+                self.malformed(d, t, ln, super::conversation::at(off, pos), frame);
+                return n;
+            }
+            let end = pos + 1 + ln as usize;
+            let body_at = pos + 5;
+            if end > n {
+                if ln as usize <= KEEP_CAP {
+                    break;
+                }
+                // read up to KEEP_CAP, the rest skipped
+                let body = buf.get(body_at..n.min(body_at + KEEP_CAP)).unwrap_or(&[]);
+                self.message(d, t, body, ln, frame, ts);
+                self.sides[d].skip = (end - n) as i64;
+                pos = n;
+                break;
+            }
+            self.message(d, t, buf.get(body_at..end).unwrap_or(&[]), ln, frame, ts);
+            pos = end;
+            if self.sides[d].state == State::Stopped {
+                return n;
+            }
+        }
+        if rows > 0 || copies > 0 {
+            self.bulk(d, rows, copies, nbytes, frame, ts);
+        }
+        pos
+    }
+
+    /// DataRows and CopyDatas counted: the side's counts, and the query they answer (or, from
+    /// the frontend, the query that asked for them: COPY FROM STDIN).
+    fn bulk(&mut self, d: usize, rows: u64, copies: u64, nbytes: u64, frame: u64, ts: f64) {
+        let s = &mut self.sides[d];
+        s.decoded = true;
+        if rows > 0 {
+            s.counts.add_rows(rows);
+        }
+        if copies > 0 {
+            s.counts.add_copies(copies);
+        }
+        if s.role == Role::Frontend {
+            if let Some(q) = self.last_query.and_then(|id| self.store.get_mut(id)) {
+                q.copy_data += copies;
+            }
+            return;
+        }
+        let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) else {
+            return;
+        };
+        q.data_rows += rows;
+        q.copy_data += copies;
+        q.respond(nbytes, rows + copies, ts, frame);
+    }
+}
