@@ -14,13 +14,13 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
-from pktflow.capture.problems import damage_reason, open_error, unsupported_error
+from pktflow.capture.problems import damage_reason, open_error
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.report import conversation_findings, conversation_json, frontend_direction
 from pktflow.relay.measure import relays_of
 from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts
 from pktflow.tcp.findings import connection_findings, direction_name
-from pktflow.tcp.report import connection_json
+from pktflow.tcp.report import connection_json, settle_roles
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.report import transfer_findings, transfer_result
 
@@ -79,10 +79,11 @@ def analyze(path: str, options: Options | None = None,
             if progress is not None and core.records >> 16 != shown >> 16:
                 shown = core.records
                 progress(shown)
-        stats = core.stats()
-        if stats["packets"] and not stats["tcp_packets"] and not stats["supported_link"]:
-            raise unsupported_error(stats, path)
-        return build_report(stats, core.late(), run)
+        try:
+            core.outcome()
+        except _core.OpenError as exc:
+            raise open_error(exc.args[0], path) from None
+        return build_report(core.stats(), core.engine(), run)
     finally:
         if collecting:
             # What the pass kept would sit in the youngest generation, and the first
@@ -120,10 +121,7 @@ def connection_report(facts: dict[str, Any], start: float) -> tuple[dict[str, An
     """A connection's report and findings from its facts; times relative to `start`."""
     tcp, pg, tr = facts["tcp"], facts["postgres"], facts["transfer"]
     # The wire protocol corrects the engine's client/server guess when there was no handshake.
-    roles_from, swapped = tcp["role_source"], False
-    front = None if pg is None else frontend_direction(pg)
-    if front is not None and not tcp["handshake_seen"]:
-        swapped, roles_from = front == 1, "application"
+    swapped, roles_from = settle_roles(tcp, None if pg is None else frontend_direction(pg))
     out = connection_json(tcp, start, swapped, roles_from)
     conn_id = out["id"]
     if pg is not None:
@@ -138,7 +136,7 @@ def connection_report(facts: dict[str, Any], start: float) -> tuple[dict[str, An
     if pg is not None:
         found += conversation_findings(pg, conn_id)
     if tr is not None:
-        found += transfer_findings(tr, conn_id, lambda d: direction_name(tcp, swapped, d))
+        found += transfer_findings(tr, conn_id, lambda d: direction_name(d, swapped))
     return out, found
 
 
@@ -192,7 +190,7 @@ def capture_findings(capture: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def build_report(stats: dict[str, Any], late: dict[str, Any], run: Run) -> dict[str, Any]:
+def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dict[str, Any]:
     """The report, once the pass is done: connections in the order they opened."""
     capture = capture_json(stats)
     run.findings_of.sort(key=lambda r: r[0])
@@ -200,14 +198,14 @@ def build_report(stats: dict[str, Any], late: dict[str, Any], run: Run) -> dict[
     for _, found in run.findings_of:
         findings.extend(found)
     run.findings_of = []
-    if late["packets"]:
-        settled = late["settled_linger"]
+    if engine["late_packets"]:
+        settled = engine["settled_linger"]
         findings.append(Finding(
             "info", "late-packets",
-            f"{late['packets']:,} packets came after their connection had closed and been "
+            f"{engine['late_packets']:,} packets came after their connection had closed and been "
             f"reported (silent {settled if settled is not None else float('inf'):g} s "
             f"after a RST or both FINs acknowledged, else {run.options.linger_s:g} s); they are "
-            f"not analysed", None, late["frames"]))
+            f"not analysed", None, engine["late_frames"]))
     reports = run.reports
     reports.sort()
     store = run.options.store

@@ -49,10 +49,20 @@ impl Pass {
 
     fn step(&mut self, py: Python<'_>) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let mut done = Vec::new();
-        if !self.inner.step(&mut done) && done.is_empty() {
+        let inner = &mut self.inner;
+        if !py.detach(|| inner.step(&mut done)) && done.is_empty() {
             return Ok(None);
         }
         done.iter().map(|c| to_py(py, c)).collect::<PyResult<Vec<_>>>().map(Some)
+    }
+
+    /// After the last step: raises OpenError for a capture with records but none it could
+    /// decode (only link types the core does not read).
+    fn outcome(&self, py: Python<'_>) -> PyResult<()> {
+        match self.inner.outcome() {
+            Ok(()) => Ok(()),
+            Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+        }
     }
 
     /// Counters about the file as a whole (so far; final once `step` returned None).
@@ -60,9 +70,10 @@ impl Pass {
         to_py(py, self.inner.stats())
     }
 
-    /// Packets that came after their connection was reported, and the engine's settled linger.
-    fn late(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        to_py(py, &self.inner.late())
+    /// Packets that came after their connection was reported, the engine's settled linger,
+    /// connections numbered.
+    fn engine(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_py(py, &self.inner.engine_facts())
     }
 
     /// Records read so far (for a progress bar).

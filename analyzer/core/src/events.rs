@@ -10,9 +10,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::capture::{Capture, OpenError};
-use crate::pass::SWEEP_EVERY;
 use crate::pgwire::{Conversation, ConversationFacts};
-use crate::tcp::engine::{ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
+use crate::capture::Item;
+use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 
 /// One packet: connection number, then the engine's observation of it.
@@ -23,8 +23,8 @@ pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8);
 #[derive(Serialize, Default)]
 pub struct Collected {
     pub events: Vec<Event>,
-    /// (connection, frame, messages completed in that frame in wire order with repeats folded)
-    pub labels: Vec<(u64, u64, Vec<(&'static str, u64)>)>,
+    /// (connection, frame, messages completed in that frame: name and count)
+    pub labels: Vec<(u64, u64, Vec<(String, u64)>)>,
     /// (connection, frame) of segments that ended inside a message
     pub partial: Vec<(u64, u64)>,
     /// each selected connection's engine facts and PostgreSQL facts (roles, for the lanes)
@@ -40,7 +40,7 @@ struct Shared {
     t1: f64,
     max_events: usize,
     events: Vec<Event>,
-    labels: BTreeMap<(u64, u64), Vec<(&'static str, u64)>>,
+    labels: BTreeMap<(u64, u64), Vec<(String, u64)>>,
     partial: BTreeSet<(u64, u64)>,
     cut: bool,
 }
@@ -50,6 +50,43 @@ pub struct Recorder {
     number: u64,
     conversation: Conversation,
     shared: Rc<RefCell<Shared>>,
+    /// per direction: its control messages' counts when last compared, and how many
+    seen: [Vec<(String, u64)>; 2],
+    named: [u64; 2],
+}
+
+impl Recorder {
+    /// The messages direction d completed since `before` (named, rows, copies): control
+    /// messages from their counts (compared only when one came), DataRows and CopyDatas from
+    /// their totals, as most segments hold only those.
+    fn completed(&mut self, d: usize, before: (u64, u64, u64)) -> Vec<(String, u64)> {
+        let Some((named, rows, copies, _)) = self.conversation.side_progress(d) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let (Some(seen), Some(last)) = (self.seen.get_mut(d), self.named.get_mut(d)) {
+            if named != *last {
+                let now = self.conversation.side_counts(d);
+                for (name, n) in &now {
+                    if name == "DataRow" || name == "CopyData" {
+                        continue;
+                    }
+                    let was = seen.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
+                    if *n != was {
+                        out.push((name.clone(), n.saturating_sub(was)));
+                    }
+                }
+                *seen = now;
+                *last = named;
+            }
+        }
+        for (name, n) in [("DataRow", rows - before.1), ("CopyData", copies - before.2)] {
+            if n > 0 {
+                out.push((name.to_string(), n));
+            }
+        }
+        out
+    }
 }
 
 impl PacketObserver for Recorder {
@@ -73,17 +110,21 @@ impl PacketObserver for Recorder {
 
 impl StreamSink for Recorder {
     fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        let before = self
+            .conversation
+            .side_progress(d)
+            .map_or((0, 0, 0), |(n, r, c, _)| (n, r, c));
         self.conversation.feed(d, data, offset, frame, ts, start_seen);
-        let done = self.conversation.take_trace();
-        let partial = self.conversation.inside_message(d);
+        let done = self.completed(d, before);
+        let partial = self.conversation.side_progress(d).is_some_and(|p| p.3);
         let key = (self.number, frame);
         let mut s = self.shared.borrow_mut();
         if !done.is_empty() {
             let label = s.labels.entry(key).or_default();
             for (name, n) in done {
-                match label.last_mut() {
-                    Some((last, count)) if *last == name => *count += n,
-                    _ => label.push((name, n)),
+                match label.iter_mut().find(|(k, _)| *k == name) {
+                    Some((_, count)) => *count += n,
+                    None => label.push((name, n)),
                 }
             }
         }
@@ -152,12 +193,12 @@ impl Handler for Picker {
         if !self.numbers.contains(&meta.number) {
             return Maybe(None);
         }
-        let mut conversation = Conversation::new();
-        conversation.enable_trace();
         Maybe(Some(Recorder {
             number: meta.number,
-            conversation,
+            conversation: Conversation::new(),
             shared: Rc::clone(&self.shared),
+            seen: [Vec::new(), Vec::new()],
+            named: [0, 0],
         }))
     }
 }
@@ -185,22 +226,20 @@ pub fn collect(
     };
     let mut engine = TcpEngine::new(picker, linger, settled_linger);
     let mut out = Collected::default();
-    let keep = |conn: crate::tcp::engine::Connection<Maybe>, out: &mut Collected| {
+    let keep = |conn: Connection<Maybe>, out: &mut Collected| {
         let facts = conn.facts();
         if let Some(r) = conn.into_analyses().0 {
             out.connections.push((r.number, facts, Some(r.conversation.facts())));
         }
     };
-    let mut fed = 0;
-    while let Some(pkt) = capture.next_packet() {
-        let ts = pkt.ts;
-        engine.feed(&pkt);
-        fed += 1;
-        if fed == SWEEP_EVERY {
-            fed = 0;
-            engine.sweep(ts);
-            for conn in engine.take_retired() {
-                keep(conn, &mut out);
+    while let Some(item) = capture.next_item() {
+        match item {
+            Item::Packet(pkt) => engine.feed(&pkt),
+            Item::BatchEnd { ts } => {
+                engine.sweep(ts);
+                for conn in engine.take_retired() {
+                    keep(conn, &mut out);
+                }
             }
         }
     }

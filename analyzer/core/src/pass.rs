@@ -6,14 +6,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::capture::{Capture, CaptureStats, OpenError};
+use crate::capture::{Capture, CaptureStats, Item, OpenError};
 use crate::pgwire::{Conversation, ConversationFacts};
-use crate::tcp::engine::{ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
+use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
-
-/// Packets fed between two sweeps of the engine (retiring connections closed and silent).
-pub const SWEEP_EVERY: u32 = 256;
 
 #[derive(Clone, Copy, Debug)]
 pub struct PassOptions {
@@ -88,14 +85,6 @@ pub struct ConnectionReport {
     pub transfer: Option<TransferFacts>,
 }
 
-/// Packets that came after their connection was reported.
-#[derive(Serialize)]
-pub struct Late {
-    pub packets: u64,
-    pub frames: Vec<u64>,
-    pub settled_linger: Option<f64>,
-}
-
 pub struct Pass {
     capture: Capture,
     engine: TcpEngine<Factory>,
@@ -117,35 +106,34 @@ impl Pass {
         })
     }
 
-    /// Feed the next batch of packets; append the connections retired meanwhile to `out`.
-    /// False once the capture is done (then the connections still open are in `out` too).
+    /// Feed the next batch of packets (the engine is swept where the reader ends a batch);
+    /// append the connections retired meanwhile to `out`. False once the capture is done
+    /// (then every connection still open is in `out` too).
     pub fn step(&mut self, out: &mut Vec<ConnectionReport>) -> bool {
         if self.done {
             return false;
         }
-        let mut fed = 0;
-        let mut last_ts = None;
-        while fed < SWEEP_EVERY {
-            match self.capture.next_packet() {
-                Some(pkt) => {
-                    last_ts = Some(pkt.ts);
-                    self.engine.feed(&pkt);
-                    fed += 1;
+        loop {
+            match self.capture.next_item() {
+                Some(Item::Packet(pkt)) => self.engine.feed(&pkt),
+                Some(Item::BatchEnd { ts }) => {
+                    self.engine.sweep(ts);
+                    break;
                 }
                 None => {
                     self.done = true;
+                    self.engine.finish();
                     break;
                 }
             }
         }
-        if let Some(ts) = last_ts {
-            self.engine.sweep(ts);
-        }
-        if self.done {
-            self.engine.finish();
-        }
         out.extend(self.engine.take_retired().map(report));
         !self.done
+    }
+
+    /// After the last step: a capture with records but none it could decode.
+    pub fn outcome(&self) -> Result<(), OpenError> {
+        self.capture.outcome()
     }
 
     pub fn stats(&self) -> &CaptureStats {
@@ -156,16 +144,13 @@ impl Pass {
         self.capture.stats().packets
     }
 
-    pub fn late(&self) -> Late {
-        Late {
-            packets: self.engine.late_packets(),
-            frames: self.engine.late_frames().to_vec(),
-            settled_linger: self.engine.settled_linger(),
-        }
+    /// Late packets, the settled linger in effect, connections numbered.
+    pub fn engine_facts(&self) -> EngineFacts {
+        self.engine.facts()
     }
 }
 
-fn report(conn: crate::tcp::engine::Connection<Analyses>) -> ConnectionReport {
+fn report(conn: Connection<Analyses>) -> ConnectionReport {
     let tcp = conn.facts();
     let analyses = conn.into_analyses();
     ConnectionReport {
