@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from craft import LINKTYPE_RAW, _block, write_pcap
 
-from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
+from pktflow._core import ACK, FIN, PSH, RST, SYN
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode, NotACaptureError, PktflowError
 from pktflow.pipeline import analyze

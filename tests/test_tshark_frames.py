@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from tsharkcheck import TSHARK
 
-from pktflow.capture.packet import SYN
+from pktflow._core import FILLS_HOLE, OUT_OF_ORDER, SYN
 from pktflow.flow.events import collect
-from pktflow.tcp.observe import FILLS_HOLE, OUT_OF_ORDER
 from pktflow.pipeline import analyze
 
 CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap"))

@@ -83,7 +83,9 @@ def analyze(path: str, options: Options | None = None,
             core.outcome()
         except _core.OpenError as exc:
             raise open_error(exc.args[0], path) from None
-        return build_report(core.stats(), core.engine(), run)
+        stats = core.stats()
+        stats["file"] = path  # as given (the core's is the path as bytes allow)
+        return build_report(stats, core.engine(), run)
     finally:
         if collecting:
             # What the pass kept would sit in the youngest generation, and the first

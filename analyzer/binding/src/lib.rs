@@ -10,6 +10,36 @@ use pyo3::prelude::*;
 use pythonize::pythonize;
 
 create_exception!(_core, OpenError, PyException, "The capture could not be opened: args[0] is the problem's facts (a dict).");
+create_exception!(_core, CoreBug, PyException, "The core panicked: a bug in pktflow (the message says where).");
+
+thread_local! {
+    /// The last panic's message and place, kept by the hook for `guard` (the default hook
+    /// would print them to stderr: the command line prints one line of its own).
+    static PANIC: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs core code with a panic turned into CoreBug: an ordinary exception, so the command
+/// line reports it in one line (exit 70) rather than as PyO3's BaseException.
+fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .map_err(|_| CoreBug::new_err(PANIC.with(|p| p.take())))
+}
+
+fn keep_panics_quiet() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".to_string());
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        PANIC.with(|p| *p.borrow_mut() = format!("{what}{place}"));
+    }));
+}
 
 fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
     Ok(pythonize(py, value)?.unbind())
@@ -41,7 +71,7 @@ impl Pass {
             linger: linger_s,
             settled_linger: settled_linger_s,
         };
-        match py.detach(|| CorePass::open(&path, options)) {
+        match py.detach(|| guard(|| CorePass::open(&path, options)))? {
             Ok(inner) => Ok(Pass { inner }),
             Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
         }
@@ -50,7 +80,7 @@ impl Pass {
     fn step(&mut self, py: Python<'_>) -> PyResult<Option<Vec<Py<PyAny>>>> {
         let mut done = Vec::new();
         let inner = &mut self.inner;
-        if !py.detach(|| inner.step(&mut done)) && done.is_empty() {
+        if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
             return Ok(None);
         }
         done.iter().map(|c| to_py(py, c)).collect::<PyResult<Vec<_>>>().map(Some)
@@ -98,10 +128,12 @@ fn collect(
     settled_linger_s: Option<f64>,
 ) -> PyResult<Py<PyAny>> {
     let got = py.detach(|| {
-        pktflow_core::events::collect(
-            &path, &numbers, t0, t1, max_events, linger_s, settled_linger_s,
-        )
-    });
+        guard(|| {
+            pktflow_core::events::collect(
+                &path, &numbers, t0, t1, max_events, linger_s, settled_linger_s,
+            )
+        })
+    })?;
     match got {
         Ok(c) => to_py(py, &c),
         Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
@@ -110,6 +142,7 @@ fn collect(
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    keep_panics_quiet();
     m.add_class::<Pass>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
@@ -125,6 +158,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add(name, v)?;
     }
     m.add("OpenError", m.py().get_type::<OpenError>())?;
+    m.add("CoreBug", m.py().get_type::<CoreBug>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
