@@ -18,6 +18,12 @@
 //! - the end of the file (or damage) ends the last batch.
 //!
 //! A batch without TCP packets has no end: the reference sweeps only after TCP packets.
+//!
+//! Records and headers are decoded by hand, not with pcap-parser and etherparse: on the
+//! real captures and their conversions those crates differ from the reference (obsolete
+//! Packet Blocks skipped, big-endian pcapng timestamps, IPv6 extension headers classified
+//! otherwise), their errors do not give the reference's damage offsets, and the batch ends
+//! need the reference's own window.
 
 pub mod error;
 mod gzip;
