@@ -1,14 +1,43 @@
-"""Histogram: the run-length fast path must count exactly what one dict update per value does.
-Quantiles: every quantile within its stated error of the exact one, in bounded memory.
-Bins: what a dict of counts by index says, sparse or dense."""
+"""The core's histograms as the report shows them, on crafted flows.
+
+Histogram, Quantiles and Bins are Rust (analyzer/core/src/histogram.rs) with their unit tests
+there (run-length counting against one update per value, reads mid-run, quantile error bounds,
+bins sparse and dense, memory). Here: what each answers in a direction's report —
+segment_size_histogram / segment_size_median and bytes_acked_histogram / pattern (Histogram:
+counts, the cap and its rounding, top lists and the mode), in_flight and rtt_ms quantiles
+(Quantiles: exact while few values, within a bucket past 1,024), best_100ms / worst_100ms
+(Bins) — against the contract computed here from the values the flow was built with."""
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import Any
 
 import pytest
+from tcpfeed import Flow, write_capture
 
-from pktflow.transfer.histogram import EXACT_KEYS, Bins, Histogram, Quantiles
+from pktflow.pipeline import analyze
+
+TOP_K = 12  # entries of a histogram's top list (pktflow_core::transfer::TOP_K)
+CAP = 4096  # exact keys of a transfer Histogram, then 4 significant bits
+EXACT_KEYS = 1024  # distinct values a Quantiles keeps exactly
+
+
+def report_of(f: Flow, tmp_path: Path) -> dict[str, Any]:
+    return analyze(str(write_capture(tmp_path / "flow.pcap", f.packets)))
+
+
+def server_side(f: Flow, tmp_path: Path) -> dict[str, Any]:
+    """The crafted flow's server->client direction in the report."""
+    (conn,) = report_of(f, tmp_path)["connections"]
+    return conn["directions"]["server_to_client"]
+
+
+def send(f: Flow, size: int, **kw: Any) -> None:
+    """A server segment of `size` bytes on the wire, its payload cut by the snapshot length
+    (the file stays small; sequence accounting uses wire lengths)."""
+    f.send(1, b"", plen=size, **kw)
 
 
 def reference(values: list[int], cap: int) -> dict[int, int]:
@@ -28,150 +57,221 @@ def reference(values: list[int], cap: int) -> dict[int, int]:
     return counts
 
 
-def runs(rng: random.Random, n: int, distinct: int) -> list[int]:
-    """Values in runs, as segment sizes and bytes per ACK come."""
-    out: list[int] = []
-    while len(out) < n:
-        out += [rng.randrange(distinct) * 37] * rng.choice((1, 1, 2, 5, 40))
-    return out[:n]
-
-
-@pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("cap", [4, 64, 4096])
-def test_counts_match_one_update_per_value(seed: int, cap: int) -> None:
-    rng = random.Random(seed)
-    values = runs(rng, 3000, rng.choice((3, 50, 2000)))
-    h = Histogram(cap=cap)
-    for v in values:
-        h.add(v)
-    want = reference(values, cap)
-    assert h.counts == want
-    assert list(h.counts) == list(want), "keys in first-seen order, as JSON lists them"
-    assert h.n == len(values)
-    assert (h.lo, h.hi) == (min(want), max(want))
-
-
-def test_reading_mid_run_then_adding_more() -> None:
-    """Reading flushes the pending run; adds after a read continue the same counts."""
-    h = Histogram()
-    for v in (1448, 1448, 1448):
-        h.add(v)
-    assert h.counts == {1448: 3}
-    assert h.median() == 1448
-    for v in (1448, 0, 0, 1448):
-        h.add(v)
-    assert h.counts == {1448: 5, 0: 2}
-    assert h.top() == {"1448": 5, "0": 2}
-
-
-def test_negative_values_count_too() -> None:
-    """A clock stepping back can make an RTT negative: it is counted, never lost."""
-    h = Histogram()
-    for v in (-1, -1, 5, -1):
-        h.add(v)
-    assert h.counts == {-1: 3, 5: 1}
-
-
-def test_empty() -> None:
-    h = Histogram()
-    assert h.counts == {} and h.n == 0 and h.median() is None and h.lo is None
+def top(counts: dict[int, int]) -> dict[str, int]:
+    """The report's top list: largest count first, smaller value first among equals."""
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_K]
+    return {str(v): c for v, c in best}
 
 
 def exact_quantile(values: list[int], q: float) -> int:
-    """The definition both classes use: the first value whose cumulative count passes q*(n-1)."""
+    """The definition the core uses: the first value whose cumulative count passes q*(n-1)."""
     ordered = sorted(values)
     return ordered[int(q * (len(ordered) - 1))]
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("spread", [200, 2000, 70_000, 5_000_000, 1 << 40])
-def test_quantiles_within_a_bucket_of_the_exact_ones(seed: int, spread: int) -> None:
+def median_of(counts: dict[int, int]) -> int:
+    return exact_quantile([v for v, c in counts.items() for _ in range(c)], 0.5)
+
+
+def runs(rng: random.Random, n: int, distinct: int) -> list[int]:
+    """Segment sizes in runs, as they come (never 0: that would be no data)."""
+    out: list[int] = []
+    while len(out) < n:
+        out += [(rng.randrange(distinct) + 1) * 13] * rng.choice((1, 1, 2, 5, 40))
+    return out[:n]
+
+
+# -- Histogram: segment sizes, bytes per ACK ----------------------------------------------------
+
+@pytest.mark.parametrize("seed,distinct", [(0, 3), (1, 50), (2, 2000), (3, 50)])
+def test_segment_sizes_count_one_update_per_value(tmp_path: Path, seed: int,
+                                                  distinct: int) -> None:
     rng = random.Random(seed)
-    values = [int(rng.lognormvariate(0, 2) * spread) % (spread + 1) for _ in range(5000)]
-    values += [rng.randrange(spread + 1)] * 300  # a run
-    rng.shuffle(values)
-    h = Quantiles()
-    for v in values:
-        h.add(v)
-    assert h.n == len(values) and h.hi == max(values) and h.lo == min(values)
-    for q in (0.0, 0.05, 0.5, 0.9, 0.95, 0.99, 1.0):
-        want, got = exact_quantile(values, q), h.quantile(q)
-        assert got is not None and got in values, "a quantile is a value that occurred"
-        if want < 256 or len(set(values)) <= EXACT_KEYS:
-            assert got == want
-        else:
-            assert want * (1 - 1 / 128) < got <= want, (q, want, got)
-    # memory: two slots per bucket, about 128 buckets per power of two of the largest value
-    assert len(h._counts) <= 256 + 128 * max(0, max(values).bit_length() - 8)
+    sizes = runs(rng, 3000, distinct)
+    f = Flow()
+    f.handshake()
+    for i, size in enumerate(sizes):
+        send(f, size)
+        if i % 4 == 3:
+            f.ack(0, win=65535)
+    out = server_side(f, tmp_path)
+    want = reference(sizes, CAP)
+    assert out["segment_size_histogram"] == top(want)
+    assert list(out["segment_size_histogram"]) == list(top(want)), "ordered as the top list"
+    assert out["segment_size_median"] == median_of(want)
+    assert out["max_segment"] == max(sizes)
 
 
-def test_quantiles_exact_when_each_bucket_saw_one_value() -> None:
-    """Bulk transfers repeat a few sizes (65,160 in flight, 1,448 per segment): those exactly,
-    also once many other values have moved the counts into buckets."""
-    few = [65160] * 7 + [1448] * 5 + [3] * 2 + [65160 * 3] * 9
-    many = [(1 << 30) + 7 * i for i in range(EXACT_KEYS)]  # distinct, above the rest
-    for values in (few, few + many):
-        h = Quantiles()
-        for v in values:
-            h.add(v)
-        for i in range(len(few)):  # the quantiles that fall on the repeated sizes
-            q = i / (len(values) - 1)
-            assert h.quantile(q) == exact_quantile(values, q), (len(values), i)
+def test_segment_sizes_past_the_cap_are_rounded(tmp_path: Path) -> None:
+    """4,096 distinct sizes fill the exact keys; 5,000 and 5,100 bytes after them both count
+    as 4,608 (4 significant bits), which tops the list though neither occurred."""
+    sizes = list(range(1, CAP + 1))
+    random.Random(7).shuffle(sizes)
+    sizes += [5000] * 5 + [5100] * 7 + [17] * 3  # 17: an exact key already, counted exactly
+    f = Flow()
+    f.handshake()
+    for i, size in enumerate(sizes):
+        send(f, size, dt=0.00001)
+        if i % 8 == 7:
+            f.ack(0, win=65535)
+    out = server_side(f, tmp_path)
+    want = reference(sizes, CAP)
+    assert want[4608] == 12 and 5000 not in want and want[17] == 4
+    assert out["segment_size_histogram"] == top(want)
+    assert list(out["segment_size_histogram"])[:2] == ["4608", "17"]
+    assert out["segment_size_median"] == median_of(want)
 
 
-def test_quantiles_read_mid_run_and_negative() -> None:
-    h = Quantiles()
-    for v in (500, 500, -2):
-        h.add(v)
-    assert (h.n, h.lo, h.hi, h.median()) == (3, -2, 500, 500)
-    h.add(-2)  # the pending run was flushed by the read: counting goes on
-    h.add(70)
-    assert (h.n, h.lo, h.quantile(0.0), h.quantile(0.25)) == (5, -2, -2, -2)
-    assert h.quantile(0.5) == 70
+def test_the_pattern_is_the_first_counted_mode_the_list_the_smaller_value(
+        tmp_path: Path) -> None:
+    """Equal counts: the pattern names the size counted first (3,000 B), the top list puts
+    the smaller (1,000 B) first."""
+    f = Flow()
+    f.handshake()
+    for size in [3000] * 6 + [1000] * 6 + [2000] * 2:
+        send(f, size)
+        f.ack(0, win=65535)
+    out = server_side(f, tmp_path)
+    assert out["acks"]["bytes_acked_histogram"] == {"1000": 6, "3000": 6, "2000": 2}
+    assert list(out["acks"]["bytes_acked_histogram"]) == ["1000", "3000", "2000"]
+    assert out["pattern"] == "1 ACK per 1 segment, 3,000 B (43% of ACKs)"
+    assert out["acks"]["bytes_acked_median"] == 2000
+    assert out["segment_size_histogram"] == {"1000": 6, "3000": 6, "2000": 2}
 
 
-def test_quantiles_empty() -> None:
-    h = Quantiles()
-    assert h.n == 0 and h.median() is None and h.lo is None and h.hi is None
+def test_a_direction_without_data_has_empty_histograms(tmp_path: Path) -> None:
+    f = Flow()
+    f.handshake()
+    for _ in range(5):
+        send(f, 1000)
+        f.ack(0)
+    (conn,) = report_of(f, tmp_path)["connections"]
+    c2s = conn["directions"]["client_to_server"]
+    assert c2s["segment_size_histogram"] == {} and c2s["segment_size_median"] is None
+    assert c2s["acks"]["bytes_acked_histogram"] == {} and c2s["acks"]["count"] == 0
+    assert c2s["acks"]["bytes_acked_median"] is None and c2s["pattern"] == "no ACKs advanced"
+    assert c2s["in_flight"]["median"] is None and c2s["rtt_ms"] is None
+    assert c2s["best_100ms"] is None and c2s["worst_100ms"] is None
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_bins_answer_as_a_dict_of_counts(seed: int) -> None:
-    """Bins against a plain dict: busy (dense) and idle (sparse) flows, timestamps that step
-    back (negative indexes, earlier indexes after later ones), empty and full ranges."""
+# -- Quantiles: bytes in flight, RTTs ---------------------------------------------------------
+
+def one_at_a_time(sizes: list[int]) -> Flow:
+    """Each segment acknowledged before the next: the bytes in flight at each are its size."""
+    f = Flow()
+    f.handshake()
+    for size in sizes:
+        send(f, size)
+        f.ack(0, win=65535)
+    return f
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("spread", [200, 2000, 60_000])
+def test_in_flight_median_within_a_bucket_of_the_exact_one(tmp_path: Path, seed: int,
+                                                           spread: int) -> None:
     rng = random.Random(seed)
-    ref: dict[int, int] = {}
-    bins = Bins()
-    i = rng.randrange(3)
-    gap = rng.choice([1, 2, 50, 400])  # 1: every index has a count
-    for _ in range(rng.choice([5, 40, 3000])):
-        if rng.random() < 0.05:
-            j = rng.randrange(-3, i + 1)  # back in time
-        else:
-            i += rng.randrange(1, gap + 1)
-            j = i
-        n = rng.choice([1, 1448, 7, 7, 7])  # equal counts: ties
-        ref[j] = ref.get(j, 0) + n
-        bins.add(j, n)
-        assert len(bins) == len(ref)
-    assert bins.items() == sorted(ref.items())
-    assert all(bins.get(k) == ref.get(k, 0) for k in range(-5, i + 5))
+    sizes = [1 + int(rng.lognormvariate(0, 2) * spread) % spread for _ in range(3000)]
+    sizes += [1 + rng.randrange(spread)] * 300  # a run
+    rng.shuffle(sizes)
+    out = server_side(one_at_a_time(sizes), tmp_path)
+    want, got = exact_quantile(sizes, 0.5), out["in_flight"]["median"]
+    assert out["in_flight"]["max"] == max(sizes)
+    assert got in sizes, "a quantile is a value that occurred"
+    if want < 256 or len(set(sizes)) <= EXACT_KEYS:
+        assert got == want
+    else:
+        assert want * (1 - 1 / 128) < got <= want, (want, got)
+
+
+def test_in_flight_median_exact_on_a_repeated_size_past_1024_values(tmp_path: Path) -> None:
+    """Bulk transfers repeat a few sizes: the median on one of them stays exact once many
+    distinct larger values have moved the counts into buckets."""
+    many = [40_000 + 7 * i for i in range(EXACT_KEYS + 1)]  # distinct, several a bucket
+    sizes = [1448] * 1200 + [536] * 300 + [3] * 10 + many
+    random.Random(3).shuffle(sizes)
+    out = server_side(one_at_a_time(sizes), tmp_path)
+    assert exact_quantile(sizes, 0.5) == 1448 and out["in_flight"]["median"] == 1448
+
+
+def test_rtt_quantiles_within_a_bucket(tmp_path: Path) -> None:
+    """2,000 distinct round trips (microseconds): median and p95 are sampled values (to the
+    microsecond the clock gives), at most a bucket (1/128) below the exact ones."""
+    rng = random.Random(11)
+    rtts = rng.sample(range(300, 80_000), 2000)
+    f = Flow()
+    f.handshake()
+    for us in rtts:
+        send(f, 1000, dt=0.001)
+        f.ack(0, win=65535, dt=us * 1e-6)
+    rtt = server_side(f, tmp_path)["rtt_ms"]
+    assert rtt["samples"] == len(rtts)
+    assert rtt["min"] == pytest.approx(min(rtts) / 1000, abs=0.002)
+    for q, key in ((0.5, "median"), (0.95, "p95")):
+        want, got = exact_quantile(rtts, q), round(rtt[key] * 1000)
+        assert any(abs(got - v) <= 1 for v in rtts), (key, got)
+        assert want * (1 - 1 / 128) - 1 <= got <= want + 1, (key, want, got)
+
+
+def test_a_clock_stepping_back_gives_negative_rtts_that_count(tmp_path: Path) -> None:
+    """An ACK stamped before its data (the clock stepped back): the sample is negative and
+    counted, never lost."""
+    f = Flow()
+    f.handshake()
+    for i in range(6):
+        send(f, 1000, dt=0.01)
+        f.ack(0, win=65535, dt=-0.002 if i < 4 else 0.003)
+    rtt = server_side(f, tmp_path)["rtt_ms"]
+    assert rtt["samples"] == 6
+    assert rtt["min"] == pytest.approx(-2.0, abs=0.002)
+    assert rtt["median"] == pytest.approx(-2.0, abs=0.002)
+    assert rtt["p95"] == pytest.approx(3.0, abs=0.002)
+
+
+# -- Bins: bytes per 100 ms ---------------------------------------------------------------------
+
+def best_and_worst(ref: dict[int, int], end: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(index, bytes) of the busiest bin (the lowest index among equals) and of the quietest in
+    [0, end): the first empty one if any, else the smallest count, the lowest among equals."""
     most = max(ref.values())
-    assert bins.most() == (min(k for k, v in ref.items() if v == most), most)
-    for end in (0, 1, i // 2, i, i + 3):
-        missing = [k for k in range(end) if k not in ref]
-        want = missing[0] if missing else min(range(end), key=lambda k: ref[k], default=0)
-        assert bins.least(end) == want, end
+    best = min(k for k, v in ref.items() if v == most)
+    missing = [k for k in range(end) if k not in ref]
+    worst = missing[0] if missing else min(range(end), key=lambda k: ref[k], default=0)
+    return (best, most), (worst, ref.get(worst, 0))
 
 
-def test_bins_of_a_busy_hour_are_small() -> None:
-    """36,000 100 ms bins (a busy flow's hour) in about 8 bytes each, not a dict's 90."""
-    import tracemalloc
-
-    tracemalloc.start()
-    bins = Bins()
-    for i in range(36_000):
-        bins.add(i, 1448 * (1 + i % 3))
-    size = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    assert size < 400_000 and len(bins) == 36_000
+@pytest.mark.parametrize("seed", [*range(8), 14, 29])  # 14, 29: bins before the first
+def test_best_and_worst_100ms_as_a_dict_of_counts(tmp_path: Path, seed: int) -> None:
+    """Bytes per 100 ms bin of a flow against a plain dict: busy (every bin, past the switch to
+    an array) and idle (sparse) flows, bins revisited by a clock stepping back, ties."""
+    rng = random.Random(seed)
+    f = Flow()
+    f.handshake()
+    f.t = first = 1_700_000_001.0  # the first data segment's time, on a bin boundary
+    ref: dict[int, int] = {}
+    i, gap = 0, rng.choice([1, 1, 3, 50])  # 1: every bin has bytes
+    for _ in range(rng.choice([5, 40, 300])):
+        if rng.random() < 0.05 and ref:
+            j = rng.randrange(-3, i + 1)  # back in time, even before the first segment
+        else:
+            i += rng.randrange(1, gap + 1) if ref else 0
+            j = i
+        size = rng.choice([1448, 700, 700, 700])  # equal sizes: ties
+        t = first + j / 10 + 0.05 if ref else first  # later ones mid-bin: in no other
+        f.send(1, b"", plen=size, dt=t - f.t)
+        k = int((t - first) * 10)  # truncated: -2.5 is bin -2, -0.5 bin 0
+        ref[k] = ref.get(k, 0) + size
+    f.ack(0, win=65535, dt=0.001)
+    report = report_of(f, tmp_path)
+    (conn,) = report["connections"]
+    out = conn["directions"]["server_to_client"]
+    last = f.packets[-2][1]  # the last data segment: its bin is not judged
+    if last - first < 0.2:
+        assert out["best_100ms"] is None and out["worst_100ms"] is None
+        return
+    (bi, bb), (wi, wb) = best_and_worst(ref, int((last - first) * 10))
+    start = f.packets[0][1]
+    assert out["best_100ms"]["bps"] == bb * 10
+    assert out["best_100ms"]["start_s"] == pytest.approx(first + bi / 10 - start, abs=1e-5)
+    assert out["worst_100ms"]["bps"] == wb * 10
+    assert out["worst_100ms"]["start_s"] == pytest.approx(first + wi / 10 - start, abs=1e-5)

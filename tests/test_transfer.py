@@ -1,36 +1,35 @@
-"""Transfer dynamics: crafted flows through the real TCP engine, and the reference captures."""
+"""Transfer dynamics end to end: crafted flows written as captures and analysed by the core
+(the report's server_to_client direction and findings), and the reference captures.
+
+The transfer measurements themselves (ACK causes, flights, RTT samples, the outstanding-segment
+cap, memory bounds) have their unit tests beside the core (analyzer/core/src/transfer/tests.rs);
+here the same flows go through the capture reader, the TCP engine and the Python report."""
 
 from __future__ import annotations
 
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tcpfeed import Flow
+from tcpfeed import Flow, write_capture
 
 from pktflow.pipeline import analyze
-from pktflow.tcp.engine import TcpEngine
-from pktflow.transfer.analyzer import MAX_OUTSTANDING, TransferAnalyzer
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 SEG = 8192
+# segments the core remembers for an ACK (pktflow_core::transfer::MAX_OUTSTANDING)
+MAX_OUTSTANDING = 4096
 
 
-def run(f: Flow) -> tuple[dict[str, Any], TransferAnalyzer]:
-    """Analyse a crafted flow; return the server->client direction's JSON."""
-    holder: list[TransferAnalyzer] = []
+def run_report(f: Flow, tmp_path: Path) -> dict[str, Any]:
+    return analyze(str(write_capture(tmp_path / "flow.pcap", f.packets)))
 
-    def obs(conn: Any) -> list[TransferAnalyzer]:
-        dirs = conn.dirs
-        holder.append(TransferAnalyzer(conn.id, lambda s: dirs[s].wscale_known))
-        return holder
 
-    eng = TcpEngine(observer_factory=obs)
-    for p in f.packets:
-        eng.feed(p)
-    eng.finish()
-    return holder[0].result(1), holder[0]
+def run(f: Flow, tmp_path: Path) -> dict[str, Any]:
+    """Analyse a crafted flow; return the report's server->client direction."""
+    (conn,) = run_report(f, tmp_path)["connections"]
+    assert conn["server"]["port"] == 5432
+    return conn["directions"]["server_to_client"]
 
 
 def bulk(f: Flow, rounds: int, *, per_ack: int = 2, gap: float = 0.00002, win: int = 4096,
@@ -42,11 +41,11 @@ def bulk(f: Flow, rounds: int, *, per_ack: int = 2, gap: float = 0.00002, win: i
         f.ack(0, win=win, dt=ack_delay)
 
 
-def test_loopback_pattern_two_segments_per_ack() -> None:
+def test_loopback_pattern_two_segments_per_ack(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     bulk(f, 40)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["acks"]["bytes_acked_median"] == 2 * SEG
     assert out["acks"]["segments_per_ack_median"] == 2
     assert out["pattern"].startswith("1 ACK per 2 segments, 16,384 B")
@@ -55,18 +54,18 @@ def test_loopback_pattern_two_segments_per_ack() -> None:
     assert out["verdict"]["limit"] == "sender"
 
 
-def test_mss_pattern_over_a_bridge() -> None:
+def test_mss_pattern_over_a_bridge(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for _ in range(30):
         f.send(1, b"y" * 1448)
         f.send(1, b"y" * 1448)
         f.ack(0)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["acks"]["bytes_acked_median"] == 2896 and out["segment_size_median"] == 1448
 
 
-def test_delayed_ack_timer_and_quick_ack() -> None:
+def test_delayed_ack_timer_and_quick_ack(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for _ in range(12):
@@ -75,13 +74,16 @@ def test_delayed_ack_timer_and_quick_ack() -> None:
     for _ in range(3):
         f.send(1, b"z" * 100, dt=0.1)
         f.ack(0, dt=0.0001)  # one segment acked at once: quick-ack
-    out, ta = run(f)
-    causes = out["acks"]["causes"]
+    report = run_report(f, tmp_path)
+    (conn,) = report["connections"]
+    causes = conn["directions"]["server_to_client"]["acks"]["causes"]
     assert causes["delayed_timer"] == 12 and causes["quick_ack"] == 3
-    assert any(x.code == "delayed-ack-stalls" for x in ta.direction_findings(lambda d: "s->c"))
+    (stalls,) = [x for x in report["findings"] if x["code"] == "delayed-ack-stalls"]
+    assert stalls["connection"] == conn["id"]
+    assert stalls["message"].startswith("server->client: 12 of 15 ACKs")
 
 
-def test_window_update_and_duplicate_acks() -> None:
+def test_window_update_and_duplicate_acks(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     f.send(1, b"a" * 1000)
@@ -90,12 +92,12 @@ def test_window_update_and_duplicate_acks() -> None:
     f.ack(0, ack=f.seq[1] - 1000, win=100)  # same ack, same window, data outstanding
     f.ack(0, ack=f.seq[1] - 1000, win=100)
     f.ack(0, ack=f.seq[1] - 1000, win=900)  # same ack, larger window
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["acks"]["causes"]["duplicate"] == 2
     assert out["acks"]["causes"]["window_update"] == 1
 
 
-def test_zero_window_receiver_limited() -> None:
+def test_zero_window_receiver_limited(tmp_path: Path) -> None:
     f = Flow()
     f.handshake(wscale_c=0, wscale_s=0)
     for _ in range(30):
@@ -103,7 +105,7 @@ def test_zero_window_receiver_limited() -> None:
         f.send(1, b"w" * SEG)
         f.ack(0, win=0)  # the receiver's buffer is full
         f.ack(0, win=2 * SEG, dt=0.002)  # its application read: window update
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["window"]["zero_window_periods"] == 30 and out["window"]["scaled"]
     assert out["window"]["zero_window_total_s"] == pytest.approx(0.06, rel=0.05)
     assert out["verdict"]["limit"] == "receiver_window"
@@ -111,7 +113,7 @@ def test_zero_window_receiver_limited() -> None:
     assert out["flights"]["end_reasons"]["window_full"] >= 25
 
 
-def test_window_full_without_zero_window() -> None:
+def test_window_full_without_zero_window(tmp_path: Path) -> None:
     f = Flow()
     f.handshake(wscale_c=0, wscale_s=0)
     f.ack(0, win=2 * SEG)
@@ -119,25 +121,25 @@ def test_window_full_without_zero_window() -> None:
         f.send(1, b"w" * SEG)
         f.send(1, b"w" * SEG)
         f.ack(0, win=2 * SEG, dt=0.002)  # window of exactly two segments: always full
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["in_flight"]["max_ratio_to_window"] == 1.0
     assert out["verdict"]["limit"] == "receiver_window"
 
 
-def test_ack_clocked_sender_is_latency_bound() -> None:
+def test_ack_clocked_sender_is_latency_bound(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for _ in range(30):
         f.send(1, b"c" * SEG, dt=0.0001)  # resumes right after each ACK
         f.send(1, b"c" * SEG)
         f.ack(0, dt=0.020, win=60000)  # 20 ms round trips, wide-open window
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["flights"]["end_reasons"]["cwnd_wait"] >= 28
     assert out["verdict"]["limit"] == "latency"
     assert out["rtt_ms"]["median"] == pytest.approx(20.0, abs=0.5)
 
 
-def test_retransmissions_are_loss_limited_and_skip_rtt_samples() -> None:
+def test_retransmissions_are_loss_limited_and_skip_rtt_samples(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for i in range(30):
@@ -146,12 +148,12 @@ def test_retransmissions_are_loss_limited_and_skip_rtt_samples() -> None:
         if i % 5 == 0:
             f.send(1, b"r" * SEG, seq=p[6], advance=False, dt=0.2)
         f.ack(0)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["verdict"]["limit"] == "loss"
     assert out["rtt_ms"]["samples"] == 60 - 6 * 2 + 6  # Karn: retransmitted data is skipped
 
 
-def test_acks_lagging_behind_a_long_transfer() -> None:
+def test_acks_lagging_behind_a_long_transfer(tmp_path: Path) -> None:
     """The queue of unacknowledged segments never empties for 3,000 ACKs (and is compacted
     as it goes): every ACK covers the two oldest of 10 outstanding segments, sent 10 ms
     earlier; each segment gives one RTT sample."""
@@ -165,14 +167,14 @@ def test_acks_lagging_behind_a_long_transfer() -> None:
         f.send(1, b"q" * size, dt=0.004)
         f.send(1, b"q" * size, dt=0.001)
         f.ack(0, ack=base + 2 * i * size, win=60000, dt=0.0)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["acks"]["count"] == 3000
     assert out["acks"]["segments_per_ack_median"] == 2
     assert out["rtt_ms"]["samples"] == 6000
     assert out["rtt_ms"]["median"] == pytest.approx(25.0, abs=0.2)  # five 5 ms rounds back
 
 
-def test_segments_remembered_for_an_ack_are_capped() -> None:
+def test_segments_remembered_for_an_ack_are_capped(tmp_path: Path) -> None:
     """5,000 segments then one ACK for all: the oldest beyond MAX_OUTSTANDING are forgotten,
     so the ACK counts the 4,096 remembered ones (the bytes are exact)."""
     f = Flow()
@@ -180,43 +182,29 @@ def test_segments_remembered_for_an_ack_are_capped() -> None:
     for _ in range(5000):
         f.send(1, b"z" * 100, dt=0.00001)
     f.ack(0, win=60000, dt=0.001)
-    out, ta = run(f)
+    out = run(f, tmp_path)
     assert out["acks"]["bytes_acked_median"] == 500_000
     assert out["acks"]["segments_per_ack_median"] == MAX_OUTSTANDING
     assert out["rtt_ms"]["samples"] == MAX_OUTSTANDING
 
 
-def test_unknown_scale_is_labelled_and_only_zero_windows_count() -> None:
+def test_unknown_scale_is_labelled_and_only_zero_windows_count(tmp_path: Path) -> None:
     f = Flow()
     f.ack(0, win=100)  # no handshake: raw windows of 100 would mean 100 bytes
     bulk(f, 30, win=100)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["window"]["scaled"] is False and out["window"]["scale_lower_bound"] >= 8
     assert out["verdict"]["limit"] == "sender"
     assert out["in_flight"]["max_ratio_to_window"] is None
 
 
-def test_too_little_data_gives_no_verdict() -> None:
+def test_too_little_data_gives_no_verdict(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     f.send(1, b"tiny")
     f.ack(0)
-    out, _ = run(f)
+    out = run(f, tmp_path)
     assert out["verdict"]["limit"] == "none"
-
-
-def test_memory_is_bounded_for_a_long_transfer() -> None:
-    ta = TransferAnalyzer("c1")
-    tracemalloc.start()
-    seq = 0
-    for i in range(200_000):
-        ta.on_packet(1, i, i * 1e-5, seq, seq + 1448, 0, 65535, 0x18, 1)
-        seq += 1448
-        if i % 2:
-            ta.on_packet(0, i, i * 1e-5, 0, 0, seq - (i % 7) * 10, 65535 + i % 1000, 0x10, 0)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 8 << 20
 
 
 @pytest.fixture(scope="module")
