@@ -148,6 +148,9 @@ pub struct Conversation {
     pub(super) last_query: Option<u64>,
     /// Sent, not finished (those done form its head until a ReadyForQuery drains them).
     pub(super) pending: VecDeque<u64>,
+    /// How many of pending's first entries are known done: the search for the oldest
+    /// unfinished query starts past them (a pipeline of Executes before its Sync).
+    pub(super) pending_done: usize,
     pub(super) last_done: Option<u64>,
     pub(super) statements: Names,
     pub(super) portals: Names,
@@ -185,6 +188,7 @@ impl Conversation {
             queries_total: 0,
             last_query: None,
             pending: VecDeque::new(),
+            pending_done: 0,
             last_done: None,
             statements: Names::default(),
             portals: Names::default(),

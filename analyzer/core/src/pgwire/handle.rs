@@ -123,8 +123,9 @@ impl Conversation {
 
     /// The oldest pending query not finished.
     pub(super) fn head(&self) -> Option<u64> {
+        let from = self.pending_done.min(self.pending.len());
         self.pending
-            .iter()
+            .range(from..)
             .copied()
             .find(|&id| self.store.get(id).is_some_and(|q| !q.done))
     }
@@ -132,6 +133,12 @@ impl Conversation {
     fn finished(&mut self, id: u64) {
         if let Some(q) = self.store.get_mut(id) {
             q.done = true;
+        }
+        while let Some(&next) = self.pending.get(self.pending_done) {
+            if !self.store.get(next).is_some_and(|q| q.done) {
+                break;
+            }
+            self.pending_done += 1;
         }
         if let Some(old) = self.last_done.replace(id) {
             self.release(old);
@@ -246,6 +253,7 @@ impl Conversation {
         // Close what was answered, and after an error the Executes the server skipped; a query
         // not answered yet may be one whose bytes the capture showed early.
         let pending = std::mem::take(&mut self.pending);
+        self.pending_done = 0;
         let mut closed = Vec::new();
         for id in pending {
             let Some(q) = self.store.get_mut(id) else {

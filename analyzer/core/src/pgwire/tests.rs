@@ -1028,3 +1028,34 @@ fn gaps_and_feeds_in_any_order_never_panic() {
         let _ = conv.facts();
     }
 }
+
+#[test]
+fn a_long_pipeline_before_its_sync_stays_linear() {
+    let n = 20_000;
+    let exec = [msg(b'B', &[0; 8]), msg(b'E', &[0; 5])].concat();
+    let front = [
+        startup(),
+        msg(b'P', &[cstr(""), cstr("SELECT 1"), vec![0, 0]].concat()),
+        exec.repeat(n),
+        msg(b'S', b""),
+    ]
+    .concat();
+    let answer = [msg(b'2', b""), datarow(1), msg(b'C', &cstr("SELECT 1"))].concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'1', b""),
+        answer.repeat(n),
+        ready(),
+    ]
+    .concat();
+    let t = std::time::Instant::now();
+    let f = run(&front, &back, Cut::Random(1), true);
+    assert!(t.elapsed().as_secs_f64() < 10.0, "{:?}", t.elapsed()); // quadratic: minutes
+    assert_eq!(f.queries_total, n as u64);
+    assert!(f
+        .queries
+        .iter()
+        .all(|q| q.rows == Some(RowCount::Small(1)) && q.sql == "SELECT 1"));
+    assert_eq!(f.queries.first().map(|q| q.response_messages), Some(4)); // with the ParseComplete
+}
