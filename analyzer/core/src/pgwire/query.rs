@@ -159,7 +159,7 @@ impl Query {
             first: None,
             last: None,
             error: None,
-            segments: Histogram::with_cap(SEGMENT_SIZES_CAP),
+            segments: Histogram::new(SEGMENT_SIZES_CAP),
         }
     }
 
