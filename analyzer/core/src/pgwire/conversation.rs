@@ -164,6 +164,8 @@ pub struct Conversation {
     pub(super) query_errors: u64,
     /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
     pub(super) gaps: u64,
+    /// Texts seen (SQL, command tags), shared by the queries that repeat them.
+    pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
 }
 
 impl Default for Conversation {
@@ -199,6 +201,7 @@ impl Conversation {
             batch_error: false,
             query_errors: 0,
             gaps: 0,
+            texts: std::collections::HashSet::new(),
         }
     }
 
@@ -245,9 +248,8 @@ impl Conversation {
             return;
         }
         if s.role == Role::Backend && !self.pending.is_empty() {
-            let n = data.len() as i64;
             if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
-                q.segments.add(n);
+                q.segments.add(data.len());
             }
         }
         let s = &mut self.sides[d];
@@ -404,11 +406,11 @@ impl Conversation {
             response_bytes: q.resp_bytes,
             response_messages: q.resp_msgs,
             sent_ts: q.sent.ts,
-            first_response_ts: q.first.map(|m| m.ts),
-            last_response_ts: q.last.map(|m| m.ts),
+            first_response_ts: q.first().map(|m| m.ts),
+            last_response_ts: q.last().map(|m| m.ts),
             sent_frame: q.sent.frame,
-            first_frame: q.first.map(|m| m.frame),
-            last_frame: q.last.map(|m| m.frame),
+            first_frame: q.first().map(|m| m.frame),
+            last_frame: q.last().map(|m| m.frame),
             error: q.error.as_deref().cloned(),
             incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
             response_segments: q.segments.n(),

@@ -1059,3 +1059,39 @@ fn a_long_pipeline_before_its_sync_stays_linear() {
         .all(|q| q.rows == Some(RowCount::Small(1)) && q.sql == "SELECT 1"));
     assert_eq!(f.queries.first().map(|q| q.response_messages), Some(4)); // with the ParseComplete
 }
+
+#[test]
+fn a_query_is_compact_and_the_decoder_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Conversation>();
+    // a listed query in memory: this struct, its SQL (shared with its statement) and its
+    // segment sizes' few keys
+    let size = std::mem::size_of::<super::query::Query>();
+    assert!(size <= 192, "{size} bytes per query");
+}
+
+#[test]
+fn a_cut_control_message_waits_whole_up_to_keep_cap() {
+    let (front, _) = select_exchange(0);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    let head = [auth_ok(), ready()].concat();
+    conv.feed(1, &head, 0, 2, 1.0, true);
+    let mut off = head.len();
+    // a RowDescription of KEEP_CAP bytes, cut in 1,460-byte segments: it waits in the buffer
+    let big = msg(b'T', &vec![0; KEEP_CAP - 4]);
+    for (i, c) in big.chunks(1460).enumerate() {
+        conv.feed(1, c, off as i64, 3 + i as u64, 1.0, true);
+        off += c.len();
+        assert!(conv.sides[1].buf.len() <= KEEP_CAP + 1);
+    }
+    assert!(conv.sides[1].buf.is_empty());
+    // past KEEP_CAP it is read up to there and skipped
+    let bigger = msg(b'T', &vec![0; KEEP_CAP + 10]);
+    for c in bigger.chunks(1460) {
+        conv.feed(1, c, off as i64, 9, 1.0, true);
+        off += c.len();
+        assert!(conv.sides[1].buf.len() < 1460 + 5);
+    }
+    assert_eq!(count(&conv.facts(), Role::Backend, "RowDescription"), 2);
+}
