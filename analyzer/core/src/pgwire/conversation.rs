@@ -15,8 +15,7 @@ use std::collections::VecDeque;
 
 use super::counts::Counts;
 use super::facts::{
-    ConversationFacts, DecodeStopped, Encryption, EncryptionRequest, Event, Ordered, PerRole,
-    Protocol, QueryFacts, StartedAt, Startup,
+    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
 };
 use super::framing::BoundaryScan;
 use super::messages::Role;
@@ -148,6 +147,9 @@ pub struct Conversation {
     pub(super) last_query: Option<u64>,
     /// Sent, not finished (those done form its head until a ReadyForQuery drains them).
     pub(super) pending: VecDeque<u64>,
+    /// How many of pending's first entries are known done: the search for the oldest
+    /// unfinished query starts past them (a pipeline of Executes before its Sync).
+    pub(super) pending_done: usize,
     pub(super) last_done: Option<u64>,
     pub(super) statements: Names,
     pub(super) portals: Names,
@@ -161,6 +163,8 @@ pub struct Conversation {
     pub(super) query_errors: u64,
     /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
     pub(super) gaps: u64,
+    /// Texts seen (SQL, command tags), shared by the queries that repeat them.
+    pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
 }
 
 impl Default for Conversation {
@@ -185,6 +189,7 @@ impl Conversation {
             queries_total: 0,
             last_query: None,
             pending: VecDeque::new(),
+            pending_done: 0,
             last_done: None,
             statements: Names::default(),
             portals: Names::default(),
@@ -195,6 +200,7 @@ impl Conversation {
             batch_error: false,
             query_errors: 0,
             gaps: 0,
+            texts: std::collections::HashSet::new(),
         }
     }
 
@@ -241,9 +247,8 @@ impl Conversation {
             return;
         }
         if s.role == Role::Backend && !self.pending.is_empty() {
-            let n = data.len() as i64;
             if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
-                q.segments.add(n);
+                q.segments.add(data.len());
             }
         }
         let s = &mut self.sides[d];
@@ -348,69 +353,6 @@ impl Conversation {
             if let Some(q) = self.store.get_mut(id) {
                 q.incomplete = true;
             }
-        }
-    }
-
-    /// Everything the report reads of the conversation, as it stands.
-    pub fn facts(&self) -> ConversationFacts {
-        let (front, back) = if self.sides[0].role == Role::Frontend {
-            (&self.sides[0], &self.sides[1])
-        } else {
-            (&self.sides[1], &self.sides[0])
-        };
-        let counts = |s: &Side| Ordered(s.counts.items().map(|(n, k)| (n.text(), k)).collect());
-        ConversationFacts {
-            frontend_direction: self.frontend_direction().map(|d| d as u8),
-            protocol: self.protocol,
-            encryption: self.encryption,
-            startup: self.startup.clone(),
-            decode_started_at: self.decode_started_at,
-            decode_stopped: self.decode_stopped.clone(),
-            lost_bytes: PerRole {
-                frontend: front.lost,
-                backend: back.lost,
-            },
-            backend_pid: self.backend_pid,
-            server_parameters: Ordered(self.parameters.clone()),
-            messages: PerRole {
-                frontend: counts(front),
-                backend: counts(back),
-            },
-            queries: self
-                .store
-                .listed
-                .iter()
-                .map(|q| self.query_facts(q))
-                .collect(),
-            queries_total: self.queries_total,
-            query_errors: self.query_errors,
-            events: self.events.clone(),
-        }
-    }
-
-    fn query_facts(&self, q: &Query) -> QueryFacts {
-        QueryFacts {
-            sql: q.sql.to_string(),
-            sql_truncated: q.sql_truncated,
-            kind: q.kind,
-            command_tag: q.tag.as_deref().map(str::to_owned),
-            rows: q.rows(),
-            data_rows: q.data_rows,
-            copy_data: q.copy_data,
-            response_bytes: q.resp_bytes,
-            response_messages: q.resp_msgs,
-            sent_ts: q.sent.ts,
-            first_response_ts: q.first.map(|m| m.ts),
-            last_response_ts: q.last.map(|m| m.ts),
-            sent_frame: q.sent.frame,
-            first_frame: q.first.map(|m| m.frame),
-            last_frame: q.last.map(|m| m.frame),
-            error: q.error.as_deref().cloned(),
-            incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
-            response_segments: q.segments.n(),
-            response_segment_median: q.segments.median(),
-            response_segment_max: q.segments.hi(),
-            response_segment_sizes: q.segments.top(6),
         }
     }
 }

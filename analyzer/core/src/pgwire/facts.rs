@@ -4,8 +4,9 @@
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use super::conversation::{Conversation, Side};
 use super::messages::{ErrorFields, Role};
-use super::query::{QueryKind, RowCount};
+use super::query::{Query, QueryKind, RowCount};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Protocol {
@@ -202,4 +203,69 @@ pub struct ConversationFacts {
     pub queries_total: u64,
     pub query_errors: u64,
     pub events: Vec<Event>,
+}
+
+impl Conversation {
+    /// Everything the report reads of the conversation, as it stands.
+    pub fn facts(&self) -> ConversationFacts {
+        let (front, back) = if self.sides[0].role == Role::Frontend {
+            (&self.sides[0], &self.sides[1])
+        } else {
+            (&self.sides[1], &self.sides[0])
+        };
+        let counts = |s: &Side| Ordered(s.counts.items().map(|(n, k)| (n.text(), k)).collect());
+        ConversationFacts {
+            frontend_direction: self.frontend_direction().map(|d| d as u8),
+            protocol: self.protocol,
+            encryption: self.encryption,
+            startup: self.startup.clone(),
+            decode_started_at: self.decode_started_at,
+            decode_stopped: self.decode_stopped.clone(),
+            lost_bytes: PerRole {
+                frontend: front.lost,
+                backend: back.lost,
+            },
+            backend_pid: self.backend_pid,
+            server_parameters: Ordered(self.parameters.clone()),
+            messages: PerRole {
+                frontend: counts(front),
+                backend: counts(back),
+            },
+            queries: self
+                .store
+                .listed
+                .iter()
+                .map(|q| self.query_facts(q))
+                .collect(),
+            queries_total: self.queries_total,
+            query_errors: self.query_errors,
+            events: self.events.clone(),
+        }
+    }
+
+    fn query_facts(&self, q: &Query) -> QueryFacts {
+        QueryFacts {
+            sql: q.sql.to_string(),
+            sql_truncated: q.sql_truncated,
+            kind: q.kind,
+            command_tag: q.tag.as_deref().map(str::to_owned),
+            rows: q.rows(),
+            data_rows: q.data_rows,
+            copy_data: q.copy_data,
+            response_bytes: q.resp_bytes,
+            response_messages: q.resp_msgs,
+            sent_ts: q.sent.ts,
+            first_response_ts: q.first().map(|m| m.ts),
+            last_response_ts: q.last().map(|m| m.ts),
+            sent_frame: q.sent.frame,
+            first_frame: q.first().map(|m| m.frame),
+            last_frame: q.last().map(|m| m.frame),
+            error: q.error.as_deref().cloned(),
+            incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
+            response_segments: q.segments.n(),
+            response_segment_median: q.segments.median(),
+            response_segment_max: q.segments.hi(),
+            response_segment_sizes: q.segments.top(6),
+        }
+    }
 }

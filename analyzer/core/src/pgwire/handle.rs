@@ -2,6 +2,7 @@
 //! oldest unfinished query, the session's own messages (authentication, parameters, key data)
 //! fill the conversation's facts.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::conversation::{Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES};
@@ -11,6 +12,26 @@ use super::messages::{
     two_cstrings, upto_nul, Name, Role,
 };
 use super::query::{Query, QueryKind, SQL_CAP};
+
+/// Texts (SQL, command tags) shared per connection: at most this many, this long.
+const MAX_SHARED: usize = 256;
+const MAX_SHARED_LEN: usize = 1024;
+
+/// The connection's copy of a text: queries with the same SQL or tag share one (an
+/// application repeats its statements; a driver parses the same one again and again).
+fn intern(texts: &mut HashSet<Arc<str>>, text: String) -> Arc<str> {
+    if text.len() > MAX_SHARED_LEN {
+        return Arc::from(text);
+    }
+    if let Some(t) = texts.get(text.as_str()) {
+        return t.clone();
+    }
+    let t: Arc<str> = Arc::from(text);
+    if texts.len() < MAX_SHARED {
+        texts.insert(t.clone());
+    }
+    t
+}
 
 impl Conversation {
     pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
@@ -34,11 +55,8 @@ impl Conversation {
         self.sides[d].counts.count(Name::Known(name));
         match t {
             b'Q' => {
-                let sql = decode(rstrip_nul(body));
-                self.add_query(
-                    Query::new(Arc::from(sql), QueryKind::Simple, ts, frame),
-                    frame,
-                );
+                let sql = intern(&mut self.texts, decode(rstrip_nul(body)));
+                self.add_query(Query::new(sql, QueryKind::Simple, ts, frame), frame);
             }
             b'P' => {
                 // statement name, SQL: kept as a query would keep it (cut at SQL_CAP + 1
@@ -46,10 +64,11 @@ impl Conversation {
                 if let Some((stmt, sql)) = two_cstrings(body) {
                     let sql = decode(sql);
                     let kept = match sql.char_indices().nth(SQL_CAP + 1) {
-                        Some((at, _)) => sql.get(..at).unwrap_or(&sql),
-                        None => &sql,
+                        Some((at, _)) => sql.get(..at).unwrap_or(&sql).to_owned(),
+                        None => sql,
                     };
-                    self.statements.put(&decode(stmt), Arc::from(kept));
+                    self.statements
+                        .put(&decode(stmt), intern(&mut self.texts, kept));
                 }
             }
             b'B' => {
@@ -94,7 +113,12 @@ impl Conversation {
         q.in_pending = true;
         q.gaps_at = self.gaps;
         if id < MAX_QUERIES {
-            self.store.listed.push(q);
+            let listed = &mut self.store.listed;
+            if listed.len() == listed.capacity() {
+                // grown by at most 1,024 at a time: doubling would leave up to half unused
+                listed.reserve_exact(listed.capacity().clamp(4, 1024));
+            }
+            listed.push(q);
         } else {
             self.store.extra.insert(id, q);
             if id == MAX_QUERIES {
@@ -123,8 +147,9 @@ impl Conversation {
 
     /// The oldest pending query not finished.
     pub(super) fn head(&self) -> Option<u64> {
+        let from = self.pending_done.min(self.pending.len());
         self.pending
-            .iter()
+            .range(from..)
             .copied()
             .find(|&id| self.store.get(id).is_some_and(|q| !q.done))
     }
@@ -132,6 +157,12 @@ impl Conversation {
     fn finished(&mut self, id: u64) {
         if let Some(q) = self.store.get_mut(id) {
             q.done = true;
+        }
+        while let Some(&next) = self.pending.get(self.pending_done) {
+            if !self.store.get(next).is_some_and(|q| q.done) {
+                break;
+            }
+            self.pending_done += 1;
         }
         if let Some(old) = self.last_done.replace(id) {
             self.release(old);
@@ -201,7 +232,7 @@ impl Conversation {
                 } else {
                     String::new()
                 };
-                q.command_complete(tag);
+                q.command_complete(intern(&mut self.texts, tag));
                 if q.kind != QueryKind::Simple {
                     // extended: each Execute ends with its own CommandComplete
                     self.finished(id);
@@ -225,7 +256,7 @@ impl Conversation {
             b's' => {
                 // PortalSuspended: row limit reached
                 if q.tag.as_deref().is_none_or(str::is_empty) {
-                    q.tag = Some("PortalSuspended".into());
+                    q.tag = Some(Arc::from("PortalSuspended"));
                 }
                 self.finished(id);
             }
@@ -236,7 +267,7 @@ impl Conversation {
 
     /// The end of a simple query or of a Sync'd batch.
     fn ready_for_query(&mut self, head: Option<u64>, resp: u64, frame: u64, ts: f64) {
-        let answered = head.filter(|&id| self.store.get(id).is_some_and(|q| q.first.is_some()));
+        let answered = head.filter(|&id| self.store.get(id).is_some_and(|q| q.first().is_some()));
         if let Some(q) = answered
             .or(self.last_done)
             .and_then(|id| self.store.get_mut(id))
@@ -246,12 +277,13 @@ impl Conversation {
         // Close what was answered, and after an error the Executes the server skipped; a query
         // not answered yet may be one whose bytes the capture showed early.
         let pending = std::mem::take(&mut self.pending);
+        self.pending_done = 0;
         let mut closed = Vec::new();
         for id in pending {
             let Some(q) = self.store.get_mut(id) else {
                 continue;
             };
-            if q.first.is_some() || (self.batch_error && q.kind == QueryKind::Extended) {
+            if q.first().is_some() || (self.batch_error && q.kind == QueryKind::Extended) {
                 q.done = true;
                 q.in_pending = false;
                 q.incomplete = q.incomplete || self.gaps > q.gaps_at;

@@ -10,6 +10,7 @@ mod handle;
 pub mod messages;
 mod names;
 pub mod query;
+mod segments;
 mod start;
 pub mod tls;
 mod walk;

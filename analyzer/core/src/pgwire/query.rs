@@ -7,13 +7,11 @@ use std::sync::Arc;
 use serde::{Serialize, Serializer};
 
 use super::messages::{command_rows, ErrorFields};
-use crate::histogram::Histogram;
+use super::segments::SegmentSizes;
 
 /// SQL kept per query (in characters, as the reference counts them); longer text is cut and
 /// marked.
 pub const SQL_CAP: usize = 64 * 1024;
-/// Distinct segment sizes a query's response keeps exactly.
-pub const SEGMENT_SIZES_CAP: usize = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -92,39 +90,67 @@ impl RowCount {
     }
 }
 
-/// The frame and time of a response's first or last message.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// Rows summed over a query's command tags, kept in 16 bytes (the digits only past 64 bits).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TagRows {
+    #[default]
+    None,
+    Small(u64),
+    Big(Box<String>),
+}
+
+impl TagRows {
+    fn get(&self) -> Option<RowCount> {
+        match self {
+            TagRows::None => None,
+            TagRows::Small(n) => Some(RowCount::Small(*n)),
+            TagRows::Big(d) => Some(RowCount::Big(d.as_str().into())),
+        }
+    }
+
+    fn set(&mut self, rows: RowCount) {
+        *self = match rows {
+            RowCount::Small(n) => TagRows::Small(n),
+            RowCount::Big(d) => TagRows::Big(Box::new(d.into())),
+        };
+    }
+}
+
+/// The frame and time of a request's last byte, or a response's first or last message.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Moment {
     pub ts: f64,
     pub frame: u64,
 }
 
+/// A query as a connection keeps it for its report (about 190 bytes and its SQL, which an
+/// extended query shares with its prepared statement).
 #[derive(Clone, Debug)]
 pub struct Query {
     pub sql: Arc<str>,
-    pub sql_truncated: bool,
-    pub kind: QueryKind,
-    pub done: bool,
-    /// A capture gap hid part of the response (read with the gap count while pending).
-    pub incomplete: bool,
-    pub in_pending: bool,
-    /// Gaps counted when the query joined the pending queue.
-    pub gaps_at: u64,
-    pub tag: Option<Box<str>>,
-    /// Rows summed over the command tags.
-    pub tags_rows: Option<RowCount>,
+    pub tag: Option<Arc<str>>,
+    pub tags_rows: TagRows,
     pub data_rows: u64,
     pub copy_data: u64,
     pub resp_bytes: u64,
     pub resp_msgs: u64,
     /// The frame carrying the request's last byte.
     pub sent: Moment,
-    pub first: Option<Moment>,
-    pub last: Option<Moment>,
+    first: Moment, // valid once responded
+    last: Moment,
     pub error: Option<Box<ErrorFields>>,
+    /// Gaps counted when the query joined the pending queue.
+    pub gaps_at: u64,
     /// Sizes of the backend's segments while this query was the one being answered: how the
     /// response was carried, which a relay changes (re-segmentation).
-    pub segments: Histogram,
+    pub segments: SegmentSizes,
+    pub kind: QueryKind,
+    pub sql_truncated: bool,
+    pub done: bool,
+    /// A capture gap hid part of the response (read with the gap count while pending).
+    pub incomplete: bool,
+    pub in_pending: bool,
+    responded: bool,
 }
 
 /// `sql[:SQL_CAP]` in characters, and whether it was longer.
@@ -143,51 +169,62 @@ impl Query {
         };
         Query {
             sql,
-            sql_truncated,
-            kind,
-            done: false,
-            incomplete: false,
-            in_pending: false,
-            gaps_at: 0,
             tag: None,
-            tags_rows: None,
+            tags_rows: TagRows::None,
             data_rows: 0,
             copy_data: 0,
             resp_bytes: 0,
             resp_msgs: 0,
             sent: Moment { ts, frame },
-            first: None,
-            last: None,
+            first: Moment::default(),
+            last: Moment::default(),
             error: None,
-            segments: Histogram::new(SEGMENT_SIZES_CAP),
+            gaps_at: 0,
+            segments: SegmentSizes::default(),
+            kind,
+            sql_truncated,
+            done: false,
+            incomplete: false,
+            in_pending: false,
+            responded: false,
         }
+    }
+
+    pub fn first(&self) -> Option<Moment> {
+        self.responded.then_some(self.first)
+    }
+
+    pub fn last(&self) -> Option<Moment> {
+        self.responded.then_some(self.last)
     }
 
     pub fn respond(&mut self, nbytes: u64, nmsgs: u64, ts: f64, frame: u64) {
         let now = Moment { ts, frame };
-        if self.first.is_none() {
-            self.first = Some(now);
+        if !self.responded {
+            self.responded = true;
+            self.first = now;
         }
         self.resp_bytes = self.resp_bytes.saturating_add(nbytes);
         self.resp_msgs = self.resp_msgs.saturating_add(nmsgs);
-        self.last = Some(now);
+        self.last = now;
     }
 
-    pub fn command_complete(&mut self, tag: String) {
+    pub fn command_complete(&mut self, tag: Arc<str>) {
         if let Some(digits) = command_rows(&tag) {
             let rows = RowCount::parse(digits);
-            self.tags_rows = Some(match &self.tags_rows {
+            let sum = match self.tags_rows.get() {
                 Some(sum) => sum.add(&rows),
                 None => rows,
-            });
+            };
+            self.tags_rows.set(sum);
         }
-        self.tag = Some(tag.into_boxed_str());
+        self.tag = Some(tag);
     }
 
     /// Rows from the tags, else the DataRows counted, else 0 when a tag came, else unknown.
     pub fn rows(&self) -> Option<RowCount> {
-        if let Some(r) = &self.tags_rows {
-            return Some(r.clone());
+        if let Some(r) = self.tags_rows.get() {
+            return Some(r);
         }
         if self.data_rows > 0 {
             return Some(RowCount::Small(self.data_rows));
@@ -236,14 +273,14 @@ mod tests {
     fn rows_rule() {
         let mut q = Query::new(Arc::from("q"), QueryKind::Simple, 0.0, 1);
         assert_eq!(q.rows(), None);
-        q.command_complete(String::new());
+        q.command_complete(Arc::from(""));
         assert_eq!(q.rows(), None);
-        q.command_complete("CREATE TABLE".into());
+        q.command_complete(Arc::from("CREATE TABLE"));
         assert_eq!(q.rows(), Some(RowCount::Small(0)));
         q.data_rows = 3;
         assert_eq!(q.rows(), Some(RowCount::Small(3)));
-        q.command_complete("SELECT 2".into());
-        q.command_complete("SELECT 5".into());
+        q.command_complete(Arc::from("SELECT 2"));
+        q.command_complete(Arc::from("SELECT 5"));
         assert_eq!(q.rows(), Some(RowCount::Small(7)));
     }
 }

@@ -1028,3 +1028,70 @@ fn gaps_and_feeds_in_any_order_never_panic() {
         let _ = conv.facts();
     }
 }
+
+#[test]
+fn a_long_pipeline_before_its_sync_stays_linear() {
+    let n = 20_000;
+    let exec = [msg(b'B', &[0; 8]), msg(b'E', &[0; 5])].concat();
+    let front = [
+        startup(),
+        msg(b'P', &[cstr(""), cstr("SELECT 1"), vec![0, 0]].concat()),
+        exec.repeat(n),
+        msg(b'S', b""),
+    ]
+    .concat();
+    let answer = [msg(b'2', b""), datarow(1), msg(b'C', &cstr("SELECT 1"))].concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'1', b""),
+        answer.repeat(n),
+        ready(),
+    ]
+    .concat();
+    let t = std::time::Instant::now();
+    let f = run(&front, &back, Cut::Random(1), true);
+    assert!(t.elapsed().as_secs_f64() < 10.0, "{:?}", t.elapsed()); // quadratic: minutes
+    assert_eq!(f.queries_total, n as u64);
+    assert!(f
+        .queries
+        .iter()
+        .all(|q| q.rows == Some(RowCount::Small(1)) && q.sql == "SELECT 1"));
+    assert_eq!(f.queries.first().map(|q| q.response_messages), Some(4)); // with the ParseComplete
+}
+
+#[test]
+fn a_query_is_compact_and_the_decoder_can_move_between_threads() {
+    fn send<T: Send>() {}
+    send::<Conversation>();
+    // a listed query in memory: this struct, its SQL (shared with its statement) and its
+    // segment sizes' few keys
+    let size = std::mem::size_of::<super::query::Query>();
+    assert!(size <= 192, "{size} bytes per query");
+}
+
+#[test]
+fn a_cut_control_message_waits_whole_up_to_keep_cap() {
+    let (front, _) = select_exchange(0);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    let head = [auth_ok(), ready()].concat();
+    conv.feed(1, &head, 0, 2, 1.0, true);
+    let mut off = head.len();
+    // a RowDescription of KEEP_CAP bytes, cut in 1,460-byte segments: it waits in the buffer
+    let big = msg(b'T', &vec![0; KEEP_CAP - 4]);
+    for (i, c) in big.chunks(1460).enumerate() {
+        conv.feed(1, c, off as i64, 3 + i as u64, 1.0, true);
+        off += c.len();
+        assert!(conv.sides[1].buf.len() <= KEEP_CAP + 1);
+    }
+    assert!(conv.sides[1].buf.is_empty());
+    // past KEEP_CAP it is read up to there and skipped
+    let bigger = msg(b'T', &vec![0; KEEP_CAP + 10]);
+    for c in bigger.chunks(1460) {
+        conv.feed(1, c, off as i64, 9, 1.0, true);
+        off += c.len();
+        assert!(conv.sides[1].buf.len() < 1460 + 5);
+    }
+    assert_eq!(count(&conv.facts(), Role::Backend, "RowDescription"), 2);
+}

@@ -1,0 +1,57 @@
+"""pktflow.pgwire.report on the PostgreSQL decoder's facts: the keys and findings the reference
+decoder (the Python pass) reported for the same bytes. The cases cover every event and stop
+reason; their facts were written by pktflow-core (serde_json), their reports by the reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pktflow.pgwire.report import conversation_findings, conversation_json, frontend_direction
+
+CASES = json.loads((Path(__file__).parent / "golden" / "pgwire-report-facts.json").read_text())
+
+
+def as_tuples(v: Any) -> Any:
+    """The facts as pythonize gives them: pairs as tuples, not lists."""
+    if isinstance(v, dict):
+        return {k: as_tuples(x) for k, x in v.items()}
+    if isinstance(v, list):
+        items = [as_tuples(x) for x in v]
+        return tuple(items) if len(items) == 2 and all(isinstance(x, int) for x in items) else items
+    return v
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{i}-{c['source'][-40:]}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("shape", [lambda f: f, as_tuples], ids=["json", "pythonize"])
+def test_report_of_facts(case: dict[str, Any], shape: Any) -> None:
+    facts = shape(case["facts"])
+    if case["report"] is not None:
+        got = conversation_json(facts, case["start"] or 0.0)
+        assert json.dumps(got) == json.dumps(case["report"])  # values, types and key order
+    found = [[f.severity, f.code, f.message, f.connection, list(f.frames)]
+             for f in conversation_findings(facts, case["conn_id"])]
+    assert found == case["findings"]
+    assert frontend_direction(facts) == case["frontend_direction"]
+
+
+def test_every_event_and_reason_is_covered() -> None:
+    events = {e["kind"] for c in CASES for e in c["facts"]["events"]}
+    reasons = {e["reason"]["kind"] for c in CASES for e in c["facts"]["events"] if "reason" in e}
+    assert events == {"resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
+                      "server_error", "query_error", "query_errors_total", "queries_capped"}
+    assert reasons == {"length_under_4", "length_absurd", "not_role_type", "not_startup",
+                       "tls_without_alpn", "no_framing"}
+
+
+def test_row_counts_past_64_bits_and_past_pythons_digit_limit() -> None:
+    case = next(c for c in CASES if c["report"] is not None and c["facts"]["queries"])
+    facts = json.loads(json.dumps(case["facts"]))
+    q = facts["queries"][0]
+    q["rows"] = "23058430092136939520"
+    assert conversation_json(facts, 0.0)["queries"][0]["rows"] == 23058430092136939520
+    q["rows"] = "9" * 5000  # int() and json.dumps refuse it: no count rather than no report
+    assert conversation_json(facts, 0.0)["queries"][0]["rows"] is None
