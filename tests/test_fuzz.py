@@ -1,36 +1,36 @@
-"""Fuzzing the three parsers with hypothesis, seeded from a real capture.
+"""Fuzzing the three parsers with hypothesis, seeded from a real capture, end to end.
 
 Invariant: whatever the bytes, pktflow finishes with a report or with its own PktflowError,
-never another exception and never a hang. Each stage is fuzzed on its own (capture reader, TCP
-engine, PostgreSQL decoder) and the whole pipeline once; the inputs that once broke them are
-kept as explicit examples and as files in tests/regressions/.
+never another exception and never a hang. Each stage is fuzzed through a capture file that
+reaches it: the capture reader on mutated file bytes, the TCP engine on mutated packet
+sequences written as captures, the PostgreSQL decoder on mutated or random streams carried by
+a TCP connection; all through analyze(), and the CLI's text report on mutated files. The
+inputs that once broke them are kept as explicit examples and as files in tests/regressions/.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gzip
+import io
 import os
 import signal
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from craft import _block
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tcpfeed import Flow, write_capture
 
-from pktflow.capture.packet import ACK, FIN, PSH, RST, SYN
-from pktflow.capture.reader import open_capture
-from pktflow.errors import NotACaptureError, PktflowError
-from pktflow.pgwire.conversation import Conversation
-from pktflow.pgwire.framing import BoundaryScan, chain_at
-from pktflow.pipeline import Options, Run, analyze, build_report
-from pktflow.tcp.engine import TcpEngine
-
-# with the native speedups and with the pure-Python code (conftest.py)
-pytestmark = pytest.mark.usefixtures("both_paths")
+from pktflow._core import ACK, FIN, PSH, RST, SYN
+from pktflow.cli import Env, main
+from pktflow.errors import ExitCode, NotACaptureError, PktflowError
+from pktflow.pipeline import Options, analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED_FILE = ROOT / "captures" / "seqscan-10k-direct-loopback.pcap"
@@ -39,36 +39,44 @@ SEED = SEED_FILE.read_bytes()[:8192]  # header, handshake, startup, the query, f
 POOLED = (ROOT / "captures" / "seqscan-10k-pgbouncer-bridge.pcap").read_bytes()[:16384]
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 
-# Bounded: the whole module stays well under a minute in the normal run, and derandomized so a
+# Bounded: the whole module stays well under two minutes on two cores, and derandomized so a
 # run is repeatable. PKTFLOW_FUZZ_EXAMPLES=5000 searches longer with fresh randomness.
 _LONG = os.environ.get("PKTFLOW_FUZZ_EXAMPLES")
-FUZZ = settings(max_examples=int(_LONG or 1500), deadline=None, derandomize=not _LONG,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(max_examples=int(_LONG or 800), deadline=None, derandomize=not _LONG,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+# the CLI also writes the text report: slower per example, searched less
+CLI_FUZZ = settings(FUZZ, max_examples=int(_LONG or 200))
 PER_EXAMPLE_S = 20  # far above any real example (milliseconds); catches hangs
 
 
 @contextmanager
 def time_limit(seconds: int = PER_EXAMPLE_S) -> Iterator[None]:
-    """Turn a hang into a test failure rather than a stuck test run."""
+    """Turn a hang into a test failure rather than a stuck test run: in Python code (the
+    report's mapping, the verdicts) a TimeoutError; in the core, which does not return to
+    Python while it loops, faulthandler dumps the stacks and ends the run a little later."""
     def fire(signum: int, frame: object) -> None:
         raise TimeoutError(f"no result within {seconds} s: a hang")
 
     old = signal.signal(signal.SIGALRM, fire)
     signal.alarm(seconds)
+    faulthandler.dump_traceback_later(seconds + 10, exit=True)
     try:
         yield
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
 
 
-def _pcap_records(data: bytes) -> list[bytes]:
+def _pcap_records(data: bytes) -> list[tuple[float, bytes]]:
+    """(time, frame) of each whole record of a microsecond little-endian pcap."""
     out, pos = [], 24
     while pos + 16 <= len(data):
-        caplen = struct.unpack_from("<I", data, pos + 8)[0]
+        sec, usec, caplen = struct.unpack_from("<III", data, pos)
         if pos + 16 + caplen > len(data):
             break
-        out.append(data[pos + 16:pos + 16 + caplen])
+        out.append((sec + usec / 1e6, data[pos + 16:pos + 16 + caplen]))
         pos += 16 + caplen
     return out
 
@@ -88,22 +96,27 @@ def _as_pcapng(frames: list[bytes]) -> bytes:
     return b"".join(out)
 
 
-SEED_FRAMES = _pcap_records(SEED)
-SEED_NG = _as_pcapng(SEED_FRAMES)
+SEED_RECORDS = _pcap_records(SEED)
+SEED_NG = _as_pcapng([f for _, f in SEED_RECORDS])
 SEED_GZ = gzip.compress(SEED, mtime=0)  # mutations hit the deflate stream and the gzip trailer
 
 
-def _seed_packets() -> list[tuple]:  # type: ignore[type-arg]
-    with open_capture(str(SEED_FILE)) as cap:
-        out = []
-        for pkt in cap:
-            out.append(pkt)
-            if len(out) == 40:
-                break
-    return out
+def _tcp_packet(frame: int, ts: float, eth: bytes) -> tuple[Any, ...]:
+    """An Ethernet/IPv4/TCP frame as a tcpfeed packet tuple (frame, ts, src, dst, sport,
+    dport, seq, ack, flags, win, wire payload length, payload, options)."""
+    assert struct.unpack_from("!H", eth, 12)[0] == 0x0800
+    ip = eth[14:]
+    ihl, total = (ip[0] & 15) * 4, struct.unpack_from("!H", ip, 2)[0]
+    assert ip[9] == 6
+    tcp = ip[ihl:total]
+    sport, dport, seq, ack, off, flags, win = struct.unpack_from("!HHIIBBH", tcp)
+    doff = (off >> 4) * 4
+    payload = tcp[doff:]
+    return (frame, ts, ip[12:16], ip[16:20], sport, dport, seq, ack, flags, win, len(payload),
+            payload, tcp[20:doff])
 
 
-SEED_PACKETS = _seed_packets()
+SEED_PACKETS = [_tcp_packet(i + 1, ts, f) for i, (ts, f) in enumerate(SEED_RECORDS[:40])]
 
 
 def _streams() -> tuple[bytes, bytes]:
@@ -115,6 +128,13 @@ def _streams() -> tuple[bytes, bytes]:
 
 
 SEED_STREAMS = _streams()
+
+
+@pytest.fixture
+def cap(tmp_path: Path) -> Path:
+    """Where an example's capture is written (hypothesis reuses one test's directory)."""
+    return tmp_path / "fuzz.pcap"
+
 
 # -- mutations ---------------------------------------------------------------------------------
 
@@ -141,11 +161,11 @@ def mutate(data: bytes, edits: list[tuple[str, float, bytes]]) -> bytes:
     return bytes(b)
 
 
-def check_file(path: Path) -> dict | None:  # type: ignore[type-arg]
+def check_file(path: Path, options: Options | None = None) -> dict[str, Any] | None:
     """The invariant on a file: a report or a PktflowError, in bounded time."""
     with time_limit():
         try:
-            report = analyze(str(path))
+            report = analyze(str(path), options)
         except PktflowError as exc:
             assert exc.one_line()
             return None
@@ -153,19 +173,63 @@ def check_file(path: Path) -> dict | None:  # type: ignore[type-arg]
     return report
 
 
+def check_connections(report: dict[str, Any] | None) -> None:
+    """What holds of any report's connections, whatever their packets were."""
+    assert report is not None  # a capture pktflow wrote itself always opens
+    for conn in report["connections"]:
+        for d in conn["directions"].values():
+            assert d["payload_bytes"] >= 0 and d["missing_bytes"] >= 0
+        assert conn["protocol"] in ("unknown", "postgresql", "postgresql-tls",
+                                    "postgresql-gss")
+        if conn["protocol"] == "unknown":
+            assert not conn["queries"] and conn["startup"] is None
+        assert conn["queries_total"] >= len(conn["queries"])
+
+
 # -- capture reader (and everything after it) --------------------------------------------------
 
-@pytest.mark.parametrize("name", ["f.pcap", "f.pcapng", "pooled.pcap", "f.pcap.gz"])
+SEEDS = {"f.pcap": SEED, "f.pcapng": SEED_NG, "pooled.pcap": POOLED, "f.pcap.gz": SEED_GZ}
+
+
+@pytest.mark.parametrize("name", list(SEEDS))
 @FUZZ
 @given(cut=st.floats(0, 1, allow_nan=False), edits=st.lists(mutation, max_size=8))
 @example(cut=1.0, edits=[("u32", 0.5, b"\x01")])  # a record length or timestamp gone wild
 @example(cut=1.0, edits=[("set", 0.02, b"\x00\x00\x00\x00")])  # a zeroed header field
-def test_fuzz_capture_reader(tmp_path_factory: pytest.TempPathFactory, name: str, cut: float,
+def test_fuzz_capture_reader(tmp_path: Path, name: str, cut: float,
                              edits: list[tuple[str, float, bytes]]) -> None:
-    seed = {"f.pcap": SEED, "f.pcapng": SEED_NG, "pooled.pcap": POOLED, "f.pcap.gz": SEED_GZ}[name]
-    p = tmp_path_factory.getbasetemp() / name
+    seed = SEEDS[name]
+    p = tmp_path / name
     p.write_bytes(mutate(seed[:round(cut * len(seed))], edits))
     check_file(p)
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), Env(stdout=out, stderr=err, width=120))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("name", ["f.pcap", "pooled.pcap"])
+@CLI_FUZZ
+@given(cut=st.floats(0, 1, allow_nan=False), edits=st.lists(mutation, max_size=8))
+def test_fuzz_cli_text_report(tmp_path: Path, name: str, cut: float,
+                              edits: list[tuple[str, float, bytes]]) -> None:
+    """The CLI on a mutated file: the text report, or one line naming the file with the
+    README's exit code; never a traceback, never the internal-error code."""
+    seed = SEEDS[name]
+    p = tmp_path / name
+    p.write_bytes(mutate(seed[:round(cut * len(seed))], edits))
+    with time_limit():
+        code, out, err = cli("analyze", str(p))
+    assert code in (ExitCode.OK, ExitCode.DAMAGED, ExitCode.NOT_A_CAPTURE,
+                    ExitCode.UNSUPPORTED), (code, err)
+    assert "Traceback" not in err
+    if code == ExitCode.OK:
+        assert out and not err
+    else:
+        assert len(err.strip().splitlines()) == 1 and str(p) in err, err
+        assert bool(out) == (code == ExitCode.DAMAGED)  # what precedes damage is reported
 
 
 @pytest.mark.parametrize("btype,body", [
@@ -222,9 +286,11 @@ packet_edit = st.tuples(
     st.sampled_from(("seq", "ack", "flags", "plen", "payload", "drop", "dup", "swap", "win",
                      "options", "ts")),
     st.integers(-(1 << 32), 1 << 32), FLAGS, st.binary(max_size=64))
+# the most a raw-IP record can say: IP's 16-bit total length less its header and the TCP one
+MAX_WIRE_PAYLOAD = 65535 - 20 - 60
 
 
-def edit_packets(edits: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
+def edit_packets(edits: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     pkts = [list(p) for p in SEED_PACKETS]
     for i, what, num, flags, blob in edits:
         if not pkts:
@@ -238,8 +304,8 @@ def edit_packets(edits: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
         elif what == "flags":
             p[8] = flags
         elif what == "plen":
-            p[10] = max(0, min(abs(num), 1 << 20))  # on the wire
-            p[11] = p[11][:p[10]]  # the reader never captures more than the wire carried
+            p[10] = min(abs(num), MAX_WIRE_PAYLOAD)  # on the wire
+            p[11] = p[11][:p[10]]  # a capture never holds more than the wire carried
         elif what == "payload":
             p[11] = blob
             p[10] = len(blob)
@@ -253,39 +319,23 @@ def edit_packets(edits: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
         elif what == "win":
             p[9] = abs(num) & 0xFFFF
         elif what == "options":
-            p[12] = blob
+            p[12] = blob[:40]  # what the TCP header's data offset can say
         else:
             p[1] += num / 1e3
     return [tuple(p) for p in pkts]
 
 
-def run_engine(packets: list[tuple]) -> dict:  # type: ignore[type-arg]
-    from pktflow.capture.packet import CaptureStats
-
-    stats = CaptureStats(file="fuzz", format="pcap", packets=len(packets),
-                         tcp_packets=len(packets),
-                         first_ts=min((p[1] for p in packets), default=None),
-                         last_ts=max((p[1] for p in packets), default=None))
-    run = Run(Options(), stats)
-    # a short linger, swept after every packet: closed connections retire mid-pass too
-    engine = TcpEngine(sink_factory=run.sink, observer_factory=run.observers,
-                       retired=run.report, linger=0.0005)
-    for pkt in packets:
-        engine.feed(pkt)
-        engine.sweep(pkt[1])
-    engine.finish()
-    return build_report(stats, engine, run)
-
-
 @FUZZ
-@given(edits=st.lists(packet_edit, max_size=12))
-def test_fuzz_tcp_engine(edits: list[tuple]) -> None:  # type: ignore[type-arg]
+@given(edits=st.lists(packet_edit, max_size=12), short_linger=st.booleans())
+def test_fuzz_tcp_engine(cap: Path, edits: list[tuple[Any, ...]], short_linger: bool) -> None:
+    """Mutated packet sequences written as a capture; with a short linger, closed connections
+    are reported and dropped while the pass goes on, and packets after are late."""
     packets = edit_packets(edits)
-    with time_limit():
-        report = run_engine(packets)
-    for conn in report["connections"]:
-        for d in conn["directions"].values():
-            assert d["payload_bytes"] >= 0 and d["missing_bytes"] >= 0
+    write_capture(cap, packets)
+    options = Options(linger_s=0.0005, settled_linger_s=0.0005) if short_linger else None
+    report = check_file(cap, options)
+    check_connections(report)
+    assert report is not None and report["capture"]["packets"] == len(packets)
 
 
 # -- PostgreSQL decoder ------------------------------------------------------------------------
@@ -295,75 +345,38 @@ chunk = st.tuples(st.integers(0, 1), st.integers(1, 3000), st.booleans())
 
 @FUZZ
 @given(edits_c=st.lists(mutation, max_size=6), edits_s=st.lists(mutation, max_size=6),
-       chunks=st.lists(chunk, min_size=1, max_size=40), start_seen=st.booleans())
-def test_fuzz_conversation(edits_c: list[tuple[str, float, bytes]],
+       chunks=st.lists(chunk, min_size=1, max_size=40), handshake=st.booleans())
+def test_fuzz_conversation(cap: Path, edits_c: list[tuple[str, float, bytes]],
                            edits_s: list[tuple[str, float, bytes]],
-                           chunks: list[tuple[int, int, bool]], start_seen: bool) -> None:
+                           chunks: list[tuple[int, int, bool]], handshake: bool) -> None:
+    """The seed's two streams, mutated, cut into segments in any order of the two sides, some
+    never captured (gaps), from the handshake or mid-stream."""
     streams = (mutate(SEED_STREAMS[0], edits_c), mutate(SEED_STREAMS[1], edits_s))
-    conv = Conversation("c1", start_seen=lambda d: start_seen)
+    flow = Flow()
+    if handshake:
+        flow.handshake()
     offs = [0, 0]
-    with time_limit():
-        for frame, (d, n, is_gap) in enumerate(chunks, 1):
-            if offs[d] >= len(streams[d]):
-                continue
-            if is_gap and frame % 4 == 0:
-                conv.gap(d, offs[d], n, frame, frame / 1e3)
-            else:
-                conv.feed(d, streams[d][offs[d]:offs[d] + n], offs[d], frame, frame / 1e3)
-            offs[d] += n
-        for d in (0, 1):  # the rest in one piece
-            if offs[d] < len(streams[d]):
-                conv.feed(d, streams[d][offs[d]:], offs[d], 999, 1.0)
-        conv.finish()
-        out = conv.to_json()
-    assert out["protocol"] in ("unknown", "postgresql", "postgresql-tls", "postgresql-gss")
-    if out["protocol"] == "unknown":
-        assert not out["queries"]
+    for n, (d, size, is_gap) in enumerate(chunks, 1):
+        if offs[d] >= len(streams[d]):
+            continue
+        if is_gap and n % 4 == 0:
+            flow.seq[d] += size  # never captured: the next segment skips them
+        else:
+            flow.send(d, streams[d][offs[d]:offs[d] + size])
+            flow.ack(1 - d)
+        offs[d] += size
+    for d in (0, 1):  # the rest in one piece
+        if offs[d] < len(streams[d]):
+            flow.send(d, streams[d][offs[d]:])
+    check_connections(check_file(write_capture(cap, flow.packets)))
 
 
 @FUZZ
 @given(data=st.lists(st.binary(min_size=1, max_size=512), min_size=1, max_size=8),
        sides=st.lists(st.integers(0, 1), min_size=8, max_size=8))
-def test_fuzz_conversation_random_bytes(data: list[bytes], sides: list[int]) -> None:
-    conv = Conversation("c1", start_seen=lambda d: True)
-    offs = [0, 0]
-    with time_limit():
-        for i, blob in enumerate(data):
-            d = sides[i]
-            conv.feed(d, blob, offs[d], i + 1, i / 1e3)
-            offs[d] += len(blob)
-        conv.finish()
-        conv.to_json()
-
-
-def _boundary_by_rescanning(buf: bytes, sides: tuple[str, ...], need_proof: bool
-                            ) -> tuple[int, str] | None:
-    """The original search: every position, every time."""
-    for pos in range(0, len(buf) - 4):
-        for side in sides:
-            hit = chain_at(buf, pos, side)
-            if hit is not None and (hit[1] or not need_proof):
-                return pos, side
-    return None
-
-
-@FUZZ
-@given(edits=st.lists(mutation, max_size=6), skip=st.integers(0, 4000),
-       cuts=st.lists(st.integers(1, 600), min_size=1, max_size=30),
-       sides=st.sampled_from((("frontend", "backend"), ("backend",), ("frontend",))),
-       need_proof=st.booleans())
-def test_incremental_boundary_search_matches_a_full_rescan(
-        edits: list[tuple[str, float, bytes]], skip: int, cuts: list[int],
-        sides: tuple[str, ...], need_proof: bool) -> None:
-    """BoundaryScan judges each position once as the buffer grows; at every step it must find
-    what a full rescan of the buffer finds."""
-    stream = mutate(SEED_STREAMS[1][skip:skip + 6000], edits)
-    scan = BoundaryScan(sides, need_proof)
-    end = 0
-    for n in cuts:
-        end += n
-        buf = stream[:end]
-        got = scan.find(buf, 1000)  # any stream offset: positions are kept as offsets
-        assert got == _boundary_by_rescanning(buf, sides, need_proof)
-        if got is not None:
-            break
+def test_fuzz_conversation_random_bytes(cap: Path, data: list[bytes], sides: list[int]) -> None:
+    flow = Flow()
+    flow.handshake()
+    for i, blob in enumerate(data):
+        flow.send(sides[i], blob)
+    check_connections(check_file(write_capture(cap, flow.packets)))

@@ -1,19 +1,38 @@
-"""The PostgreSQL decoder on crafted byte streams: split invariance, fuzzing, protocol cases."""
+"""The PostgreSQL decoder end to end: crafted byte streams carried by a TCP connection in a
+capture, analysed by pipeline.analyze(), checked on the report's PostgreSQL part (protocol,
+startup, messages, queries, decode_stopped, findings): split invariance, fuzzing, protocol
+cases. The decoder's internals are unit-tested beside it (analyzer/core/src/pgwire)."""
 
 from __future__ import annotations
 
+import json
+import re
 import struct
-import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import pytest
-
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tcpfeed import Flow, write_capture
 
-from pktflow.pgwire.conversation import Conversation
+from pktflow.pipeline import analyze
 
-# with the native speedups and with the pure-Python code (conftest.py)
-pytestmark = pytest.mark.usefixtures("both_paths")
+# what the decoder puts in a connection's report, and the findings it gives
+PG_KEYS = ("protocol", "startup", "decode_started_at", "decode_stopped", "lost_bytes",
+           "backend_pid", "server_parameters", "messages", "queries", "queries_total")
+PG_CODES = frozenset({"pgwire-resync", "pgwire-mid-stream", "encrypted", "not-postgresql",
+                      "pgwire-malformed", "server-error", "query-error", "queries-capped"})
+# a query's timing and segment keys depend on where the stream is cut; its content must not
+TIMING = ("sent_s", "first_response_s", "last_response_s", "sent_frame", "first_frame",
+          "last_frame", "response_segments", "response_segment_median", "response_segment_max",
+          "response_segment_sizes", "goodput_bps")
+PROTOCOLS = ("postgresql", "postgresql-tls", "postgresql-gss", "unknown")
+# hypothesis runs many examples per test function: a fixture's directory is shared by them
+HYPO = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+MAX_QUERIES = 10_000  # queries listed per connection (pgwire/conversation.rs)
+MAX_NAMES = 10_000  # prepared statements remembered per connection (pgwire/names.rs)
 
 
 def msg(t: str, body: bytes = b"") -> bytes:
@@ -33,6 +52,7 @@ def startup(user: str = "alice", db: str = "shop", app: str = "psql") -> bytes:
 SSL_REQUEST = struct.pack(">II", 8, 80877103)
 AUTH_OK = msg("R", struct.pack(">I", 0))
 READY = msg("Z", b"I")
+DESC = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18)
 
 
 def datarow(i: int) -> bytes:
@@ -43,375 +63,209 @@ def datarow(i: int) -> bytes:
 def select_exchange(rows: int) -> tuple[bytes, bytes]:
     front = startup() + msg("Q", cstr("SELECT * FROM t")) + msg("X")
     back = AUTH_OK + msg("S", cstr("server_version") + cstr("15.20")) + \
-        msg("K", struct.pack(">II", 4242, 7)) + READY + \
-        msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + \
+        msg("K", struct.pack(">II", 4242, 7)) + READY + DESC + \
         b"".join(datarow(i) for i in range(rows)) + msg("C", cstr(f"SELECT {rows}")) + READY
     return front, back
 
 
-def run(front: bytes, back: bytes, *, splits: tuple[list[int], list[int]] | None = None,
-        start_seen: bool = True) -> dict:  # type: ignore[type-arg]
-    """Feed the frontend bytes first, then the backend's, each cut at the given sizes."""
-    conv = Conversation("c1", start_seen=lambda d: start_seen)
-    for d, data in ((0, front), (1, back)):
-        cuts = (splits or ([], []))[d]
-        pos, frame = 0, 1
-        for size in cuts + [len(data)]:
-            if pos >= len(data):
-                break
-            chunk = data[pos:pos + max(1, size)]
-            conv.feed(d, chunk, pos, frame, 1000.0 + frame)
-            pos += len(chunk)
-    conv.finish()
-    out = conv.to_json()
-    for q in out["queries"]:  # timing depends on where cuts fall; content must not
-        for k in ("sent_s", "first_response_s", "last_response_s", "sent_frame",
-                  "first_frame", "last_frame", "response_segments", "response_segment_median",
-                  "response_segment_max", "response_segment_sizes"):
-            q.pop(k)
+# -- the connection, the capture, the report -----------------------------------------------
+
+def pieces(data: bytes, sizes: list[int]) -> list[bytes]:
+    """`data` cut at the given sizes (each at least 1), the rest in one piece."""
+    out, pos = [], 0
+    for size in sizes + [len(data)]:
+        if pos >= len(data):
+            break
+        out.append(data[pos:pos + max(1, size)])
+        pos += len(out[-1])
     return out
 
 
-def test_server_parameters_of_many_connections() -> None:
-    """ParameterStatus bodies are decoded once and shared: each connection still gets its own
-    values (the last one sent for a name wins, at most 64 names), and the shared table stays
-    bounded when every body differs."""
-    from pktflow.pgwire import conversation
-
-    front = startup() + msg("Q", cstr("SELECT 1")) + msg("X")
-    for i in range(conversation.MAX_PARAMETER_TEXT + 10):
-        params = [("application_name", f"app{i}"), ("TimeZone", "UTC"), ("bad", None),
-                  ("application_name", f"app{i}b"), ("server_version", "15.20")] + \
-            [(f"p{k}", "x") for k in range(70)]
-        back = AUTH_OK + b"".join(msg("S", cstr(k) + cstr(v) if v else k.encode())
-                                  for k, v in params) + READY  # "bad": no NUL, no value
-        got = run(front, back)["server_parameters"]
-        if i in (0, 1, conversation.MAX_PARAMETER_TEXT + 9):
-            assert list(got.items())[:4] == [("application_name", f"app{i}b"),
-                                             ("TimeZone", "UTC"), ("server_version", "15.20"),
-                                             ("p0", "x")] and len(got) == 64
-    assert len(conversation._PARAMETER_TEXT) <= conversation.MAX_PARAMETER_TEXT
+def exchange(front: bytes, back: bytes, *,
+             splits: tuple[list[int], list[int]] | None = None, handshake: bool = True,
+             t: float = 1_700_000_000.0) -> Flow:
+    """A connection carrying the frontend's bytes, then the backend's, each cut into segments
+    at the given sizes and each segment acknowledged; then both FINs."""
+    flow = Flow(t=t)
+    if handshake:
+        flow.handshake()
+    for side, data in ((0, front), (1, back)):
+        for piece in pieces(data, (splits or ([], []))[side]):
+            flow.send(side, piece)
+            flow.ack(1 - side)
+    close(flow)
+    return flow
 
 
-def test_simple_query_whole() -> None:
+def close(flow: Flow) -> None:
+    flow.fin(0)
+    flow.fin(1)
+    flow.ack(0)
+
+
+def analyse(path: Path, packets: list[tuple]) -> dict[str, Any]:  # type: ignore[type-arg]
+    return analyze(str(write_capture(path, packets)))
+
+
+def pg_part(report: dict[str, Any], conn: int = 0) -> dict[str, Any]:
+    """One connection's PostgreSQL keys and findings (code, message, frames)."""
+    c = report["connections"][conn]
+    out = {k: c[k] for k in PG_KEYS}
+    out["findings"] = [(f["code"], f["message"], f["frames"]) for f in report["findings"]
+                       if f["code"] in PG_CODES and f["connection"] == c["id"]]
+    return out
+
+
+def codes(part: dict[str, Any]) -> list[str]:
+    return [code for code, _, _ in part["findings"]]
+
+
+def content(part: dict[str, Any]) -> dict[str, Any]:
+    """The part without what depends on where the streams were cut."""
+    out = json.loads(json.dumps(part))
+    for q in out["queries"]:
+        for k in TIMING:
+            q.pop(k)
+    out["findings"] = [f[:2] for f in out["findings"]]
+    return out
+
+
+def run(path: Path, front: bytes, back: bytes, *,
+        splits: tuple[list[int], list[int]] | None = None,
+        handshake: bool = True) -> dict[str, Any]:
+    """The PostgreSQL part of the report of one connection carrying front then back."""
+    report = analyse(path, exchange(front, back, splits=splits, handshake=handshake).packets)
+    assert len(report["connections"]) == 1
+    return pg_part(report)
+
+
+@pytest.fixture
+def cap(tmp_path: Path) -> Path:
+    return tmp_path / "c.pcap"
+
+
+# -- split invariance ------------------------------------------------------------------------
+
+def test_simple_query_whole(cap: Path) -> None:
     front, back = select_exchange(100)
-    out = run(front, back)
+    out = run(cap, front, back)
     assert out["protocol"] == "postgresql" and out["decode_started_at"] == "startup"
     assert out["startup"] == {"user": "alice", "database": "shop", "application_name": "psql",
                               "encryption": "none"}
     assert out["messages"]["frontend"] == {"StartupMessage": 1, "Query": 1, "Terminate": 1}
     assert out["messages"]["backend"]["DataRow"] == 100
     assert out["backend_pid"] == 4242 and out["server_parameters"] == {"server_version": "15.20"}
+    assert out["decode_stopped"] is None and out["lost_bytes"] == {"frontend": 0, "backend": 0}
+    assert out["findings"] == [] and out["queries_total"] == 1
     (q,) = out["queries"]
-    assert (q["sql"], q["command_tag"], q["rows"], q["data_rows"]) == \
-        ("SELECT * FROM t", "SELECT 100", 100, 100)
+    assert (q["sql"], q["kind"], q["command_tag"], q["rows"], q["data_rows"]) == \
+        ("SELECT * FROM t", "simple", "SELECT 100", 100, 100)
     assert q["response_messages"] == 100 + 3  # T, D x 100, C, Z
-    response = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + \
-        b"".join(datarow(i) for i in range(100)) + msg("C", cstr("SELECT 100")) + READY
+    assert not q["incomplete"] and q["error"] is None
+    response = DESC + b"".join(datarow(i) for i in range(100)) + msg("C", cstr("SELECT 100")) \
+        + READY
     assert back.endswith(response) and q["response_bytes"] == len(response)
+    # the query went in frame 4 (after the handshake), its whole answer in frame 6
+    assert (q["sent_frame"], q["first_frame"], q["last_frame"]) == (4, 6, 6)
 
 
-def test_response_segments_are_the_backend_segments_of_the_query() -> None:
+def test_response_segments_are_the_backend_segments_of_the_query(cap: Path) -> None:
     front, back = select_exchange(200)
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, front, 0, 1, 0.0)
-    sizes = [1000] * (len(back) // 1000) + [len(back) % 1000]
-    off = 0
-    for i, n in enumerate(sizes):
-        conv.feed(1, back[off:off + n], off, 2 + i, 0.1 + i / 1000)
-        off += n
-    conv.finish()
-    (q,) = conv.to_json()["queries"]
+    sizes = [1000] * (len(back) // 1000)
+    out = run(cap, front, back, splits=([], sizes))
+    (q,) = out["queries"]
     assert q["rows"] == 200
-    assert q["response_segments"] == len(sizes)
+    assert q["response_segments"] == len(sizes) + 1
     assert q["response_segment_median"] == 1000
     assert q["response_segment_max"] == 1000
-    assert q["response_segment_sizes"]["1000"] == len(sizes) - 1
+    assert q["response_segment_sizes"] == {"1000": len(sizes), str(len(back) % 1000): 1}
 
 
-def test_byte_at_a_time_equals_whole() -> None:
+def test_byte_at_a_time_equals_whole(cap: Path) -> None:
     front, back = select_exchange(20)
-    whole = run(front, back)
-    ones = run(front, back, splits=([1] * len(front), [1] * len(back)))
-    assert ones == whole
+    whole = run(cap, front, back)
+    ones = run(cap, front, back, splits=([1] * len(front), [1] * len(back)))
+    assert ones["queries"][0]["response_segments"] > 100  # the cuts did reach the decoder
+    assert content(ones) == content(whole)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.data())
-def test_random_splits_give_identical_results(data: st.DataObject) -> None:
+@settings(HYPO, max_examples=100)
+@given(data=st.data())
+def test_random_splits_give_identical_results(cap: Path, data: st.DataObject) -> None:
     front, back = select_exchange(30)
-    whole = run(front, back)
+    whole = content(run(cap, front, back))
     sizes = st.lists(st.integers(1, 300), max_size=60)
-    assert run(front, back, splits=(data.draw(sizes), data.draw(sizes))) == whole
+    assert content(run(cap, front, back, splits=(data.draw(sizes), data.draw(sizes)))) == whole
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=600), st.binary(max_size=600), st.booleans())
-def test_fuzz_arbitrary_bytes_never_raise(front: bytes, back: bytes, seen: bool) -> None:
-    out = run(front, back, start_seen=seen)
-    assert out["protocol"] in ("postgresql", "postgresql-tls", "postgresql-gss", "unknown")
+@settings(HYPO, max_examples=40)
+@given(data=st.data())
+def test_random_splits_of_a_pipeline_give_identical_results(cap: Path,
+                                                            data: st.DataObject) -> None:
+    """Likewise for extended-protocol, COPY and failed queries, and without a handshake."""
+    front, back = mixed_streams(12)
+    handshake = data.draw(st.booleans())
+    whole = content(run(cap, front, back, handshake=handshake))
+    sizes = st.lists(st.integers(1, 200), max_size=40)
+    assert content(run(cap, front, back, splits=(data.draw(sizes), data.draw(sizes)),
+                       handshake=handshake)) == whole
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2000), st.binary(min_size=1, max_size=8), st.booleans())
-def test_fuzz_mutated_streams_never_raise(at: int, junk: bytes, which: bool) -> None:
+# -- never a failure on arbitrary bytes ---------------------------------------------------
+
+@settings(HYPO, max_examples=150)
+@given(front=st.binary(max_size=600), back=st.binary(max_size=600), handshake=st.booleans())
+def test_fuzz_arbitrary_bytes_never_raise(cap: Path, front: bytes, back: bytes,
+                                          handshake: bool) -> None:
+    out = run(cap, front, back, handshake=handshake)
+    assert out["protocol"] in PROTOCOLS
+    if out["protocol"] == "unknown":
+        assert out["queries"] == [] and out["startup"] is None
+
+
+@settings(HYPO, max_examples=150)
+@given(at=st.integers(0, 2000), junk=st.binary(min_size=1, max_size=8), which=st.booleans())
+def test_fuzz_mutated_streams_never_raise(cap: Path, at: int, junk: bytes, which: bool) -> None:
     front, back = select_exchange(15)
     if which:
         back = back[:at] + junk + back[at + len(junk):]
     else:
         front = front[:at] + junk + front[at + len(junk):]
-    run(front, back)
+    out = run(cap, front, back)
+    assert out["protocol"] in PROTOCOLS
 
 
-def test_ssl_refused_then_plaintext() -> None:
+# -- encryption and foreign protocols -----------------------------------------------------
+
+def test_ssl_refused_then_plaintext(cap: Path) -> None:
     front, back = select_exchange(3)
-    out = run(SSL_REQUEST + front, b"N" + back)
+    out = run(cap, SSL_REQUEST + front, b"N" + back)
     assert out["protocol"] == "postgresql" and out["startup"]["encryption"] == "none"
     assert out["messages"]["frontend"]["SSLRequest"] == 1
     assert out["queries"][0]["rows"] == 3
+    assert "encrypted" not in codes(out)
 
 
-def test_ssl_accepted_stops_decoding() -> None:
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, SSL_REQUEST, 0, 1, 1.0)
-    conv.feed(1, b"S", 0, 2, 1.1)
-    conv.feed(0, b"\x16\x03\x01\x02\x00" + b"\x01" * 512, 8, 3, 1.2)  # ClientHello
-    conv.finish()
-    assert conv.protocol == "postgresql-tls" and conv.queries == []
-    assert any(f.code == "encrypted" for f in conv.findings)
+def test_ssl_accepted_stops_decoding(cap: Path) -> None:
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, SSL_REQUEST)
+    flow.send(1, b"S")
+    flow.send(0, b"\x16\x03\x01\x02\x00" + b"\x01" * 512)  # ClientHello
+    close(flow)
+    out = pg_part(analyse(cap, flow.packets))
+    assert out["protocol"] == "postgresql-tls" and out["queries"] == []
+    assert out["messages"]["frontend"] == {"SSLRequest": 1}
+    (found,) = [f for f in out["findings"] if f[0] == "encrypted"]
+    assert "accepted SSLRequest" in found[1] and "TLS-encrypted" in found[1]
+    assert found[2] == [5]  # the server's "S"
 
 
-def test_http_on_5432_is_not_postgres() -> None:
-    out = run(b"GET / HTTP/1.1\r\nHost: db\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n\r\n")
+def test_http_on_5432_is_not_postgres(cap: Path) -> None:
+    out = run(cap, b"GET / HTTP/1.1\r\nHost: db\r\n\r\n", b"HTTP/1.1 400 Bad Request\r\n\r\n")
     assert out["protocol"] == "unknown" and out["queries"] == []
     assert out["messages"] == {"frontend": {}, "backend": {}}
-
-
-def test_mid_stream_roles_proven_by_types_even_when_guess_is_wrong() -> None:
-    # A pooled server connection captured late: the engine guessed the server is direction 0.
-    back = b"".join(datarow(i) for i in range(5))[7:] + msg("C", cstr("SELECT 9")) + READY \
-        + msg("T", struct.pack(">H", 0)) + datarow(1) + msg("C", cstr("SELECT 1")) + READY
-    front = msg("Q", cstr("SELECT 1")) + msg("Q", cstr("SELECT 2"))
-    conv = Conversation("c1")
-    conv.feed(0, back, 0, 1, 1.0)
-    conv.feed(1, front, 0, 2, 1.0)
-    conv.finish()
-    assert conv.frontend_direction == 1 and conv.decode_started_at == "mid-stream"
-    out = conv.to_json()
-    assert out["messages"]["frontend"] == {"Query": 2}
-    assert out["messages"]["backend"]["ReadyForQuery"] == 2
-    assert out["lost_bytes"]["backend"] > 0
-
-
-def test_gap_inside_datarow_body_loses_nothing() -> None:
-    front, back = select_exchange(50)
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, front, 0, 1, 1.0)
-    i = back.index(datarow(10))
-    conv.feed(1, back[:i + 8], 0, 2, 1.0)  # header + 3 body bytes of row 10
-    conv.gap(1, i + 8, 2, 3, 1.0)  # 2 body bytes never captured
-    conv.feed(1, back[i + 10:], i + 10, 4, 1.0)
-    conv.finish()
-    q = conv.queries[0]
-    assert q.rows == 50 and not q.incomplete and conv.to_json()["lost_bytes"]["backend"] == 0
-
-
-def test_gap_across_messages_resynchronises_without_invention() -> None:
-    front, back = select_exchange(200)
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, front, 0, 1, 1.0)
-    i = back.index(datarow(50)) + 3
-    conv.feed(1, back[:i], 0, 2, 1.0)
-    conv.gap(1, i, 500, 3, 1.0)
-    conv.feed(1, back[i + 500:], i + 500, 4, 1.0)
-    conv.finish()
-    out = conv.to_json()
-    assert out["messages"]["backend"]["DataRow"] < 200
-    assert out["messages"]["backend"]["CommandComplete"] == 1  # found again after the gap
-    assert out["queries"][0]["command_tag"] == "SELECT 200" and out["queries"][0]["incomplete"]
-    assert any(f.code == "pgwire-resync" for f in conv.findings)
-
-
-def test_malformed_length_is_a_finding_with_offset() -> None:
-    front, back = select_exchange(5)
-    i = back.index(datarow(2))
-    bad = back[:i] + b"D\x00\x00\x00\x02" + back[i + 5:]
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, front, 0, 1, 1.0)
-    conv.feed(1, bad, 0, 7, 1.0)
-    conv.finish()
-    (f,) = [f for f in conv.findings if f.code == "pgwire-malformed"]
-    assert f.frames == [7] and f"offset {i:,}" in f.message
-    assert conv.to_json()["decode_stopped"]["offset"] == i
-
-
-def test_huge_length_claim_keeps_memory_bounded() -> None:
-    front, _ = select_exchange(0)
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, front, 0, 1, 1.0)
-    conv.feed(1, AUTH_OK + READY + b"D" + struct.pack(">I", 0x7FFFFFF0), 0, 2, 1.0)
-    tracemalloc.start()
-    chunk = b"\x00" * 65536
-    for k in range(64):  # 4 MiB of a message claiming ~2 GB
-        conv.feed(1, chunk, 16 + k * 65536, 3 + k, 1.0)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 1 << 20
-
-
-def test_extended_protocol_pipeline() -> None:
-    front = startup() + msg("P", cstr("s1") + cstr("SELECT $1::int") + b"\x00\x00") + \
-        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("D", b"P" + cstr("")) + \
-        msg("E", cstr("") + b"\x00\x00\x00\x00") + \
-        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("E", cstr("") + b"\x00" * 4) + \
-        msg("S")
-    back = AUTH_OK + READY + msg("1") + msg("2") + msg("T", b"\x00\x00") + datarow(1) + \
-        msg("C", cstr("SELECT 1")) + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY
-    out = run(front, back)
-    assert [(q["sql"], q["kind"], q["rows"]) for q in out["queries"]] == \
-        [("SELECT $1::int", "extended", 1), ("SELECT $1::int", "extended", 1)]
-    assert out["messages"]["backend"]["ParseComplete"] == 1
-    assert out["messages"]["frontend"]["Describe"] == 1
-
-
-def test_copy_out_and_copy_in() -> None:
-    front = startup() + msg("Q", cstr("COPY t TO STDOUT")) + msg("Q", cstr("COPY t FROM STDIN")) \
-        + msg("d", b"1\tx\n") * 4 + msg("c")
-    back = AUTH_OK + READY + msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\ta\n") * 7 + \
-        msg("c") + msg("C", cstr("COPY 7")) + READY + msg("G", b"\x00\x00\x01\x00\x00") + \
-        msg("C", cstr("COPY 4")) + READY
-    out = run(front, back)
-    q1, q2 = out["queries"]
-    assert (q1["kind"], q1["rows"], q1["copy_data"]) == ("copy", 7, 7)
-    assert (q2["kind"], q2["rows"], q2["copy_data"]) == ("copy", 4, 4)
-    assert out["messages"]["frontend"]["CopyData"] == 4
-
-
-def test_error_response_attached_to_query() -> None:
-    err = msg("E", b"SERROR\x00VERROR\x00C42P01\x00Mrelation \"nope\" does not exist\x00\x00")
-    front = startup() + msg("Q", cstr("SELECT * FROM nope"))
-    back = AUTH_OK + READY + err + READY
-    (q,) = run(front, back)["queries"]
-    assert q["error"]["code"] == "42P01" and "nope" in q["error"]["message"]
-    assert q["command_tag"] is None
-
-
-def test_scram_exchange_names_without_secrets() -> None:
-    init = msg("p", cstr("SCRAM-SHA-256") + struct.pack(">I", 5) + b"n,,n=")
-    final = msg("p", b"c=biws,r=secretnonce,p=PROOF")
-    sasl = msg("R", struct.pack(">I", 10) + cstr("SCRAM-SHA-256") + b"\x00")
-    cont = msg("R", struct.pack(">I", 11) + b"r=x,s=y,i=4096")
-    fin = msg("R", struct.pack(">I", 12) + b"v=sig") + AUTH_OK + READY
-    conv = Conversation("c1", start_seen=lambda d: True)
-    fo = bo = 0
-    for d, data in ((0, startup()), (1, sasl), (0, init), (1, cont), (0, final), (1, fin)):
-        off = fo if d == 0 else bo
-        conv.feed(d, data, off, 1, 1.0)
-        if d == 0:
-            fo += len(data)
-        else:
-            bo += len(data)
-    out = conv.to_json()
-    assert out["messages"]["frontend"]["SASLInitialResponse"] == 1
-    assert out["messages"]["frontend"]["SASLResponse"] == 1
-    assert out["messages"]["backend"]["AuthenticationSASLFinal"] == 1
-    assert "PROOF" not in str(out) and "secretnonce" not in str(out)
-
-
-def test_function_call_is_a_query_with_its_response() -> None:
-    # FunctionCall (the fast path libpq's large-object API uses): OID 764 (lo_import), no args
-    call = msg("F", struct.pack(">IhhI", 764, 0, 0, 0) + struct.pack(">h", 1))
-    result = msg("V", struct.pack(">i", 4) + struct.pack(">I", 16385))
-    front = startup() + call + msg("X")
-    back = AUTH_OK + READY + result + READY
-    out = run(front, back)
-    (q,) = out["queries"]
-    assert q["kind"] == "function" and q["sql"] == "FunctionCall oid 764"
-    assert q["response_messages"] == 2 and q["response_bytes"] == len(result) + len(READY)
-    assert out["messages"]["backend"]["FunctionCallResponse"] == 1
-
-
-def test_queries_beyond_the_cap_are_counted_not_kept() -> None:
-    from pktflow.pgwire import conversation as C
-
-    n = C.MAX_QUERIES + 50
-    q = msg("Q", cstr("SELECT 1"))
-    answer = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18) + datarow(1) + \
-        msg("C", cstr("SELECT 1")) + READY
-    conv = Conversation("c1", start_seen=lambda d: True)
-    conv.feed(0, startup(), 0, 1, 0.0)
-    conv.feed(1, AUTH_OK + READY, 0, 2, 0.0)
-    off0, off1 = len(startup()), len(AUTH_OK + READY)
-    for i in range(n):
-        conv.feed(0, q, off0, 3 + 2 * i, float(i))
-        conv.feed(1, answer, off1, 4 + 2 * i, float(i))
-        off0, off1 = off0 + len(q), off1 + len(answer)
-    conv.finish()
-    out = conv.to_json()
-    assert out["queries_total"] == n and len(out["queries"]) == C.MAX_QUERIES
-    assert out["messages"]["backend"]["DataRow"] == n  # counts cover every query
-    assert len(conv.pending) == 0  # answered queries are not held on to
-    assert [f.code for f in conv.findings].count("queries-capped") == 1
-
-
-@pytest.mark.parametrize("every", [2, 0], ids=["archiving-often", "as-built"])
-def test_archived_queries_report_as_the_kept_ones(every: int,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """With an archive, answered queries leave memory as the list grows: the report is the
-    same, for simple, extended, COPY and failed queries, answered one by one or pipelined.
-    Archiving often (the pure-Python path reads ARCHIVE_AT as it runs; compiled, it is a
-    constant) archives next to every kind of request, a lone Sync's among them."""
-    from pktflow.pgwire import conversation as C
-
-    if every:
-        monkeypatch.setattr(C, "ARCHIVE_AT", every)
-
-    err = msg("E", b"SERROR\x00C42P01\x00Mno\x00\x00")
-    desc = msg("T", struct.pack(">H", 1) + cstr("v") + b"\x00" * 18)
-    kinds = [
-        (msg("Q", cstr("SELECT 1")), desc + datarow(1) + msg("C", cstr("SELECT 1")) + READY),
-        (msg("P", cstr("") + cstr("SELECT $1") + b"\x00\x00") + msg("B", b"\x00" * 8)
-         + msg("E", b"\x00" * 5) + msg("S"),
-         msg("1") + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY),
-        (msg("Q", cstr("COPY t TO STDOUT")),
-         msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\n") * 3 + msg("c")
-         + msg("C", cstr("COPY 3")) + READY),
-        (msg("Q", cstr("SELECT * FROM nope")), err + READY),
-        (msg("S"), READY),  # a lone Sync: its ReadyForQuery goes to the last answered query
-    ]
-    rounds = [kinds[(i * 7) % 5] for i in range(384)]
-
-    def report(archive: list[bytes] | None) -> tuple[dict, Conversation]:  # type: ignore[type-arg]
-        conv = Conversation("c1", start_seen=lambda d: True, archive=archive)
-        conv.feed(0, startup(), 0, 1, 0.0)
-        conv.feed(1, AUTH_OK + READY, 0, 2, 0.0)
-        off, frame = [len(startup()), len(AUTH_OK + READY)], 3
-        # each request sent before the answer to the one before it (pipelined)
-        order = [(0, 0)] + [x for i in range(1, len(rounds)) for x in ((0, i), (1, i - 1))]
-        for d, i in order + [(1, len(rounds) - 1)]:
-            data = rounds[i][d]
-            conv.feed(d, data, off[d], frame, frame * 0.001)
-            off[d] += len(data)
-            frame += 1
-        conv.finish()
-        return conv.to_json(), conv
-
-    archive: list[bytes] = []
-    kept, _ = report(None)
-    archived, conv = report(archive)
-    queries = sum(r is not kinds[-1] for r in rounds)
-    assert archived == kept and len(kept["queries"]) == queries
-    assert len(archive) > queries // 2 and len(conv.queries) < 128
-    assert {q["kind"] for q in kept["queries"]} == {"simple", "extended", "copy"}
-
-
-def test_named_statements_are_bounded() -> None:
-    from pktflow.pgwire import conversation as C
-
-    names: dict[str, str] = {}
-    for i in range(C.MAX_NAMES + 10):
-        C._bounded_put(names, f"S_{i}", "SELECT 1")
-    assert len(names) == C.MAX_NAMES and "S_0" not in names and f"S_{C.MAX_NAMES + 9}" in names
+    assert codes(out) == ["not-postgresql"]
 
 
 def client_hello(alpn: list[str] | None) -> bytes:
@@ -430,54 +284,393 @@ def client_hello(alpn: list[str] | None) -> bytes:
     return out.read()
 
 
-def test_direct_tls_with_alpn_postgresql_is_postgres_encrypted() -> None:
+SERVER_HELLO = b"\x16\x03\x03\x00\x7a\x02" + bytes(200)
+
+
+def test_direct_tls_with_alpn_postgresql_is_postgres_encrypted(cap: Path) -> None:
     """PostgreSQL 17 sslnegotiation=direct: no SSLRequest, a ClientHello offering ALPN
     "postgresql", split across segments as a small MSS would."""
     hello = client_hello(["postgresql"])
-    conv = Conversation("c1", start_seen=lambda d: True)
-    for i, at in enumerate(range(0, len(hello), 100)):
-        conv.feed(0, hello[at:at + 100], at, 1 + i, 1.0 + i)
-    conv.feed(1, b"\x16\x03\x03\x00\x7a\x02" + bytes(200), 0, 50, 2.0)  # the ServerHello
-    conv.finish()
-    assert conv.protocol == "postgresql-tls" and conv.queries == []
-    found = [f for f in conv.findings if f.code == "encrypted"]
-    assert len(found) == 1 and "directly" in found[0].message
-    assert found[0].frames == [1 + (len(hello) - 1) // 100]  # the segment completing it
+    flow = Flow()
+    flow.handshake()
+    sent = [flow.send(0, piece) for piece in pieces(hello, [100] * (len(hello) // 100))]
+    flow.send(1, SERVER_HELLO)
+    close(flow)
+    out = pg_part(analyse(cap, flow.packets))
+    assert out["protocol"] == "postgresql-tls" and out["queries"] == []
+    assert out["startup"] is None and out["decode_stopped"] is None
+    (found,) = [f for f in out["findings"] if f[0] == "encrypted"]
+    assert "directly" in found[1]
+    assert len(sent) > 2 and found[2] == [sent[-1][0]]  # the segment completing it
 
 
-def test_tls_without_alpn_postgresql_is_not_postgres() -> None:
+def test_tls_without_alpn_postgresql_is_not_postgres(cap: Path) -> None:
     for alpn in (None, ["h2", "http/1.1"]):
-        conv = Conversation("c1", start_seen=lambda d: True)
-        conv.feed(0, client_hello(alpn), 0, 1, 1.0)
-        conv.finish()
-        assert conv.protocol == "unknown", alpn
-        assert "ALPN" in conv.decode_stopped["reason"]  # type: ignore[index]
-        assert ("h2" in conv.decode_stopped["reason"]) == bool(alpn)  # type: ignore[index]
+        out = run(cap, client_hello(alpn), SERVER_HELLO)
+        assert out["protocol"] == "unknown", alpn
+        reason = out["decode_stopped"]["reason"]
+        assert "ALPN" in reason and ("h2, http/1.1" in reason) == bool(alpn), reason
+        assert codes(out) == ["not-postgresql"]
 
 
-def test_client_hello_parser_on_every_prefix_and_junk() -> None:
-    from pktflow.pgwire.tls import NEED_MORE, NOT_TLS, client_hello_alpn
+def test_client_hello_cut_or_junk_is_never_postgres_tls(cap: Path) -> None:
+    """A ClientHello cut anywhere is never taken for direct TLS, its whole self is; TLS
+    records that are not a ClientHello and plain text are not PostgreSQL."""
     hello = client_hello(["postgresql", "x"])
-    assert client_hello_alpn(hello) == ["postgresql", "x"]
-    for n in range(len(hello)):
-        assert client_hello_alpn(hello[:n]) == NEED_MORE, n
-    assert client_hello_alpn(b"\x17\x03\x03\x00\x10" + bytes(16)) == NOT_TLS  # application data
-    assert client_hello_alpn(b"\x16\x03\x03\x00\x04\x02\x00\x00\x00") == NOT_TLS  # ServerHello
-    assert client_hello_alpn(b"GET / HTTP/1.1") == NOT_TLS
+    assert run(cap, hello, b"")["protocol"] == "postgresql-tls"
+    for n in sorted({*range(1, 60), *range(60, len(hello), 23), len(hello) - 1}):
+        out = run(cap, hello[:n], b"")
+        assert out["protocol"] == "unknown" and "encrypted" not in codes(out), n
+    for junk in (b"\x17\x03\x03\x00\x10" + bytes(16),  # application data
+                 b"\x16\x03\x03\x00\x04\x02\x00\x00\x00",  # a ServerHello
+                 b"GET / HTTP/1.1\r\n\r\n"):
+        out = run(cap, junk, b"")
+        assert out["protocol"] == "unknown" and codes(out) == ["not-postgresql"], junk
     cut = bytearray(hello)
     cut[3:5] = (60).to_bytes(2, "big")  # a record shorter than its ClientHello
-    assert client_hello_alpn(bytes(cut[:65])) in (NOT_TLS, [])
+    assert run(cap, bytes(cut[:65]), b"")["protocol"] == "unknown"
 
 
-def test_command_tag_row_counts() -> None:
-    """The rows a CommandComplete tag reports, from ASCII digits only: str.isdigit() also takes
-    "²", which int() refuses (a hostile tag once failed the whole pass)."""
-    from pktflow.pgwire.messages import command_rows
+# -- mid-stream, gaps, malformed framing -------------------------------------------------------
 
-    assert command_rows("SELECT 5") == 5
-    assert command_rows("INSERT 0 3") == 3
-    assert command_rows("COPY 1500000") == 1_500_000
-    assert command_rows("CREATE TABLE") is None
-    assert command_rows("SELECT") is None
-    assert command_rows("SELECT ²") is None
-    assert command_rows("SELECT ٣") is None
+def test_mid_stream_roles_proven_by_types_even_when_guess_is_wrong(cap: Path) -> None:
+    """A pooled server connection captured late, the backend on 10.0.0.1:40000 and the
+    frontend on 10.0.0.2:5432: the engine's guess by port is wrong, the message types prove
+    the roles and the report names the backend the server."""
+    back = b"".join(datarow(i) for i in range(5))[7:] + msg("C", cstr("SELECT 9")) + READY \
+        + msg("T", struct.pack(">H", 0)) + datarow(1) + msg("C", cstr("SELECT 1")) + READY
+    front = msg("Q", cstr("SELECT 1")) + msg("Q", cstr("SELECT 2"))
+    flow = Flow()
+    flow.send(0, back)  # Flow's side 0 is 10.0.0.1:40000
+    flow.send(1, front)
+    report = analyse(cap, flow.packets)
+    (conn,) = report["connections"]
+    assert conn["server"] == {"ip": "10.0.0.1", "port": 40000}
+    assert conn["client"] == {"ip": "10.0.0.2", "port": 5432}
+    assert conn["roles_from"] == "application" and not conn["handshake_seen"]
+    assert conn["directions"]["server_to_client"]["payload_bytes"] == len(back)
+    out = pg_part(report)
+    assert out["decode_started_at"] == "mid-stream"
+    assert out["messages"]["frontend"] == {"Query": 2}
+    assert out["messages"]["backend"]["ReadyForQuery"] == 2
+    assert out["lost_bytes"]["backend"] > 0
+    assert "pgwire-mid-stream" in codes(out)
+
+
+def test_gap_inside_datarow_body_loses_nothing(cap: Path) -> None:
+    """Two bytes of a DataRow's body never captured: the rows are all counted."""
+    front, back = select_exchange(50)
+    i = back.index(datarow(10))
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, front)
+    flow.send(1, back[:i + 8])  # header + 3 body bytes of row 10
+    flow.seq[1] += 2  # 2 body bytes never captured
+    flow.send(1, back[i + 10:])
+    flow.ack(0)
+    close(flow)
+    report = analyse(cap, flow.packets)
+    assert report["connections"][0]["directions"]["server_to_client"]["missing_bytes"] == 2
+    out = pg_part(report)
+    (q,) = out["queries"]
+    assert q["rows"] == 50 and q["data_rows"] == 50 and not q["incomplete"]
+    assert out["lost_bytes"]["backend"] == 0 and "pgwire-resync" not in codes(out)
+
+
+def test_gap_across_messages_resynchronises_without_invention(cap: Path) -> None:
+    front, back = select_exchange(200)
+    i = back.index(datarow(50)) + 3
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, front)
+    flow.send(1, back[:i])
+    flow.seq[1] += 500
+    flow.send(1, back[i + 500:])
+    flow.ack(0)
+    close(flow)
+    out = pg_part(analyse(cap, flow.packets))
+    assert out["messages"]["backend"]["DataRow"] < 200
+    assert out["messages"]["backend"]["CommandComplete"] == 1  # found again after the gap
+    (q,) = out["queries"]
+    assert q["command_tag"] == "SELECT 200" and q["incomplete"]
+    assert 0 < out["lost_bytes"]["backend"] - 500 < 100  # the cut rows' remains, no more
+    (found,) = [f for f in out["findings"] if f[0] == "pgwire-resync"]
+    assert f"a capture gap of 500 bytes at offset {i:,}" in found[1]
+
+
+def test_malformed_length_is_a_finding_with_offset(cap: Path) -> None:
+    front, back = select_exchange(5)
+    i = back.index(datarow(2))
+    bad = back[:i] + b"D\x00\x00\x00\x02" + back[i + 5:]
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, front)
+    frame = flow.send(1, bad)[0]
+    close(flow)
+    out = pg_part(analyse(cap, flow.packets))
+    (found,) = [f for f in out["findings"] if f[0] == "pgwire-malformed"]
+    assert found[2] == [frame] and f"offset {i:,}" in found[1]
+    assert out["decode_stopped"] == {"direction": "backend", "offset": i, "frame": frame,
+                                     "reason": "length 2 is under 4"}
+    assert out["messages"]["backend"]["DataRow"] == 2  # those before it
+
+
+def _peak_growth_kib(fn: Any) -> tuple[Any, int]:
+    """What fn returns, and how far it raised this process's peak resident memory (KiB):
+    the core's allocations are not Python's, so tracemalloc does not see them."""
+    def hwm() -> int:
+        with open("/proc/self/status") as f:
+            return int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1))  # type: ignore[union-attr]
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak to the present
+    before = hwm()
+    result = fn()
+    return result, hwm() - before
+
+
+@pytest.mark.parametrize("claim,stops", [(0x3FFFFFF0, False), (0x7FFFFFF0, True)],
+                         ids=["1-GiB", "2-GiB-absurd"])
+def test_huge_length_claim_keeps_memory_bounded(cap: Path, claim: int, stops: bool) -> None:
+    """A DataRow claiming ~1 GiB (PostgreSQL's limit: skipped as it streams by) or ~2 GiB
+    (absurd: decoding stops), then 16 MiB of it: memory does not follow the claim."""
+    front, _ = select_exchange(0)
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, front)
+    flow.send(1, AUTH_OK + READY + b"D" + struct.pack(">I", claim))
+    for _ in range(16 * 16):  # 16 MiB in 64 KiB segments
+        flow.send(1, b"\x00" * 65000)
+        flow.ack(0)
+    close(flow)
+    path = write_capture(cap, flow.packets)
+    report, growth = _peak_growth_kib(lambda: analyze(str(path)))
+    assert growth < 6 * 1024, growth
+    out = pg_part(report)
+    assert out["protocol"] == "postgresql" and out["lost_bytes"]["backend"] == 0
+    if stops:
+        assert "is absurd" in out["decode_stopped"]["reason"]
+        assert codes(out) == ["pgwire-malformed"]
+    else:
+        assert out["decode_stopped"] is None and codes(out) == []
+        (q,) = out["queries"]  # the DataRow is counted at its header, as it claims to be
+        assert out["messages"]["backend"]["DataRow"] == 1 and q["incomplete"]
+        assert q["response_bytes"] == 1 + claim
+
+
+# -- the protocol's request kinds -------------------------------------------------------------
+
+def test_extended_protocol_pipeline(cap: Path) -> None:
+    front = startup() + msg("P", cstr("s1") + cstr("SELECT $1::int") + b"\x00\x00") + \
+        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("D", b"P" + cstr("")) + \
+        msg("E", cstr("") + b"\x00\x00\x00\x00") + \
+        msg("B", cstr("") + cstr("s1") + b"\x00" * 6) + msg("E", cstr("") + b"\x00" * 4) + \
+        msg("S")
+    back = AUTH_OK + READY + msg("1") + msg("2") + msg("T", b"\x00\x00") + datarow(1) + \
+        msg("C", cstr("SELECT 1")) + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY
+    out = run(cap, front, back)
+    assert [(q["sql"], q["kind"], q["rows"]) for q in out["queries"]] == \
+        [("SELECT $1::int", "extended", 1), ("SELECT $1::int", "extended", 1)]
+    assert out["messages"]["backend"]["ParseComplete"] == 1
+    assert out["messages"]["frontend"]["Describe"] == 1
+
+
+def test_copy_out_and_copy_in(cap: Path) -> None:
+    front = startup() + msg("Q", cstr("COPY t TO STDOUT")) + msg("Q", cstr("COPY t FROM STDIN")) \
+        + msg("d", b"1\tx\n") * 4 + msg("c")
+    back = AUTH_OK + READY + msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\ta\n") * 7 + \
+        msg("c") + msg("C", cstr("COPY 7")) + READY + msg("G", b"\x00\x00\x01\x00\x00") + \
+        msg("C", cstr("COPY 4")) + READY
+    out = run(cap, front, back)
+    q1, q2 = out["queries"]
+    assert (q1["kind"], q1["rows"], q1["copy_data"]) == ("copy", 7, 7)
+    assert (q2["kind"], q2["rows"], q2["copy_data"]) == ("copy", 4, 4)
+    assert out["messages"]["frontend"]["CopyData"] == 4
+
+
+def test_error_response_attached_to_query(cap: Path) -> None:
+    err = msg("E", b"SERROR\x00VERROR\x00C42P01\x00Mrelation \"nope\" does not exist\x00\x00")
+    front = startup() + msg("Q", cstr("SELECT * FROM nope"))
+    back = AUTH_OK + READY + err + READY
+    out = run(cap, front, back)
+    (q,) = out["queries"]
+    assert q["error"]["code"] == "42P01" and "nope" in q["error"]["message"]
+    assert q["error"]["severity"] == "ERROR"
+    assert q["command_tag"] is None
+    (found,) = out["findings"]
+    assert found[0] == "query-error" and "42P01" in found[1] and "SELECT * FROM nope" in found[1]
+
+
+def test_scram_exchange_names_without_secrets(cap: Path) -> None:
+    init = msg("p", cstr("SCRAM-SHA-256") + struct.pack(">I", 5) + b"n,,n=")
+    final = msg("p", b"c=biws,r=secretnonce,p=PROOF")
+    sasl = msg("R", struct.pack(">I", 10) + cstr("SCRAM-SHA-256") + b"\x00")
+    cont = msg("R", struct.pack(">I", 11) + b"r=x,s=y,i=4096")
+    fin = msg("R", struct.pack(">I", 12) + b"v=sig") + AUTH_OK + READY
+    flow = Flow()
+    flow.handshake()
+    for side, data in ((0, startup()), (1, sasl), (0, init), (1, cont), (0, final), (1, fin)):
+        flow.send(side, data)
+    close(flow)
+    report = analyse(cap, flow.packets)
+    out = pg_part(report)
+    assert out["messages"]["frontend"]["SASLInitialResponse"] == 1
+    assert out["messages"]["frontend"]["SASLResponse"] == 1
+    assert out["messages"]["backend"]["AuthenticationSASL"] == 1
+    assert out["messages"]["backend"]["AuthenticationSASLFinal"] == 1
+    text = json.dumps(report)
+    assert "PROOF" not in text and "secretnonce" not in text
+
+
+def test_function_call_is_a_query_with_its_response(cap: Path) -> None:
+    # FunctionCall (the fast path libpq's large-object API uses): OID 764 (lo_import), no args
+    call = msg("F", struct.pack(">IhhI", 764, 0, 0, 0) + struct.pack(">h", 1))
+    result = msg("V", struct.pack(">i", 4) + struct.pack(">I", 16385))
+    front = startup() + call + msg("X")
+    back = AUTH_OK + READY + result + READY
+    out = run(cap, front, back)
+    (q,) = out["queries"]
+    assert q["kind"] == "function" and q["sql"] == "FunctionCall oid 764"
+    assert q["response_messages"] == 2 and q["response_bytes"] == len(result) + len(READY)
+    assert out["messages"]["backend"]["FunctionCallResponse"] == 1
+
+
+def test_command_tag_row_counts(cap: Path) -> None:
+    """The rows a CommandComplete tag reports, from ASCII digits only: "²" and "٣" are digits
+    to str.isdigit() but no row count (a hostile tag once failed the whole pass). Each query
+    here gets two DataRows: a tag without a count leaves the rows at those."""
+    tags = {"SELECT 5": 5, "INSERT 0 3": 3, "COPY 1500000": 1_500_000, "CREATE TABLE": 2,
+            "SELECT": 2, "SELECT ²": 2, "SELECT ٣": 2}
+    front = startup() + b"".join(msg("Q", cstr(f"q{i}")) for i in range(len(tags) + 1))
+    back = AUTH_OK + READY + b"".join(DESC + datarow(1) + datarow(2) + msg("C", cstr(tag))
+                                      + READY for tag in tags) \
+        + msg("C", cstr("CREATE TABLE")) + READY  # no rows, no count: 0
+    out = run(cap, front, back)
+    assert [(q["command_tag"], q["rows"]) for q in out["queries"]] == \
+        list(tags.items()) + [("CREATE TABLE", 0)]
+
+
+# -- bounds ---------------------------------------------------------------------------------
+
+def test_server_parameters_of_many_connections(cap: Path) -> None:
+    """Each connection of a capture gets its own ParameterStatus values (the last one sent
+    for a name wins, at most 64 names, a body without its value is skipped)."""
+    front = startup() + msg("Q", cstr("SELECT 1")) + msg("X")
+    packets: list[tuple] = []  # type: ignore[type-arg]
+    n = 12
+    for i in range(n):
+        params = [("application_name", f"app{i}"), ("TimeZone", "UTC"), ("bad", None),
+                  ("application_name", f"app{i}b"), ("server_version", "15.20")] + \
+            [(f"p{k}", "x") for k in range(70)]
+        back = AUTH_OK + b"".join(msg("S", cstr(k) + cstr(v) if v else k.encode())
+                                  for k, v in params) + READY  # "bad": no NUL, no value
+        flow = exchange(front, back, t=1_700_000_000.0 + i)
+        packets += [p[:4] + (40000 + i if p[4] == 40000 else p[4],
+                             40000 + i if p[5] == 40000 else p[5]) + p[6:]
+                    for p in flow.packets]  # each from its own client port
+    report = analyse(cap, packets)
+    assert len(report["connections"]) == n
+    for i in range(n):
+        got = pg_part(report, i)["server_parameters"]
+        assert list(got.items())[:4] == [("application_name", f"app{i}b"), ("TimeZone", "UTC"),
+                                         ("server_version", "15.20"), ("p0", "x")], i
+        assert len(got) == 64 and "bad" not in got
+
+
+def test_queries_beyond_the_cap_are_counted_not_kept(cap: Path) -> None:
+    n = MAX_QUERIES + 50
+    q = msg("Q", cstr("SELECT 1"))
+    answer = DESC + datarow(1) + msg("C", cstr("SELECT 1")) + READY
+    flow = Flow()
+    flow.handshake()
+    flow.send(0, startup())
+    flow.send(1, AUTH_OK + READY)
+    for _ in range(n):
+        flow.send(0, q)
+        flow.send(1, answer)
+    close(flow)
+    out = pg_part(analyse(cap, flow.packets))
+    assert out["queries_total"] == n and len(out["queries"]) == MAX_QUERIES
+    assert out["messages"]["backend"]["DataRow"] == n  # counts cover every query
+    assert out["messages"]["frontend"]["Query"] == n
+    assert all(q["rows"] == 1 and not q["incomplete"] for q in out["queries"])
+    capped = [f for f in out["findings"] if f[0] == "queries-capped"]
+    # the first query past the cap: frame 6 + 2 * MAX_QUERIES (after the handshake's three,
+    # the startup and its answer, and MAX_QUERIES queries and answers)
+    assert capped == [("queries-capped", capped[0][1], [6 + 2 * MAX_QUERIES])]
+
+
+def mixed_rounds(count: int) -> list[tuple[bytes, bytes]]:
+    """`count` requests of every kind in turn, each with its answer: simple, extended, COPY,
+    failed, and a lone Sync (its ReadyForQuery goes to the last answered query)."""
+    err = msg("E", b"SERROR\x00C42P01\x00Mno\x00\x00")
+    kinds = [
+        (msg("Q", cstr("SELECT 1")), DESC + datarow(1) + msg("C", cstr("SELECT 1")) + READY),
+        (msg("P", cstr("") + cstr("SELECT $1") + b"\x00\x00") + msg("B", b"\x00" * 8)
+         + msg("E", b"\x00" * 5) + msg("S"),
+         msg("1") + msg("2") + datarow(2) + msg("C", cstr("SELECT 1")) + READY),
+        (msg("Q", cstr("COPY t TO STDOUT")),
+         msg("H", b"\x00\x00\x01\x00\x00") + msg("d", b"1\n") * 3 + msg("c")
+         + msg("C", cstr("COPY 3")) + READY),
+        (msg("Q", cstr("SELECT * FROM nope")), err + READY),
+        (msg("S"), READY),
+    ]
+    return [kinds[(i * 7) % 5] for i in range(count)]
+
+
+def mixed_streams(count: int) -> tuple[bytes, bytes]:
+    """The frontend's and the backend's streams of a session of mixed_rounds(count)."""
+    rounds = mixed_rounds(count)
+    return (startup() + b"".join(r[0] for r in rounds),
+            AUTH_OK + READY + b"".join(r[1] for r in rounds))
+
+
+def test_pipelined_queries_report_as_answered_one_by_one(cap: Path) -> None:
+    """Simple, extended, COPY and failed queries and lone Syncs, each request sent after the
+    answer to the one before it, or before it (pipelined): the same queries, with the same
+    answers."""
+    rounds = mixed_rounds(384)
+
+    def report(pipelined: bool) -> dict[str, Any]:
+        flow = Flow()
+        flow.handshake()
+        flow.send(0, startup())
+        flow.send(1, AUTH_OK + READY)
+        n = len(rounds)
+        if pipelined:
+            order = [(0, 0)] + [x for i in range(1, n) for x in ((0, i), (1, i - 1))] \
+                + [(1, n - 1)]
+        else:
+            order = [x for i in range(n) for x in ((0, i), (1, i))]
+        for side, i in order:
+            flow.send(side, rounds[i][side])
+        close(flow)
+        return pg_part(analyse(cap, flow.packets))
+
+    one_by_one, pipelined = report(False), report(True)
+    assert content(pipelined) == content(one_by_one)
+    queries = one_by_one["queries"]
+    lone_syncs = sum(r[0] == msg("S") for r in rounds)
+    assert 0 < lone_syncs < len(rounds)
+    assert len(queries) == one_by_one["queries_total"] == len(rounds) - lone_syncs
+    assert {q["kind"] for q in queries} == {"simple", "extended", "copy"}
+    assert all(not q["incomplete"] for q in queries)
+    failed = [q for q in queries if q["error"] is not None]
+    assert len(failed) == sum(r[0] == msg("Q", cstr("SELECT * FROM nope")) for r in rounds)
+    assert {q["sql"] for q in failed} == {"SELECT * FROM nope"}
+    assert one_by_one["messages"]["frontend"]["Sync"] == sum(r[0].endswith(msg("S"))
+                                                             for r in rounds)
+
+
+def test_named_statements_are_bounded(cap: Path) -> None:
+    """Past MAX_NAMES prepared statements the oldest is forgotten: a portal bound to it runs
+    a query of unknown SQL, the newest still names its SQL."""
+    parses = b"".join(msg("P", cstr(f"S_{i}") + cstr(f"SELECT {i}") + b"\x00\x00")
+                      for i in range(MAX_NAMES + 10))
+    run_stmt = [msg("B", cstr("") + cstr(name) + b"\x00" * 6) + msg("E", cstr("") + b"\x00" * 4)
+                for name in ("S_0", "S_10", f"S_{MAX_NAMES + 9}")]
+    front = startup() + parses + b"".join(run_stmt) + msg("S")
+    back = AUTH_OK + READY + msg("1") * (MAX_NAMES + 10) \
+        + (msg("2") + msg("C", cstr("SELECT 0"))) * 3 + READY
+    out = run(cap, front, back, splits=([1400] * (len(front) // 1400), []))
+    assert [q["sql"] for q in out["queries"]] == ["", "SELECT 10", f"SELECT {MAX_NAMES + 9}"]
