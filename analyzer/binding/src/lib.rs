@@ -9,8 +9,18 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pythonize::pythonize;
 
-create_exception!(_core, OpenError, PyException, "The capture could not be opened: args[0] is the problem's facts (a dict).");
-create_exception!(_core, CoreBug, PyException, "The core panicked: a bug in pktflow (the message says where).");
+create_exception!(
+    _core,
+    OpenError,
+    PyException,
+    "The capture could not be opened: args[0] is the problem's facts (a dict)."
+);
+create_exception!(
+    _core,
+    CoreBug,
+    PyException,
+    "The core panicked: a bug in pktflow (the message says where)."
+);
 
 thread_local! {
     /// The last panic's message and place, kept by the hook for `guard` (the default hook
@@ -83,7 +93,10 @@ impl Pass {
         if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
             return Ok(None);
         }
-        done.iter().map(|c| to_py(py, c)).collect::<PyResult<Vec<_>>>().map(Some)
+        done.iter()
+            .map(|c| to_py(py, c))
+            .collect::<PyResult<Vec<_>>>()
+            .map(Some)
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could
@@ -130,7 +143,13 @@ fn collect(
     let got = py.detach(|| {
         guard(|| {
             pktflow_core::events::collect(
-                &path, &numbers, t0, t1, max_events, linger_s, settled_linger_s,
+                &path,
+                &numbers,
+                t0,
+                t1,
+                max_events,
+                linger_s,
+                settled_linger_s,
             )
         })
     })?;
@@ -149,10 +168,19 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use pktflow_core::packet as p;
     use pktflow_core::tcp::observe as o;
     for (name, v) in [
-        ("FIN", p::FIN), ("SYN", p::SYN), ("RST", p::RST), ("PSH", p::PSH), ("ACK", p::ACK),
-        ("URG", p::URG), ("ECE", p::ECE), ("CWR", p::CWR), ("NEW", o::NEW),
-        ("RETRANS", o::RETRANS), ("PARTIAL_RETRANS", o::PARTIAL_RETRANS),
-        ("OUT_OF_ORDER", o::OUT_OF_ORDER), ("FILLS_HOLE", o::FILLS_HOLE),
+        ("FIN", p::FIN),
+        ("SYN", p::SYN),
+        ("RST", p::RST),
+        ("PSH", p::PSH),
+        ("ACK", p::ACK),
+        ("URG", p::URG),
+        ("ECE", p::ECE),
+        ("CWR", p::CWR),
+        ("NEW", o::NEW),
+        ("RETRANS", o::RETRANS),
+        ("PARTIAL_RETRANS", o::PARTIAL_RETRANS),
+        ("OUT_OF_ORDER", o::OUT_OF_ORDER),
+        ("FILLS_HOLE", o::FILLS_HOLE),
         ("KEEPALIVE", o::KEEPALIVE),
     ] {
         m.add(name, v)?;

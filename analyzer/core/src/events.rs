@@ -4,27 +4,30 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::rc::Rc;
 use std::path::Path;
+use std::rc::Rc;
 
 use serde::Serialize;
 
+use crate::capture::Item;
 use crate::capture::{Capture, OpenError};
 use crate::pgwire::{Conversation, ConversationFacts};
-use crate::capture::Item;
-use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
+use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
 
 /// One packet: connection number, then the engine's observation of it.
 #[derive(Serialize)]
 pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8);
+
+/// Messages a segment completed: each name and how many, in the order first met.
+pub type Label = Vec<(String, u64)>;
 
 /// What the diagram draws.
 #[derive(Serialize, Default)]
 pub struct Collected {
     pub events: Vec<Event>,
     /// (connection, frame, messages completed in that frame: name and count)
-    pub labels: Vec<(u64, u64, Vec<(String, u64)>)>,
+    pub labels: Vec<(u64, u64, Label)>,
     /// (connection, frame) of segments that ended inside a message
     pub partial: Vec<(u64, u64)>,
     /// each selected connection's engine facts and PostgreSQL facts (roles, for the lanes)
@@ -40,7 +43,7 @@ struct Shared {
     t1: f64,
     max_events: usize,
     events: Vec<Event>,
-    labels: BTreeMap<(u64, u64), Vec<(String, u64)>>,
+    labels: BTreeMap<(u64, u64), Label>,
     partial: BTreeSet<(u64, u64)>,
     cut: bool,
 }
@@ -59,7 +62,7 @@ impl Recorder {
     /// The messages direction d completed since `before` (named, rows, copies): control
     /// messages from their counts (compared only when one came), DataRows and CopyDatas from
     /// their totals, as most segments hold only those.
-    fn completed(&mut self, d: usize, before: (u64, u64, u64)) -> Vec<(String, u64)> {
+    fn completed(&mut self, d: usize, before: (u64, u64, u64)) -> Label {
         let Some((named, rows, copies, _)) = self.conversation.side_progress(d) else {
             return Vec::new();
         };
@@ -80,7 +83,10 @@ impl Recorder {
                 *last = named;
             }
         }
-        for (name, n) in [("DataRow", rows - before.1), ("CopyData", copies - before.2)] {
+        for (name, n) in [
+            ("DataRow", rows - before.1),
+            ("CopyData", copies - before.2),
+        ] {
             if n > 0 {
                 out.push((name.to_string(), n));
             }
@@ -114,7 +120,8 @@ impl StreamSink for Recorder {
             .conversation
             .side_progress(d)
             .map_or((0, 0, 0), |(n, r, c, _)| (n, r, c));
-        self.conversation.feed(d, data, offset, frame, ts, start_seen);
+        self.conversation
+            .feed(d, data, offset, frame, ts, start_seen);
         let done = self.completed(d, before);
         let partial = self.conversation.side_progress(d).is_some_and(|p| p.3);
         let key = (self.number, frame);
@@ -229,7 +236,8 @@ pub fn collect(
     let keep = |conn: Connection<Maybe>, out: &mut Collected| {
         let facts = conn.facts();
         if let Some(r) = conn.into_analyses().0 {
-            out.connections.push((r.number, facts, Some(r.conversation.facts())));
+            out.connections
+                .push((r.number, facts, Some(r.conversation.facts())));
         }
     };
     while let Some(item) = capture.next_item() {

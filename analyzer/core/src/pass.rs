@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::capture::{Capture, CaptureStats, Item, OpenError};
 use crate::pgwire::{Conversation, ConversationFacts};
-use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
+use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
 
 #[derive(Clone, Copy, Debug)]
@@ -94,11 +94,7 @@ pub struct Pass {
 impl Pass {
     pub fn open(path: &Path, options: PassOptions) -> Result<Pass, OpenError> {
         let capture = Capture::open(path)?;
-        let engine = TcpEngine::new(
-            Factory { options },
-            options.linger,
-            options.settled_linger,
-        );
+        let engine = TcpEngine::new(Factory { options }, options.linger, options.settled_linger);
         Ok(Pass {
             capture,
             engine,
