@@ -38,6 +38,7 @@ ROWS = 1_500_000
 SCALE = 4  # the scale capture: a dump SCALE times as large, through PgBouncer
 
 RAW: dict[str, Any] = {}  # every measurement, written to bench/out/runs.json
+BASELINE: str | None = None  # the Python of another pktflow install to time beside this one
 Run = tuple[float, float, int] | None  # wall s, CPU s, peak RSS KiB; None: timed out
 
 
@@ -84,6 +85,10 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
         return out
     # the format for captures of many connections: no indentation to write
     out["pktflow --format jsonl"] = [*out["pktflow"][:-2], "jsonl", str(path)]
+    # another install of pktflow (--baseline PYTHON), e.g. a checkout before a change: the
+    # same run measures both, so the ratio holds whatever the machine's speed that hour
+    if BASELINE:
+        out["pktflow, baseline"] = [BASELINE, *out["pktflow"][1:]]
     # the Python pass (mypyc-compiled), the native core's twin, and the same analysis without
     # any native part (what a machine without a compiler gets)
     if shutil.which("tcptrace"):
@@ -243,12 +248,16 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="like --generate, but time the inputs already in bench/out/ again")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", metavar="PYTHON",
+                    help="also time the pktflow installed for this Python (another checkout)")
     ap.add_argument("--pooler-port", type=int, default=6432,
                     help="for tshark's decode-as when a capture has no .json metadata")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one tool may take on one capture before it is killed")
     ap.add_argument("--summary", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global BASELINE
+    BASELINE = args.baseline
     if args.summary:
         print("\n".join(summary_lines(args.summary)))
         return 0
