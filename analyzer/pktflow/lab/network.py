@@ -34,6 +34,12 @@ RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
 CONGESTION_CONTROL = "cubic"
 
 
+def tbf_argv(dev: str, rate: str) -> list[str]:
+    """The rate limit on one interface (compose/netem.sh applies the same)."""
+    return ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "64kb",
+            "latency", "100ms"]
+
+
 def host_congestion_control() -> str:
     try:
         return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
@@ -128,8 +134,7 @@ class Bridge:
             if self.rate and role != "bridge":
                 # shape where the sender is, as a NIC's line rate does: the sending socket
                 # feels the full queue (TCP small queues) instead of packets being dropped
-                self._run(["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                           "burst", "64kb", "latency", "100ms"], role)
+                self._run(tbf_argv(dev, self.rate), role)
 
     def run(self, argv: list[str], role: str) -> str:
         """Run `argv` in `role`'s namespace (as root) and return its output."""
