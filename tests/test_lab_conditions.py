@@ -194,7 +194,7 @@ def test_slow_reader_works_on_loopback_and_names_itself() -> None:
     assert tcp_rmem(16384) == "4096 16384 16384" and tcp_rmem(2048) == "2048 2048 2048"
     drop, count = loss_rules(0.02, "10.213.0.30", 5432)
     assert drop[-2:] == ["-j", "DROP"] and "0.020000" in drop and "-j" not in count
-    assert metadata_path(Path("a/x.pcap.gz")) == Path("a/x.json")
+    assert metadata_path(Path("a/x.pcap.gz")) == Path("a/x.pcap.json")
     assert metadata_path(Path("a/x.pcap")) == Path("a/x.json")
 
 

@@ -63,8 +63,9 @@ LINGER_CLIENTS = ("psql", "pg_dump")  # one connection each; pgbench's many woul
 
 
 def metadata_path(out: Path) -> Path:
-    """X.pcap -> X.json, X.pcap.gz -> X.json"""
-    return (out.with_suffix("") if out.suffix == ".gz" else out).with_suffix(".json")
+    """X.pcap -> X.json, X.pcap.gz -> X.pcap.json: the capture's name with its last suffix
+    replaced, as every reader of captures/ looks for it."""
+    return out.with_suffix(".json")
 
 
 @contextlib.contextmanager
@@ -227,7 +228,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
                      if rec.via == "pgpool" else None,
                      "tcpdump": version(["tcpdump", "--version"]),
                      "kernel": platform.release()},
-        "remake": remake_command(rec, out.name),
+        "remake": remake_command(rec, _in_captures(out)),
         "recording": asdict(rec),
         "kernel": {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
                               "each sending namespace; per socket the last sample before it "
@@ -277,6 +278,16 @@ def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
             sockets.append(kernel.summarize(series, direction))
     order = {"server->client": 0, "server->pooler": 1, "pooler->client": 2}
     return sorted(sockets, key=lambda s: (order[s["direction"]], s["peer"]))
+
+
+def _in_captures(out: Path) -> str:
+    """`out`'s path below the nearest directory called captures (conditions/x.pcap.gz), or
+    its bare name: the remake command writes it there."""
+    parts = out.parts
+    if "captures" in parts[:-1]:
+        i = len(parts) - 1 - parts[:-1][::-1].index("captures") - 1
+        return "/".join(parts[i + 1:])
+    return out.name
 
 
 def remake_command(rec: Recording, name: str) -> str:
