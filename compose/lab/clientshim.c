@@ -1,11 +1,15 @@
 /* clientshim.so: an LD_PRELOAD shim for the lab's clients (psql, pg_dump). Two jobs:
  *
  * 1. PKTFLOW_SLOW_READER=BYTES_PER_S: pace the program's reads from its TCP sockets.
- * 2. PKTFLOW_LINGER_MS=MS: hold libpq's Terminate message ('X', length 4) MS milliseconds
- *    before sending it, so the connection stays open, idle, after the last result. The lab
- *    samples the senders' tcp_info every 50 ms and needs a sample taken after the transfer and
- *    before the close (the server closes its socket as soon as Terminate arrives, and a closed
- *    socket's counters are gone). Nothing else on the wire changes: the Terminate is later.
+ * 2. PKTFLOW_LINGER_MS=MS: hold libpq's Terminate message ('X', length 4) at least MS
+ *    milliseconds before sending it, so the connection stays open, idle, after the last
+ *    result. The lab samples the senders' tcp_info every 50 ms and needs a sample taken after
+ *    the transfer and before the close (the server closes its socket as soon as Terminate
+ *    arrives, and a closed socket's counters are gone). With PKTFLOW_LINGER_TICKS=F1:F2...
+ *    (files each sampler touches after every round) it then holds until every sampler has
+ *    finished two more rounds, so at least one whole round ran on the idle sockets however
+ *    late a busy machine runs the samplers (at most 10 s more). Nothing else on the wire
+ *    changes: the Terminate is later.
  *
  * `pktflow lab record --slow-reader BYTES_PER_S` runs the real client with
  *
@@ -30,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <netinet/in.h>
@@ -119,12 +124,63 @@ ssize_t read(int fd, void *buf, size_t len) {
     return n;
 }
 
+static double mtime(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 0.0;
+    return (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
+}
+
+/* Wait until each tick file changed twice after now (or 10 s passed). */
+static void wait_ticks(const char *list) {
+    char paths[16][512];
+    double last[16];
+    int changes[16], n = 0;
+    const char *p = list;
+    while (*p && n < 16) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > 0 && len < sizeof paths[0]) {
+            memcpy(paths[n], p, len);
+            paths[n][len] = 0;
+            last[n] = mtime(paths[n]);
+            changes[n] = 0;
+            n++;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    double give_up = now() + 10.0;
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < n; i++) {
+            double m = mtime(paths[i]);
+            if (m != last[i]) {
+                last[i] = m;
+                changes[i]++;
+            }
+            if (changes[i] < 2)
+                done = 0;
+        }
+        if (done || now() > give_up)
+            return;
+        sleep_s(0.005);
+    }
+}
+
 /* libpq's Terminate: 'X' and a length of 4, alone in one send() (pqsecure_raw_write) */
 ssize_t send(int fd, const void *buf, size_t len, int flags) {
     resolve();
     const unsigned char *b = buf;
     if (linger_s > 0.0 && len == 5 && b[0] == 'X' && b[1] == 0 && b[2] == 0 && b[3] == 0 &&
-        b[4] == 4 && is_tcp(fd))
+        b[4] == 4 && is_tcp(fd)) {
+        /* first the last ACKs reach the senders (delayed ACKs, a delay line), then the
+         * samplers run whole rounds over the idle sockets */
         sleep_s(linger_s);
+        const char *ticks = getenv("PKTFLOW_LINGER_TICKS");
+        if (ticks)
+            wait_ticks(ticks);
+    }
     return real_send(fd, buf, len, flags);
 }

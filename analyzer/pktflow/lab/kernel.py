@@ -35,15 +35,16 @@ CONGESTION_CONTROLS = ("cubic", "bbr", "bbr2", "reno", "dctcp", "vegas", "westwo
                        "cdg", "highspeed")
 
 
-def sampler_argv(ports: Iterable[int], parent_pid: int) -> list[str]:
+def sampler_argv(ports: Iterable[int], parent_pid: int, tick: str) -> list[str]:
     """A shell loop printing every TCP socket whose local port is one of `ports` (the sending
     side of the lab's connections), every 50 ms, until killed or `parent_pid` is gone (so an
-    orphaned sampler stops by itself)."""
+    orphaned sampler stops by itself). After each round it touches `tick`, which the client's
+    shim watches before it closes (clientshim.c)."""
     filt = " or ".join(f"sport = :{p}" for p in ports)
     return ["sh", "-c",
             f"while kill -0 {parent_pid} 2>/dev/null; do "
             f"ss -tinHO state connected exclude time-wait exclude syn-recv '( {filt} )'; "
-            f"echo {SEPARATOR}; sleep {SAMPLE_INTERVAL_S}; done"]
+            f"echo {SEPARATOR}; : > '{tick}'; sleep {SAMPLE_INTERVAL_S}; done"]
 
 
 def _rate(text: str) -> float | None:

@@ -56,8 +56,9 @@ class Recording:
     conditions: Conditions = field(default_factory=Conditions)
 
 
-# How long the client holds its Terminate after the last result (clientshim.c): the samplers
-# (every 50 ms) then see each sending socket idle with its final counters before it closes.
+# How long the client holds its Terminate after the last result (clientshim.c), before it
+# waits for two more rounds of every sampler: the last ACKs reach the senders (delayed ACKs,
+# a delay line), then the samplers see each sending socket idle with its final counters.
 LINGER_MS = 200
 LINGER_CLIENTS = ("psql", "pg_dump")  # one connection each; pgbench's many would each wait
 
@@ -186,12 +187,13 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
     shaper_box.append(shaper)
     shaper.start()
     env = dict(scen.env) | shaper.client_env()
+    samplers = _start_samplers(rec, svc, net, pg_port, port)
     linger = argv[0] in LINGER_CLIENTS and not scen.tls
     if linger:
         env |= {"LD_PRELOAD": str(shaper.shim or build("clientshim.c", svc.workdir,
                                                         shared=True)),
-                "PKTFLOW_LINGER_MS": str(LINGER_MS)}
-    samplers = _start_samplers(rec, svc, net, pg_port, port)
+                "PKTFLOW_LINGER_MS": str(LINGER_MS),
+                "PKTFLOW_LINGER_TICKS": ":".join(tick for _, _, tick in samplers)}
     bpf = " or ".join(f"tcp port {p}" for p in ports)
     where, iface = net.capture_point(rec.via)
     dump = svc.tcpdump(iface, pcap, bpf, where)
@@ -215,7 +217,8 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
         "pgpool_settings": PGPOOL_SETTINGS if rec.via == "pgpool" else None,
         "pool_warmed_before_capture": rec.warm_pool if rec.via != "direct" else None,
         "conditions": conditions,
-        "client_env": {k: v for k, v in env.items() if k.startswith("PKTFLOW_")} or None,
+        "client_env": {k: v for k, v in env.items()  # the tick files' paths are throwaway
+                       if k.startswith("PKTFLOW_") and k != "PKTFLOW_LINGER_TICKS"} or None,
         "client_seconds": round(elapsed, 3), "tcpdump_dropped": drops,
         "capture_point": f"{where} namespace, {iface}" if in_ns else iface,
         "tcpdump_command": (f"{in_ns} " if in_ns else "") +
@@ -233,14 +236,15 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
         "kernel": {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
                               "each sending namespace; per socket the last sample before it "
                               "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
-                                          "so that one comes after the transfer)"
-                                          if linger else ""),
+                                          "and two more sampler rounds, so that one comes "
+                                          "after the transfer)" if linger else ""),
                    "rule": kernel.RULE, "sockets": sockets},
     }
 
 
 def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_port: int,
-                    pool_port: int) -> list[tuple[subprocess.Popen[bytes], kernel.Sampler]]:
+                    pool_port: int
+                    ) -> list[tuple[subprocess.Popen[bytes], kernel.Sampler, str]]:
     """One `ss` loop per sending namespace: the server's (port pg_port) and the pooler's
     (its listening port); on loopback both are the host's."""
     where = {"server": [pg_port]}
@@ -251,21 +255,22 @@ def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_po
             where["pooler"] = [pool_port]
     out = []
     for role, ports in where.items():
-        proc = svc.helper(kernel.sampler_argv(ports, os.getpid()), role)
+        tick = str(svc.workdir / f"ss-{role}.tick")
+        proc = svc.helper(kernel.sampler_argv(ports, os.getpid(), tick), role)
         assert proc.stdout is not None
-        out.append((proc, kernel.Sampler(proc.stdout, role)))
+        out.append((proc, kernel.Sampler(proc.stdout, role), tick))
     return out
 
 
 def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
-                                                       kernel.Sampler]],
+                                                       kernel.Sampler, str]],
                    via: str, pg_port: int, pool_port: int) -> list[dict[str, Any]]:
-    for proc, _ in samplers:
+    for proc, _, _ in samplers:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     sockets = []
-    for _, sampler in samplers:
+    for _, sampler, _ in samplers:
         sampler.join()
         for (local, _peer), series in sampler.samples.items():
             lport = int(local.rsplit(":", 1)[1])
