@@ -39,11 +39,13 @@ def sampler_argv(ports: Iterable[int], parent_pid: int, tick: str) -> list[str]:
     """A shell loop printing every TCP socket whose local port is one of `ports` (the sending
     side of the lab's connections), every 50 ms, until killed or `parent_pid` is gone (so an
     orphaned sampler stops by itself). After each round it touches `tick`, which the client's
-    shim watches before it closes (clientshim.c)."""
+    shim watches before it closes (clientshim.c). Only sockets still open for sending
+    (established, or closed by the peer only): once a socket has sent its FIN, the FIN in
+    flight would pass for data in flight, and the data are all counted by then."""
     filt = " or ".join(f"sport = :{p}" for p in ports)
     return ["sh", "-c",
             f"while kill -0 {parent_pid} 2>/dev/null; do "
-            f"ss -tinHO state connected exclude time-wait exclude syn-recv '( {filt} )'; "
+            f"ss -tinHO state established state close-wait '( {filt} )'; "
             f"echo {SEPARATOR}; : > '{tick}'; sleep {SAMPLE_INTERVAL_S}; done"]
 
 

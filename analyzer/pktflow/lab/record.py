@@ -272,8 +272,12 @@ def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
     sockets = []
     for _, sampler, _ in samplers:
         sampler.join()
-        for (local, _peer), series in sampler.samples.items():
+        for (local, peer), series in sampler.samples.items():
             lport = int(local.rsplit(":", 1)[1])
+            if peer.rsplit(":", 1)[0] == local.rsplit(":", 1)[0] != "127.0.0.1":
+                continue  # the server's own setup connection, not the lab's conversation
+            if all(smp["state"] == "CLOSE-WAIT" for smp in series):
+                continue  # a connection of the setup, closing when sampling began
             if lport == pg_port:
                 direction = "server->client" if via == "direct" else "server->pooler"
             elif lport == pool_port and via != "direct":
