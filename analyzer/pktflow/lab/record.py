@@ -61,6 +61,7 @@ class Recording:
 # a delay line), then the samplers see each sending socket idle with its final counters.
 LINGER_MS = 200
 LINGER_CLIENTS = ("psql", "pg_dump")  # one connection each; pgbench's many would each wait
+MAX_SOCKETS = 20  # sending sockets described in the metadata, the busiest first
 
 
 def metadata_path(out: Path) -> Path:
@@ -202,7 +203,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
             stdout=subprocess.DEVNULL, env=env, ok=scen.ok_codes)
     elapsed = time.time() - t0
     drops = svc.stop_tcpdump(dump)
-    sockets = _stop_samplers(svc, samplers, rec.via, pg_port, port)
+    sockets, seen = _stop_samplers(svc, samplers, rec.via, pg_port, port)
     shaper.finish()
     conditions = shaper.metadata()
     in_ns = " ".join(net.prefix(where)).replace(str(os.getpid()), "<pid>")
@@ -238,7 +239,8 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
                               "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
                                           "and two more sampler rounds, so that one comes "
                                           "after the transfer)" if linger else ""),
-                   "rule": kernel.RULE, "sockets": sockets},
+                   "rule": kernel.RULE, "sockets_seen": seen,
+                   "sockets": sockets},
     }
 
 
@@ -264,7 +266,8 @@ def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_po
 
 def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
                                                        kernel.Sampler, str]],
-                   via: str, pg_port: int, pool_port: int) -> list[dict[str, Any]]:
+                   via: str, pg_port: int, pool_port: int
+                   ) -> tuple[list[dict[str, Any]], int]:
     for proc, _, _ in samplers:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -285,8 +288,10 @@ def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
             else:
                 continue
             sockets.append(kernel.summarize(series, direction))
+    # a connection storm (pgbench -C) has thousands of sockets: keep the ones that sent most
+    kept = sorted(sockets, key=lambda s: -(s["bytes_sent"] or 0))[:MAX_SOCKETS]
     order = {"server->client": 0, "server->pooler": 1, "pooler->client": 2}
-    return sorted(sockets, key=lambda s: (order[s["direction"]], s["peer"]))
+    return sorted(kept, key=lambda s: (order[s["direction"]], s["peer"])), len(sockets)
 
 
 def _in_captures(out: Path) -> str:
