@@ -427,6 +427,26 @@ def _lab_processes() -> list[str]:
 
 
 @pytest.mark.lab
+def test_failure_mid_setup_leaves_nothing(lab_dir: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """The loss rule fails after the servers, the delay line and its rule are up."""
+    skip_unless_lab()
+    from pktflow.lab import conditions
+
+    monkeypatch.setattr(conditions, "loss_rules", lambda *a: [["iptables", "-A", "INPUT",
+                                                               "--no-such-option"]])
+    before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    with pytest.raises(LabError, match="no-such-option"):
+        record(Recording("seqscan-10k", via="pgbouncer", network="bridge",
+                         conditions=Conditions(delay_ms=10, loss_pct=2)),
+               lab_dir / "failed.pcap.gz")
+    after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"pktflow-{os.getpid()}-" not in after and after == before
+    assert not _lab_processes()
+    assert not (lab_dir / "failed.pcap.gz").exists()
+
+
+@pytest.mark.lab
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_run_leaves_nothing_and_the_next_run_works(lab_dir: Path,
                                                                sig: signal.Signals) -> None:
