@@ -4,7 +4,9 @@
 #   bash analyzer/bootstrap.sh --test   plus the test dependencies and, when run as root (or with
 #                                       sudo), the Debian packages the tests drive: PostgreSQL 15,
 #                                       PgBouncer, Pgpool-II, tcpdump, tshark, tcptrace,
-#                                       Chromium (the HTML report is tested in a browser)
+#                                       Chromium (the HTML report is tested in a browser),
+#                                       and for the lab's network conditions iptables, gcc and
+#                                       libnetfilter-queue-dev (its delay line is built per run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +54,7 @@ fi
 command -v cc >/dev/null 2>&1 || apt_install gcc || true
 
 if [ "$want_tests" = 1 ]; then
-    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose chromium"
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker-compose chromium iptables gcc libc6-dev libnetfilter-queue-dev"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

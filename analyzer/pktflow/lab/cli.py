@@ -31,7 +31,24 @@ def add_subparser(sub: Any) -> None:
     rec.add_argument("--offloads", choices=("on", "off"),
                      help="bridge only: TSO/GSO/GRO on every interface (default off)")
     rec.add_argument("--rate", help="bridge only: tc tbf rate on each namespace's eth0, "
-                                    "e.g. 100mbit (default: unshaped)")
+                                    "e.g. 20mbit (default: unshaped)")
+    cond = rec.add_argument_group(
+        "network conditions", "all but --slow-reader need --network bridge; congestion "
+        "control there is cubic, pinned per route")
+    cond.add_argument("--delay", type=float, metavar="MS",
+                      help="added round trip on the client's link (a delay line holding the "
+                           "client's packets)")
+    cond.add_argument("--delay-back", type=float, metavar="MS",
+                      help="added round trip on the pooler's link to the server")
+    cond.add_argument("--loss", type=float, metavar="PCT",
+                      help="random loss of the segments the client receives, after the "
+                           "capture point")
+    cond.add_argument("--client-rcvbuf", type=int, metavar="BYTES",
+                      help="the client's TCP receive buffer (net.ipv4.tcp_rmem max)")
+    cond.add_argument("--pooler-rcvbuf", type=int, metavar="BYTES",
+                      help="the pooler's TCP receive buffer (net.ipv4.tcp_rmem max)")
+    cond.add_argument("--slow-reader", type=int, metavar="BYTES_PER_S",
+                      help="the client reads its socket at this rate")
     rec.add_argument("--rows", type=int, help="table size (default: the scenario's)")
     rec.add_argument("--pool-mode", default=PGBOUNCER_DEFAULTS["pool_mode"],
                      choices=("session", "transaction", "statement"))
@@ -46,7 +63,8 @@ def add_subparser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pktflow.lab.record import Recording, record
+    from pktflow.lab.conditions import Conditions
+    from pktflow.lab.record import Recording, metadata_path, record
 
     rec = Recording(scenario=args.scenario, via=args.via, network=args.network, rows=args.rows,
                     pgbouncer={"pool_mode": args.pool_mode, "pkt_buf": args.pkt_buf,
@@ -54,9 +72,24 @@ def run(args: argparse.Namespace) -> int:
                         {"default_pool_size": args.pool_size} if args.pool_size else {}),
                     warm_pool=not args.cold_pool,
                     offloads=None if args.offloads is None else args.offloads == "on",
-                    rate=args.rate)
+                    rate=args.rate,
+                    conditions=Conditions(delay_ms=args.delay, delay_back_ms=args.delay_back,
+                                          loss_pct=args.loss, client_rcvbuf=args.client_rcvbuf,
+                                          pooler_rcvbuf=args.pooler_rcvbuf,
+                                          slow_reader=args.slow_reader))
     meta = record(rec, args.output)
     print(f"recorded {args.output} ({meta['client_seconds']} s client time, "
           f"tcpdump dropped {meta['tcpdump_dropped']}); metadata in "
-          f"{args.output.with_suffix('.json')}")
+          f"{metadata_path(args.output)}")
+    for h in meta["handshakes"]:
+        print(f"  handshake {h['client']} -> {h['server']}: round trip {h['rtt_ms']:.3f} ms")
+    loss = meta["conditions"].get("loss")
+    if loss:
+        print(f"  loss: {loss['dropped']} of {loss['dropped'] + loss['passed']} segments "
+              f"dropped ({loss['achieved_pct']}%)")
+    for s in meta["kernel"]["sockets"]:
+        print(f"  {s['direction']:15} busy {s['busy_ms']} ms, rwnd_limited "
+              f"{s['rwnd_limited_ms']} ms, sndbuf_limited {s['sndbuf_limited_ms']} ms, "
+              f"retrans {s['retrans']}, {s['congestion_control']}: {s['dominant_limit']} "
+              f"({s['dominant_rule']})")
     return 0

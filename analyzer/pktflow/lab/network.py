@@ -6,8 +6,12 @@
 the bridge namespace holds a Linux bridge and one veth per role; the peer of each veth is
 `eth0` in that role's namespace, with a private address. MTU 1500, TSO/GSO/GRO switched on or
 off with ethtool on every interface, receive packet steering on every veth (see `_steer`), an
-optional token-bucket rate (tc tbf) on each role's `eth0` egress. Nothing is created in the
-host's namespace, so its networking stays untouched and parallel runs never collide; `close()` deletes the namespaces (and with them every interface).
+optional token-bucket rate (tc tbf) on each role's `eth0` egress, congestion control pinned to
+cubic on every namespace's route (`ip route change ... congctl cubic`: the host default may be
+bbr, and a namespace cannot change its default by sysctl), and optionally a small receive
+buffer (net.ipv4.tcp_rmem) in the client's or the pooler's namespace. Nothing is created in the
+host's namespace, so its networking stays untouched and parallel runs never collide; `close()`
+deletes the namespaces, and with them every interface, route, qdisc, iptables rule and sysctl.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from pktflow.errors import LabError
+from pktflow.lab.conditions import tcp_rmem
 
 ROLES = ("client", "pooler", "server")
 SUBNET = "10.213.0.0/24"
@@ -25,6 +31,20 @@ ADDRESSES = {"client": "10.213.0.10", "pooler": "10.213.0.20", "server": "10.213
 MTU = 1500
 OFFLOAD_FEATURES = ("tso", "gso", "gro")
 RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
+CONGESTION_CONTROL = "cubic"
+
+
+def tbf_argv(dev: str, rate: str) -> list[str]:
+    """The rate limit on one interface (compose/netem.sh applies the same)."""
+    return ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "64kb",
+            "latency", "100ms"]
+
+
+def host_congestion_control() -> str:
+    try:
+        return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    except OSError:
+        return "unknown"
 
 
 def _ip(*argv: str, ns: str | None = None) -> str:
@@ -53,7 +73,10 @@ class Loopback:
 
     def metadata(self) -> dict[str, Any]:
         return {"mtu": self.mtu, "offloads": "loopback (no NIC offloads)",
-                "addresses": {r: self.host(r) for r in ROLES}}
+                "addresses": {r: self.host(r) for r in ROLES},
+                "congestion_control": f"{host_congestion_control()} (the host's default: "
+                                      "loopback uses the host's routes, which the lab leaves "
+                                      "alone)"}
 
     def close(self) -> None:
         pass
@@ -63,11 +86,13 @@ class Bridge:
     name = "bridge"
     mtu = MTU
 
-    def __init__(self, *, offloads: bool = False, rate: str | None = None) -> None:
+    def __init__(self, *, offloads: bool = False, rate: str | None = None,
+                 rcvbuf: dict[str, int] | None = None) -> None:
         if rate is not None and not RATE.match(rate):
             raise LabError(f"--rate {rate!r}: give a tc rate such as 100mbit or 1gbit")
         self.offloads = offloads
         self.rate = rate
+        self.rcvbuf = rcvbuf or {}
         stem = f"pktflow-{os.getpid()}-"
         self.ns = {r: stem + r for r in (*ROLES, "bridge")}
         self.created: list[str] = []
@@ -92,6 +117,13 @@ class Bridge:
             _ip("link", "set", port, "master", "br0", "up", ns=br)
             _ip("link", "set", "eth0", "mtu", str(MTU), "up", ns=self.ns[role])
             _ip("addr", "add", f"{ADDRESSES[role]}/24", "dev", "eth0", ns=self.ns[role])
+            # the connected route carries every connection of the lab: pin its congestion
+            # control there (a route metric overrides the namespace's default)
+            _ip("route", "change", SUBNET, "dev", "eth0", "proto", "kernel", "scope", "link",
+                "src", ADDRESSES[role], "congctl", CONGESTION_CONTROL, ns=self.ns[role])
+            if role in self.rcvbuf:
+                self.run(["sysctl", "-q", "-w",
+                          f"net.ipv4.tcp_rmem={tcp_rmem(self.rcvbuf[role])}"], role)
         _ip("link", "set", "br0", "up", ns=br)
         state = "on" if self.offloads else "off"
         for role, dev in [("bridge", "br0"), *((("bridge", f"to-{r}") for r in ROLES)),
@@ -102,8 +134,11 @@ class Bridge:
             if self.rate and role != "bridge":
                 # shape where the sender is, as a NIC's line rate does: the sending socket
                 # feels the full queue (TCP small queues) instead of packets being dropped
-                self._run(["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", self.rate,
-                           "burst", "64kb", "latency", "100ms"], role)
+                self._run(tbf_argv(dev, self.rate), role)
+
+    def run(self, argv: list[str], role: str) -> str:
+        """Run `argv` in `role`'s namespace (as root) and return its output."""
+        return self._run(argv, role)
 
     def _run(self, argv: list[str], role: str) -> str:
         cmd = [*self.prefix(role), *argv]
@@ -155,6 +190,11 @@ class Bridge:
                 if self.rate else None,
                 "receive_steering": "RPS by flow hash on every veth, all CPUs",
                 "addresses": {r: ADDRESSES[r] for r in ROLES}, "subnet": SUBNET,
+                "congestion_control": f"{CONGESTION_CONTROL} (ip route change {SUBNET} ... "
+                                      f"congctl {CONGESTION_CONTROL} in each namespace; host "
+                                      f"default {host_congestion_control()})",
+                "tcp_rmem": {r: [int(x) for x in self.run(["sysctl", "-n", "net.ipv4.tcp_rmem"],
+                                                          r).split()] for r in ROLES} if self.created else None,
                 "namespaces": "pktflow-<pid>-{" + ",".join(self.ns) + "}"}
 
     def close(self) -> None:
@@ -164,12 +204,13 @@ class Bridge:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def make_network(name: str, *, offloads: bool | None = None, rate: str | None = None
-                 ) -> Loopback | Bridge:
+def make_network(name: str, *, offloads: bool | None = None, rate: str | None = None,
+                 rcvbuf: dict[str, int] | None = None) -> Loopback | Bridge:
     if name == "loopback":
-        if offloads or rate:
-            raise LabError("--offloads and --rate apply to --network bridge only")
+        if offloads or rate or rcvbuf:
+            raise LabError("--offloads, --rate and the receive buffers apply to --network "
+                           "bridge only")
         return Loopback()
     if name == "bridge":
-        return Bridge(offloads=bool(offloads), rate=rate)
+        return Bridge(offloads=bool(offloads), rate=rate, rcvbuf=rcvbuf)
     raise LabError(f"unknown network {name!r}; known: loopback, bridge")

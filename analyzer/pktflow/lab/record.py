@@ -4,14 +4,22 @@ Topology `loopback` puts everything on 127.0.0.1, as the PGECons study did; `bri
 client, pooler and server in network namespaces of their own on a Linux bridge (network.py).
 The pooled server connection is opened before tcpdump starts (`warm_pool`), so the capture
 shows the back leg without a handshake, as production captures do.
+
+Network conditions (delay, loss, small buffers, a slow reader: conditions.py) are applied
+after the servers are up and before the capture. While the client runs, the kernel's own
+account of each sending socket is sampled (kernel.py); after it, the handshakes in the capture
+are timed (handshakes.py) to check the delay asked for against the one recorded. A name ending
+in .gz is written gzipped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -23,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from pktflow.errors import LabError
+from pktflow.lab import kernel
+from pktflow.lab.conditions import Conditions, Shaper, build
+from pktflow.lab.handshakes import handshakes
 from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, PGPOOL_PORT,
                                    PGPOOL_SETTINGS, POSTGRES_PORT,
                                    SCENARIOS, USER,
@@ -42,34 +53,90 @@ class Recording:
     warm_pool: bool = True
     offloads: bool | None = None  # bridge only; None: off
     rate: str | None = None  # bridge only: tc tbf rate per sender, e.g. "100mbit"
+    conditions: Conditions = field(default_factory=Conditions)
+
+
+# How long the client holds its Terminate after the last result (clientshim.c), before it
+# waits for two more rounds of every sampler: the last ACKs reach the senders (delayed ACKs,
+# a delay line), then the samplers see each sending socket idle with its final counters.
+LINGER_MS = 200
+LINGER_CLIENTS = ("psql", "pg_dump")  # one connection each; pgbench's many would each wait
+MAX_SOCKETS = 20  # sending sockets described in the metadata, the busiest first
+
+
+def metadata_path(out: Path) -> Path:
+    """X.pcap -> X.json, X.pcap.gz -> X.pcap.json: the capture's name with its last suffix
+    replaced, as every reader of captures/ looks for it."""
+    return out.with_suffix(".json")
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """Cleanup runs to its end: a second Ctrl-C (or SIGTERM) during it is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def record(rec: Recording, out: Path) -> dict[str, Any]:
-    """Record `rec` into `out` (pcap) and `out` with suffix .json (metadata); return the
-    metadata."""
+    """Record `rec` into `out` (pcap, gzipped if the name ends in .gz) and its metadata file
+    (`metadata_path`); return the metadata."""
     if rec.scenario not in SCENARIOS:
         raise LabError(f"unknown scenario {rec.scenario!r}; known: {', '.join(SCENARIOS)}")
     if rec.via not in ("direct", "pgbouncer", "pgpool"):
         raise LabError(f"--via {rec.via!r}: use direct, pgbouncer or pgpool")
     scen = SCENARIOS[rec.scenario]
+    rec.conditions.check(rec.network, rec.via)
     rows = rec.rows or scen.default_rows
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     require_root()
+    cond = rec.conditions
+    rcvbuf = {r: b for r, b in (("client", cond.client_rcvbuf),
+                                ("pooler", cond.pooler_rcvbuf)) if b is not None}
     with tempfile.TemporaryDirectory(prefix="pktflow-lab-") as tmp, _terminate_as_interrupt():
-        net = make_network(rec.network, offloads=rec.offloads, rate=rec.rate)
+        pcap = Path(tmp) / (out.with_suffix("").name if out.suffix == ".gz" else out.name)
+        net: Loopback | Bridge | None = None
+        svc: Services | None = None
+        shaper: list[Shaper] = []  # _record puts its Shaper here, for the cleanup
         try:
+            net = make_network(rec.network, offloads=rec.offloads, rate=rec.rate,
+                               rcvbuf=rcvbuf)
             svc = Services(Path(tmp), net)
-            try:
-                meta = _record(rec, svc, net, rows, out)
-            finally:
-                svc.close()
+            meta = _record(rec, svc, net, rows, pcap, out, shaper)
         finally:
-            net.close()
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+            # helpers first (they run inside the namespaces), then servers, then the
+            # namespaces, which take every rule, qdisc, route and sysctl with them
+            with _shielded():
+                for sh in shaper:
+                    sh.close()
+                if svc is not None:
+                    svc.close()
+                if net is not None:
+                    net.close()
+        meta["handshakes"] = handshakes(pcap)
+        if out.suffix == ".gz":
+            with open(pcap, "rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        else:
+            shutil.move(pcap, out)
+    metadata_path(out).write_text(json.dumps(meta, indent=2) + "\n")
     if meta["tcpdump_dropped"]:
         raise LabError(f"tcpdump dropped {meta['tcpdump_dropped']} packets: the capture is "
                        "incomplete", file=str(out))
+    for role in ("client", "pooler"):
+        line = meta["conditions"].get(f"delay_line_{role}")
+        if line and (line.get("enobufs") or line.get("queue_dropped") or
+                     line.get("user_dropped")):
+            raise LabError(f"the delay line in the {role}'s namespace lost packets ({line}): "
+                           "the delay is not what was asked", file=str(out))
     return meta
 
 
@@ -90,8 +157,8 @@ def _terminate_as_interrupt() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, out: Path
-            ) -> dict[str, Any]:
+def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pcap: Path,
+            out: Path, shaper_box: list[Shaper]) -> dict[str, Any]:
     scen = SCENARIOS[rec.scenario]
     psql = need("psql", "postgresql-client-15")
     pg_host = net.host("server")
@@ -116,14 +183,29 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
             svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
                      DATABASE, "-c", "SELECT 1"], role="client")
     argv = render_command(scen, host=host, port=port, rows=rows)
+    port_of = {"postgres": pg_port} | ({rec.via: port} if rec.via != "direct" else {})
+    shaper = Shaper(rec.conditions, net, svc, svc.workdir, via=rec.via, ports=port_of)
+    shaper_box.append(shaper)
+    shaper.start()
+    env = dict(scen.env) | shaper.client_env()
+    samplers = _start_samplers(rec, svc, net, pg_port, port)
+    linger = argv[0] in LINGER_CLIENTS and not scen.tls
+    if linger:
+        env |= {"LD_PRELOAD": str(shaper.shim or build("clientshim.c", svc.workdir,
+                                                        shared=True)),
+                "PKTFLOW_LINGER_MS": str(LINGER_MS),
+                "PKTFLOW_LINGER_TICKS": ":".join(tick for _, _, tick in samplers)}
     bpf = " or ".join(f"tcp port {p}" for p in ports)
     where, iface = net.capture_point(rec.via)
-    dump = svc.tcpdump(iface, out, bpf, where)
+    dump = svc.tcpdump(iface, pcap, bpf, where)
     t0 = time.time()
     svc.run([need(argv[0], "postgresql-client-15"), *argv[1:]], role="client",
-            stdout=subprocess.DEVNULL, env=dict(scen.env), ok=scen.ok_codes)
+            stdout=subprocess.DEVNULL, env=env, ok=scen.ok_codes)
     elapsed = time.time() - t0
     drops = svc.stop_tcpdump(dump)
+    sockets, seen = _stop_samplers(svc, samplers, rec.via, pg_port, port)
+    shaper.finish()
+    conditions = shaper.metadata()
     in_ns = " ".join(net.prefix(where)).replace(str(os.getpid()), "<pid>")
     return {
         "scenario": rec.scenario, "description": scen.description, "via": rec.via,
@@ -135,10 +217,14 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
         "pgbouncer_settings": rec.pgbouncer if rec.via == "pgbouncer" else None,
         "pgpool_settings": PGPOOL_SETTINGS if rec.via == "pgpool" else None,
         "pool_warmed_before_capture": rec.warm_pool if rec.via != "direct" else None,
+        "conditions": conditions,
+        "client_env": {k: v for k, v in env.items()  # the tick files' paths are throwaway
+                       if k.startswith("PKTFLOW_") and k != "PKTFLOW_LINGER_TICKS"} or None,
         "client_seconds": round(elapsed, 3), "tcpdump_dropped": drops,
         "capture_point": f"{where} namespace, {iface}" if in_ns else iface,
         "tcpdump_command": (f"{in_ns} " if in_ns else "") +
-        f"tcpdump -i {iface} {' '.join(TCPDUMP_OPTIONS)} -w {out.name} '{bpf}'",
+        f"tcpdump -i {iface} {' '.join(TCPDUMP_OPTIONS)} -w {pcap.name} '{bpf}'"
+        + (f" && gzip -9 {pcap.name}" if out.suffix == ".gz" else ""),
         "versions": {"postgres": version([need("postgres", "postgresql-15"), "--version"]),
                      "pgbouncer": version(["pgbouncer", "--version"])
                      if rec.via == "pgbouncer" else None,
@@ -146,9 +232,76 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, ou
                      if rec.via == "pgpool" else None,
                      "tcpdump": version(["tcpdump", "--version"]),
                      "kernel": platform.release()},
-        "remake": remake_command(rec, out.name),
+        "remake": remake_command(rec, _in_captures(out)),
         "recording": asdict(rec),
+        "kernel": {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
+                              "each sending namespace; per socket the last sample before it "
+                              "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
+                                          "and two more sampler rounds, so that one comes "
+                                          "after the transfer)" if linger else ""),
+                   "rule": kernel.RULE, "sockets_seen": seen,
+                   "sockets": sockets},
     }
+
+
+def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_port: int,
+                    pool_port: int
+                    ) -> list[tuple[subprocess.Popen[bytes], kernel.Sampler, str]]:
+    """One `ss` loop per sending namespace: the server's (port pg_port) and the pooler's
+    (its listening port); on loopback both are the host's."""
+    where = {"server": [pg_port]}
+    if rec.via != "direct":
+        if rec.network == "loopback":
+            where["server"].append(pool_port)
+        else:
+            where["pooler"] = [pool_port]
+    out = []
+    for role, ports in where.items():
+        tick = str(svc.workdir / f"ss-{role}.tick")
+        proc = svc.helper(kernel.sampler_argv(ports, os.getpid(), tick), role)
+        assert proc.stdout is not None
+        out.append((proc, kernel.Sampler(proc.stdout, role), tick))
+    return out
+
+
+def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
+                                                       kernel.Sampler, str]],
+                   via: str, pg_port: int, pool_port: int
+                   ) -> tuple[list[dict[str, Any]], int]:
+    for proc, _, _ in samplers:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    sockets = []
+    for _, sampler, _ in samplers:
+        sampler.join()
+        for (local, peer), series in sampler.samples.items():
+            lport = int(local.rsplit(":", 1)[1])
+            if peer.rsplit(":", 1)[0] == local.rsplit(":", 1)[0] != "127.0.0.1":
+                continue  # the server's own setup connection, not the lab's conversation
+            if all(smp["state"] == "CLOSE-WAIT" for smp in series):
+                continue  # a connection of the setup, closing when sampling began
+            if lport == pg_port:
+                direction = "server->client" if via == "direct" else "server->pooler"
+            elif lport == pool_port and via != "direct":
+                direction = "pooler->client"
+            else:
+                continue
+            sockets.append(kernel.summarize(series, direction))
+    # a connection storm (pgbench -C) has thousands of sockets: keep the ones that sent most
+    kept = sorted(sockets, key=lambda s: -(s["bytes_sent"] or 0))[:MAX_SOCKETS]
+    order = {"server->client": 0, "server->pooler": 1, "pooler->client": 2}
+    return sorted(kept, key=lambda s: (order[s["direction"]], s["peer"])), len(sockets)
+
+
+def _in_captures(out: Path) -> str:
+    """`out`'s path below the nearest directory called captures (conditions/x.pcap.gz), or
+    its bare name: the remake command writes it there."""
+    parts = out.parts
+    if "captures" in parts[:-1]:
+        i = len(parts) - 1 - parts[:-1][::-1].index("captures") - 1
+        return "/".join(parts[i + 1:])
+    return out.name
 
 
 def remake_command(rec: Recording, name: str) -> str:
@@ -160,6 +313,8 @@ def remake_command(rec: Recording, name: str) -> str:
         cmd += f" --offloads {'on' if rec.offloads else 'off'}"
     if rec.rate:
         cmd += f" --rate {rec.rate}"
+    if rec.conditions.flags():
+        cmd += f" {rec.conditions.flags()}"
     for k, v in rec.pgbouncer.items():
         if rec.via == "pgbouncer" and PGBOUNCER_DEFAULTS.get(k) != v:
             flag = {"default_pool_size": "pool-size"}.get(k, k.replace("_", "-"))

@@ -80,6 +80,7 @@ class Services:
         self.net = net or Loopback()
         os.chown(workdir, self.account.pw_uid, self.account.pw_gid)
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.helpers: list[subprocess.Popen[bytes]] = []
         self.log = workdir / "lab.log"
 
     def _wrap(self, argv: list[str], as_user: bool, role: str
@@ -106,6 +107,16 @@ class Services:
         self.procs.append(proc)
         return proc
 
+    def helper(self, argv: list[str], role: str) -> subprocess.Popen[bytes]:
+        """A helper of the lab's own (delay line, sampler) as root in `role`'s namespace, its
+        stdout a pipe for the caller. It leads a process group of its own, and `close` ends
+        that group (a shell loop and whatever it is running)."""
+        logf = open(self.log, "ab")
+        proc = subprocess.Popen([*self.net.prefix(role), *argv], stdout=subprocess.PIPE,
+                                stderr=logf, cwd=self.workdir, start_new_session=True)
+        self.helpers.append(proc)
+        return proc
+
     def run(self, argv: list[str], *, as_user: bool = True, role: str = "server",
             stdout: int | None = None, env: dict[str, str] | None = None,
             ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[bytes]:
@@ -118,7 +129,7 @@ class Services:
                              **user)
         if out.returncode not in ok:
             shown = argv[len(self.net.prefix(role)):]
-            raise LabError(f"{' '.join(shown[:3])} ... failed: "
+            raise LabError(f"{' '.join(shown[:3])} ... failed (exit status {out.returncode}): "
                            f"{out.stderr.decode(errors='replace').strip()[-300:]}")
         return out  # type: ignore[no-any-return]
 
@@ -229,6 +240,15 @@ class Services:
         return int(m.group(1)) if m else None
 
     def close(self) -> None:
+        for proc in self.helpers:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+            if proc.stdout:
+                proc.stdout.close()
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT if "postgres" in str(proc.args) else signal.SIGTERM)
