@@ -1,0 +1,413 @@
+//! Whole sessions: startup, simple and extended queries, COPY, errors, authentication, and
+//! the same bytes cut every way giving the same facts.
+
+use super::*;
+
+#[test]
+fn simple_query_whole() {
+    let (front, back) = select_exchange(100);
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(f.protocol, Protocol::Postgresql);
+    assert_eq!(f.decode_started_at, Some(StartedAt::Startup));
+    let su = f.startup.as_ref().unwrap();
+    assert_eq!(
+        (
+            su.user.as_deref(),
+            su.database.as_deref(),
+            su.application_name.as_deref()
+        ),
+        (Some("alice"), Some("shop"), Some("psql"))
+    );
+    let names: Vec<_> = counts(&f, Role::Frontend);
+    assert_eq!(
+        names,
+        [
+            ("StartupMessage".into(), 1),
+            ("Query".into(), 1),
+            ("Terminate".into(), 1)
+        ]
+    );
+    assert_eq!(count(&f, Role::Backend, "DataRow"), 100);
+    assert_eq!(f.backend_pid, Some(4242));
+    assert_eq!(
+        f.server_parameters.0,
+        [("server_version".to_string(), "15.20".to_string())]
+    );
+    let q = &f.queries[0];
+    assert_eq!(f.queries.len(), 1);
+    assert_eq!(
+        (
+            q.sql.as_str(),
+            q.command_tag.as_deref(),
+            q.rows.clone(),
+            q.data_rows
+        ),
+        (
+            "SELECT * FROM t",
+            Some("SELECT 100"),
+            Some(RowCount::Small(100)),
+            100
+        )
+    );
+    assert_eq!(q.response_messages, 100 + 3);
+    let response = [desc(), rows(100), msg(b'C', &cstr("SELECT 100")), ready()].concat();
+    assert!(back.ends_with(&response) && q.response_bytes == response.len() as u64);
+    assert_eq!(f.frontend_direction, Some(0));
+}
+
+#[test]
+fn response_segments_are_the_backend_segments_of_the_query() {
+    let (front, back) = select_exchange(200);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 0.0, true);
+    let mut off = 0;
+    let mut i = 0;
+    while off < back.len() {
+        let end = (off + 1000).min(back.len());
+        conv.feed(
+            1,
+            &back[off..end],
+            off as i64,
+            2 + i,
+            0.1 + i as f64 / 1000.0,
+            true,
+        );
+        off = end;
+        i += 1;
+    }
+    conv.finish();
+    let f = conv.facts();
+    let q = &f.queries[0];
+    assert_eq!(q.rows, Some(RowCount::Small(200)));
+    assert_eq!(q.response_segments, i);
+    assert_eq!(
+        (q.response_segment_median, q.response_segment_max),
+        (Some(1000), Some(1000))
+    );
+    assert_eq!(q.response_segment_sizes[0], (1000, i - 1));
+}
+
+#[test]
+fn byte_at_a_time_and_random_splits_equal_whole() {
+    let (front, back) = select_exchange(30);
+    let whole = run(&front, &back, Cut::Whole, true);
+    assert_eq!(run(&front, &back, Cut::Bytes, true), whole);
+    for seed in 0..100 {
+        assert_eq!(run(&front, &back, Cut::Random(seed), true), whole);
+    }
+}
+
+#[test]
+fn server_parameters_last_wins_at_most_64() {
+    let front = [startup(), msg(b'Q', &cstr("SELECT 1")), msg(b'X', b"")].concat();
+    let mut params: Vec<(String, Option<&str>)> = vec![
+        ("application_name".into(), Some("app")),
+        ("TimeZone".into(), Some("UTC")),
+        ("bad".into(), None),
+        ("application_name".into(), Some("appb")),
+        ("server_version".into(), Some("15.20")),
+    ];
+    params.extend((0..70).map(|k| (format!("p{k}"), Some("x"))));
+    params.push(("TimeZone".into(), Some("CET"))); // full: not even an update
+    let mut back = auth_ok();
+    for (k, v) in &params {
+        back.extend(match v {
+            Some(v) => msg(b'S', &[cstr(k), cstr(v)].concat()),
+            None => msg(b'S', k.as_bytes()), // no NUL, no value
+        });
+    }
+    back.extend(ready());
+    let f = run(&front, &back, Cut::Whole, true);
+    let got = &f.server_parameters.0;
+    assert_eq!(got.len(), 64);
+    assert_eq!(got[0], ("application_name".into(), "appb".into()));
+    assert_eq!(got[1], ("TimeZone".into(), "UTC".into()));
+    assert_eq!(got[2], ("server_version".into(), "15.20".into()));
+}
+
+#[test]
+fn ssl_refused_then_plaintext() {
+    let (front, back) = select_exchange(3);
+    let f = run(
+        &[&SSL_REQUEST[..], &front].concat(),
+        &[b"N".as_slice(), &back].concat(),
+        Cut::Whole,
+        true,
+    );
+    assert_eq!(
+        (f.protocol, f.encryption),
+        (Protocol::Postgresql, Encryption::None)
+    );
+    assert_eq!(count(&f, Role::Frontend, "SSLRequest"), 1);
+    assert_eq!(count(&f, Role::Backend, "EncryptionRefused"), 1);
+    assert_eq!(f.queries[0].rows, Some(RowCount::Small(3)));
+}
+
+pub(super) fn extended_pipeline() -> (Vec<u8>, Vec<u8>) {
+    let bind = msg(b'B', &[cstr(""), cstr("s1"), vec![0; 6]].concat());
+    let front = [
+        startup(),
+        msg(
+            b'P',
+            &[cstr("s1"), cstr("SELECT $1::int"), vec![0, 0]].concat(),
+        ),
+        bind.clone(),
+        msg(b'D', &[&b"P"[..], &cstr("")].concat()),
+        msg(b'E', &[cstr(""), vec![0; 4]].concat()),
+        bind,
+        msg(b'E', &[cstr(""), vec![0; 4]].concat()),
+        msg(b'S', b""),
+    ]
+    .concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'1', b""),
+        msg(b'2', b""),
+        msg(b'T', &[0, 0]),
+        datarow(1),
+        msg(b'C', &cstr("SELECT 1")),
+        msg(b'2', b""),
+        datarow(2),
+        msg(b'C', &cstr("SELECT 1")),
+        ready(),
+    ]
+    .concat();
+    (front, back)
+}
+
+#[test]
+fn extended_protocol_pipeline() {
+    let (front, back) = extended_pipeline();
+    let f = run(&front, &back, Cut::Whole, true);
+    let got: Vec<_> = f
+        .queries
+        .iter()
+        .map(|q| (q.sql.as_str(), q.kind, q.rows.clone()))
+        .collect();
+    let one = Some(RowCount::Small(1));
+    assert_eq!(
+        got,
+        [
+            ("SELECT $1::int", QueryKind::Extended, one.clone()),
+            ("SELECT $1::int", QueryKind::Extended, one)
+        ]
+    );
+    assert_eq!(count(&f, Role::Backend, "ParseComplete"), 1);
+    assert_eq!(count(&f, Role::Frontend, "Describe"), 1);
+    assert_eq!(run(&front, &back, Cut::Bytes, true), f);
+}
+
+#[test]
+fn copy_out_and_copy_in() {
+    let front = [
+        startup(),
+        msg(b'Q', &cstr("COPY t TO STDOUT")),
+        msg(b'Q', &cstr("COPY t FROM STDIN")),
+        msg(b'd', b"1\tx\n").repeat(4),
+        msg(b'c', b""),
+    ]
+    .concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'H', b"\x00\x00\x01\x00\x00"),
+        msg(b'd', b"1\ta\n").repeat(7),
+        msg(b'c', b""),
+        msg(b'C', &cstr("COPY 7")),
+        ready(),
+        msg(b'G', b"\x00\x00\x01\x00\x00"),
+        msg(b'C', &cstr("COPY 4")),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    let got: Vec<_> = f
+        .queries
+        .iter()
+        .map(|q| (q.kind, q.rows.clone(), q.copy_data))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (QueryKind::Copy, Some(RowCount::Small(7)), 7),
+            (QueryKind::Copy, Some(RowCount::Small(4)), 4)
+        ]
+    );
+    assert_eq!(count(&f, Role::Frontend, "CopyData"), 4);
+    for seed in 0..20 {
+        assert_eq!(run(&front, &back, Cut::Random(seed), true), f);
+    }
+}
+
+#[test]
+fn errors_attached_to_queries_then_counted() {
+    let mut front = startup();
+    let mut back = [auth_ok(), ready()].concat();
+    for i in 0..25 {
+        front.extend(msg(b'Q', &cstr(&format!("SELECT * FROM nope_{i}"))));
+        back.extend([error("42P01", "relation \"nope\" does not exist"), ready()].concat());
+    }
+    let f = run(&front, &back, Cut::Whole, true);
+    let q = &f.queries[0];
+    let e = q.error.as_ref().unwrap();
+    assert_eq!(
+        (e.code.as_deref(), e.severity.as_deref()),
+        (Some("42P01"), Some("ERROR"))
+    );
+    assert!(q.command_tag.is_none() && q.rows.is_none());
+    assert_eq!(f.query_errors, 25);
+    let errors = f
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::QueryError { .. }))
+        .count();
+    assert_eq!(errors as u64, MAX_ERROR_FINDINGS);
+    assert_eq!(
+        f.events.last(),
+        Some(&Event::QueryErrorsTotal {
+            count: 25,
+            listed: 20
+        })
+    );
+    let Event::QueryError { sql, code, .. } = &f.events[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (sql.as_str(), code.as_deref()),
+        ("SELECT * FROM nope_0", Some("42P01"))
+    );
+}
+
+#[test]
+fn error_outside_any_query_is_a_server_error() {
+    let f = run(
+        &startup(),
+        &error("28P01", "password authentication failed"),
+        Cut::Whole,
+        true,
+    );
+    assert_eq!(
+        f.events,
+        [Event::ServerError {
+            code: Some("28P01".into()),
+            message: Some("password authentication failed".into()),
+            frame: 1
+        }]
+    );
+}
+
+#[test]
+fn scram_exchange_names_without_secrets() {
+    let init = msg(
+        b'p',
+        &[
+            cstr("SCRAM-SHA-256"),
+            5u32.to_be_bytes().to_vec(),
+            b"n,,n=".to_vec(),
+        ]
+        .concat(),
+    );
+    let last = msg(b'p', b"c=biws,r=secretnonce,p=PROOF");
+    let sasl = msg(
+        b'R',
+        &[10u32.to_be_bytes().to_vec(), cstr("SCRAM-SHA-256"), vec![0]].concat(),
+    );
+    let cont = msg(
+        b'R',
+        &[&11u32.to_be_bytes()[..], b"r=x,s=y,i=4096"].concat(),
+    );
+    let fin = [
+        msg(b'R', &[&12u32.to_be_bytes()[..], b"v=sig"].concat()),
+        auth_ok(),
+        ready(),
+    ]
+    .concat();
+    let mut conv = Conversation::new();
+    let mut off = [0i64; 2];
+    for (d, data) in [
+        (0, startup()),
+        (1, sasl),
+        (0, init),
+        (1, cont),
+        (0, last),
+        (1, fin),
+    ] {
+        conv.feed(d, &data, off[d], 1, 1.0, true);
+        off[d] += data.len() as i64;
+    }
+    let f = conv.facts();
+    assert_eq!(count(&f, Role::Frontend, "SASLInitialResponse"), 1);
+    assert_eq!(count(&f, Role::Frontend, "SASLResponse"), 1);
+    assert_eq!(count(&f, Role::Backend, "AuthenticationSASLFinal"), 1);
+    let text = serde_json::to_string(&f).unwrap();
+    assert!(!text.contains("PROOF") && !text.contains("secretnonce"));
+}
+
+#[test]
+fn unnamed_authentication_codes_keep_their_number() {
+    let back = [
+        msg(b'R', &77u32.to_be_bytes()),
+        msg(b'R', b"\x01"),
+        auth_ok(),
+    ]
+    .concat();
+    let f = run(&startup(), &back, Cut::Whole, true);
+    assert_eq!(
+        counts(&f, Role::Backend),
+        [
+            ("Authentication77".into(), 1),
+            ("Authentication".into(), 1),
+            ("AuthenticationOk".into(), 1)
+        ]
+    );
+}
+
+#[test]
+fn function_call_is_a_query_with_its_response() {
+    let call = msg(
+        b'F',
+        &[&764u32.to_be_bytes()[..], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]].concat(),
+    );
+    let result = msg(b'V', &[4u32.to_be_bytes(), 16385u32.to_be_bytes()].concat());
+    let front = [startup(), call, msg(b'X', b"")].concat();
+    let back = [auth_ok(), ready(), result.clone(), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    let q = &f.queries[0];
+    assert_eq!(
+        (q.kind, q.sql.as_str()),
+        (QueryKind::Function, "FunctionCall oid 764")
+    );
+    assert_eq!(q.response_messages, 2);
+    assert_eq!(q.response_bytes, (result.len() + ready().len()) as u64);
+}
+
+#[test]
+fn command_tags_summed_past_64_bits() {
+    let big = format!("SELECT {}", 1u64 << 62);
+    let front = [startup(), msg(b'Q', &cstr("q1; q2; q3"))].concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'C', &cstr(&big)).repeat(5),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(
+        f.queries[0].rows,
+        Some(RowCount::Big("23058430092136939520".into()))
+    );
+    let json = serde_json::to_value(&f.queries[0]).unwrap();
+    assert_eq!(json["rows"], "23058430092136939520");
+}
+
+#[test]
+fn facts_serialize_in_the_reports_order() {
+    let (front, back) = select_exchange(2);
+    let f = run(&front, &back, Cut::Whole, true);
+    let text = serde_json::to_string(&f).unwrap();
+    let at = |k: &str| text.find(k).unwrap();
+    assert!(at("\"StartupMessage\"") < at("\"Query\"") && at("\"Query\"") < at("\"Terminate\""));
+    assert!(at("\"protocol\"") < at("\"startup\"") && at("\"queries\"") < at("\"queries_total\""));
+}

@@ -1,0 +1,272 @@
+//! Streams that do not start as a plain session does: encryption, foreign bytes, a capture
+//! that began mid-stream, gaps, malformed framing.
+
+use super::*;
+
+#[test]
+fn ssl_or_gss_accepted_stops_decoding() {
+    for (ask, answer, want) in [
+        (SSL_REQUEST, b'S', (Encryption::Tls, EncryptionRequest::Ssl)),
+        (
+            GSS_REQUEST,
+            b'G',
+            (Encryption::Gss, EncryptionRequest::Gssenc),
+        ),
+        (SSL_REQUEST, b'G', (Encryption::Gss, EncryptionRequest::Ssl)),
+    ] {
+        let mut conv = Conversation::new();
+        conv.feed(0, &ask, 0, 1, 1.0, true);
+        conv.feed(1, &[answer], 0, 2, 1.1, true);
+        conv.feed(
+            0,
+            &[&b"\x16\x03\x01\x02\x00"[..], &[1u8; 512]].concat(),
+            8,
+            3,
+            1.2,
+            true,
+        );
+        conv.finish();
+        let f = conv.facts();
+        assert!(f.queries.is_empty());
+        assert_eq!(f.encryption, want.0);
+        assert_eq!(
+            f.events,
+            [Event::Encrypted {
+                encryption: want.0,
+                request: Some(want.1),
+                frame: 2
+            }]
+        );
+    }
+}
+
+#[test]
+fn http_on_5432_is_not_postgres() {
+    let f = run(
+        b"GET / HTTP/1.1\r\nHost: db\r\n\r\n",
+        b"HTTP/1.1 400 Bad Request\r\n\r\n",
+        Cut::Whole,
+        true,
+    );
+    assert_eq!(f.protocol, Protocol::Unknown);
+    assert!(
+        f.queries.is_empty() && f.messages.frontend.0.is_empty() && f.messages.backend.0.is_empty()
+    );
+    assert_eq!(f.frontend_direction, None);
+    let stopped = f.decode_stopped.unwrap();
+    assert_eq!(
+        (stopped.direction, stopped.offset, stopped.reason),
+        (Role::Frontend, 0, StopReason::NotStartup)
+    );
+    assert!(matches!(
+        f.events[..],
+        [Event::NotPostgresql { frame: 1, .. }]
+    ));
+}
+
+#[test]
+fn garbage_without_start_is_given_up_after_a_window() {
+    let mut rng = Rng::new(5);
+    let junk = rng.bytes(300_000);
+    let mut conv = Conversation::new();
+    for (i, c) in junk.chunks(4096).enumerate() {
+        conv.feed(0, c, (i * 4096) as i64, i as u64 + 1, 1.0, false);
+        assert!(conv.sides[0].buf.len() <= SYNC_WINDOW + 4096);
+    }
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(f.protocol, Protocol::Unknown);
+    let Some(Event::NotPostgresql {
+        reason: StopReason::NoFraming { lost },
+        ..
+    }) = f.events.first()
+    else {
+        panic!("{:?}", f.events);
+    };
+    assert!(*lost > SYNC_WINDOW as i64);
+}
+
+#[test]
+fn mid_stream_roles_proven_by_types_even_when_guess_is_wrong() {
+    // A pooled server connection captured late: the engine guessed the server is direction 0.
+    let back = [
+        rows(5)[7..].to_vec(),
+        msg(b'C', &cstr("SELECT 9")),
+        ready(),
+        msg(b'T', &[0, 0]),
+        datarow(1),
+        msg(b'C', &cstr("SELECT 1")),
+        ready(),
+    ]
+    .concat();
+    let front = [msg(b'Q', &cstr("SELECT 1")), msg(b'Q', &cstr("SELECT 2"))].concat();
+    let mut conv = Conversation::new();
+    conv.feed(0, &back, 0, 1, 1.0, false);
+    conv.feed(1, &front, 0, 2, 1.0, false);
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(
+        (f.frontend_direction, f.decode_started_at),
+        (Some(1), Some(StartedAt::MidStream))
+    );
+    assert_eq!(counts(&f, Role::Frontend), [("Query".into(), 2)]);
+    assert_eq!(count(&f, Role::Backend, "ReadyForQuery"), 2);
+    assert!(f.lost_bytes.backend > 0);
+    assert!(matches!(
+        f.events[0],
+        Event::MidStream {
+            role: Role::Backend,
+            frame: 1,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn gap_inside_datarow_body_loses_nothing() {
+    let (front, back) = select_exchange(50);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    let i = back
+        .windows(datarow(10).len())
+        .position(|w| w == datarow(10))
+        .unwrap();
+    conv.feed(1, &back[..i + 8], 0, 2, 1.0, true); // header + 3 body bytes of row 10
+    conv.gap(1, i as i64 + 8, 2, 3, 1.0); // 2 body bytes never captured
+    conv.feed(1, &back[i + 10..], i as i64 + 10, 4, 1.0, true);
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(f.queries[0].rows, Some(RowCount::Small(50)));
+    assert!(!f.queries[0].incomplete && f.lost_bytes.backend == 0 && f.events.is_empty());
+}
+
+#[test]
+fn gap_across_messages_resynchronises_without_invention() {
+    let (front, back) = select_exchange(200);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    let i = back
+        .windows(datarow(50).len())
+        .position(|w| w == datarow(50))
+        .unwrap()
+        + 3;
+    conv.feed(1, &back[..i], 0, 2, 1.0, true);
+    conv.gap(1, i as i64, 500, 3, 1.0);
+    conv.feed(1, &back[i + 500..], i as i64 + 500, 4, 1.0, true);
+    conv.finish();
+    let f = conv.facts();
+    assert!(count(&f, Role::Backend, "DataRow") < 200);
+    assert_eq!(count(&f, Role::Backend, "CommandComplete"), 1); // found again after the gap
+    assert_eq!(f.queries[0].command_tag.as_deref(), Some("SELECT 200"));
+    assert!(f.queries[0].incomplete);
+    assert_eq!(
+        f.events[0],
+        Event::Resync {
+            role: Role::Backend,
+            length: 500,
+            offset: i as i64,
+            frame: 3
+        }
+    );
+}
+
+#[test]
+fn malformed_framing_is_an_event_with_its_offset() {
+    let (front, back) = select_exchange(5);
+    let i = back
+        .windows(datarow(2).len())
+        .position(|w| w == datarow(2))
+        .unwrap();
+    for (bad, reason) in [
+        (
+            &b"D\x00\x00\x00\x02"[..],
+            StopReason::LengthUnder4 { length: 2 },
+        ),
+        (
+            b"D\x7f\xff\xff\xff",
+            StopReason::LengthAbsurd {
+                length: 0x7fff_ffff,
+            },
+        ),
+        (
+            b"?\x00\x00\x00\x04",
+            StopReason::NotRoleType {
+                type_byte: b'?',
+                role: Role::Backend,
+            },
+        ),
+    ] {
+        let broken = [&back[..i], bad, &back[i + 5..]].concat();
+        let mut conv = Conversation::new();
+        conv.feed(0, &front, 0, 1, 1.0, true);
+        conv.feed(1, &broken, 0, 7, 1.0, true);
+        conv.finish();
+        let f = conv.facts();
+        let want = Event::Malformed {
+            role: Role::Backend,
+            offset: i as i64,
+            frame: 7,
+            reason: reason.clone(),
+        };
+        assert_eq!(f.events, [want]);
+        assert_eq!(f.decode_stopped.unwrap().offset, i as i64);
+    }
+    // nothing decoded yet: not PostgreSQL, and no event
+    let mut conv = Conversation::new();
+    conv.feed(1, b"?\x00\x00\x00\x04", 0, 1, 1.0, true);
+    conv.feed(0, b"", 0, 2, 1.0, true);
+    let f = conv.facts();
+    assert!(f.events.is_empty() && f.protocol == Protocol::Unknown);
+}
+
+#[test]
+fn direct_tls_with_and_without_alpn_postgresql() {
+    let hello = crate::pgwire::tls::tests_hello(Some(&[b"postgresql"]), 0);
+    let mut conv = Conversation::new();
+    for (i, c) in hello.chunks(100).enumerate() {
+        conv.feed(0, c, i as i64 * 100, 1 + i as u64, 1.0, true);
+    }
+    conv.feed(
+        1,
+        &[&b"\x16\x03\x03\x00\x7a\x02"[..], &[0; 200]].concat(),
+        0,
+        50,
+        2.0,
+        true,
+    );
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(f.protocol, Protocol::PostgresqlTls);
+    let last = 1 + (hello.len() as u64 - 1) / 100;
+    assert_eq!(
+        f.events,
+        [Event::Encrypted {
+            encryption: Encryption::Tls,
+            request: None,
+            frame: last
+        }]
+    );
+    for alpn in [None, Some(&[&b"h2"[..], b"http/1.1"][..])] {
+        let mut conv = Conversation::new();
+        conv.feed(
+            0,
+            &crate::pgwire::tls::tests_hello(alpn, 0),
+            0,
+            1,
+            1.0,
+            true,
+        );
+        conv.finish();
+        let f = conv.facts();
+        assert_eq!(f.protocol, Protocol::Unknown);
+        let offered: Vec<String> = alpn
+            .unwrap_or(&[])
+            .iter()
+            .map(|n| String::from_utf8_lossy(n).into())
+            .collect();
+        assert_eq!(
+            f.decode_stopped.unwrap().reason,
+            StopReason::TlsWithoutAlpn { offered }
+        );
+    }
+}
