@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 #[derive(Default)]
 struct Recorder {
     calls: Vec<Value>,
+    quiet: bool,
 }
 
 fn crc32(data: &[u8]) -> u32 {
@@ -42,6 +43,9 @@ fn crc32(data: &[u8]) -> u32 {
 
 impl StreamSink for Recorder {
     fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        if self.quiet {
+            return;
+        }
         self.calls.push(json!([
             "feed",
             d,
@@ -54,6 +58,9 @@ impl StreamSink for Recorder {
         ]));
     }
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        if self.quiet {
+            return;
+        }
         self.calls
             .push(json!(["gap", d, offset, length, frame, ts]));
     }
@@ -64,6 +71,9 @@ impl StreamSink for Recorder {
 
 impl PacketObserver for Recorder {
     fn on_packet(&mut self, p: &Observed) {
+        if self.quiet {
+            return;
+        }
         self.calls.push(json!([
             "packet",
             p.d,
@@ -93,12 +103,17 @@ impl PacketObserver for Recorder {
     }
 }
 
-struct Recording;
+struct Recording {
+    quiet: bool,
+}
 
 impl Handler for Recording {
     type Analyses = Recorder;
     fn open(&mut self, _meta: &ConnectionMeta) -> Recorder {
-        Recorder::default()
+        Recorder {
+            calls: Vec::new(),
+            quiet: self.quiet,
+        }
     }
 }
 
@@ -129,53 +144,117 @@ fn int(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
-fn drain(engine: &mut TcpEngine<Recording>, out: &mut impl Write) -> std::io::Result<()> {
+fn drain(
+    engine: &mut TcpEngine<Recording>,
+    out: &mut impl Write,
+    quiet: bool,
+) -> std::io::Result<()> {
     for conn in engine.take_retired() {
-        let line = json!({"facts": conn.facts(), "calls": conn.analyses().calls});
-        writeln!(out, "{line}")?;
+        if !quiet {
+            let line = json!({"facts": conn.facts(), "calls": conn.analyses().calls});
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
 
-fn main() -> std::io::Result<()> {
-    let stdin = std::io::stdin();
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut engine: Option<TcpEngine<Recording>> = None;
-    for line in stdin.lock().lines() {
-        let v: Value = serde_json::from_str(&line?).map_err(std::io::Error::other)?;
-        if let Some(c) = v.get("config") {
-            engine = Some(TcpEngine::new(Recording, bits(&c[0]), bits(&c[1])));
-            continue;
-        }
-        let eng = engine.get_or_insert_with(|| TcpEngine::new(Recording, None, None));
-        if let Some(ts) = v.get("sweep") {
-            eng.sweep(bits(ts).unwrap_or(0.0));
-        } else if let Some(p) = v.get("p") {
-            let payload = hex(&p[11]);
-            let options = hex(&p[12]);
-            let pkt = TcpPacket {
-                frame: int(&p[0]),
-                ts: bits(&p[1]).unwrap_or(0.0),
-                src: addr(&p[2]),
-                dst: addr(&p[3]),
-                sport: int(&p[4]) as u16,
-                dport: int(&p[5]) as u16,
-                seq: int(&p[6]) as u32,
-                ack: int(&p[7]) as u32,
-                flags: int(&p[8]) as u8,
-                win: int(&p[9]) as u16,
-                plen: int(&p[10]) as u32,
-                payload: &payload,
-                options: &options,
-            };
-            eng.feed(&pkt);
-        }
-        drain(eng, &mut out)?;
+/// A packet owning its bytes.
+struct Owned {
+    frame: u64,
+    ts: f64,
+    src: Addr,
+    dst: Addr,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    win: u16,
+    plen: u32,
+    payload: Vec<u8>,
+    options: Vec<u8>,
+}
+
+enum Step {
+    Config(Option<f64>, Option<f64>),
+    Packet(Owned),
+    Sweep(f64),
+}
+
+fn step(v: &Value) -> Option<Step> {
+    if let Some(c) = v.get("config") {
+        return Some(Step::Config(bits(&c[0]), bits(&c[1])));
     }
-    if let Some(eng) = engine.as_mut() {
-        eng.finish();
-        drain(eng, &mut out)?;
-        writeln!(out, "{}", json!({"engine": eng.facts()}))?;
+    if let Some(ts) = v.get("sweep") {
+        return Some(Step::Sweep(bits(ts).unwrap_or(0.0)));
+    }
+    let p = v.get("p")?;
+    Some(Step::Packet(Owned {
+        frame: int(&p[0]),
+        ts: bits(&p[1]).unwrap_or(0.0),
+        src: addr(&p[2]),
+        dst: addr(&p[3]),
+        sport: int(&p[4]) as u16,
+        dport: int(&p[5]) as u16,
+        seq: int(&p[6]) as u32,
+        ack: int(&p[7]) as u32,
+        flags: int(&p[8]) as u8,
+        win: int(&p[9]) as u16,
+        plen: int(&p[10]) as u32,
+        payload: hex(&p[11]),
+        options: hex(&p[12]),
+    }))
+}
+
+fn main() -> std::io::Result<()> {
+    // --time: no output but how long the engine took (on stderr)
+    let quiet = std::env::args().any(|a| a == "--time");
+    let mut steps = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let v: Value = serde_json::from_str(&line?).map_err(std::io::Error::other)?;
+        steps.extend(step(&v));
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let started = std::time::Instant::now();
+    let mut engine = TcpEngine::new(Recording { quiet }, None, None);
+    let mut packets = 0u64;
+    for s in steps {
+        match s {
+            Step::Config(linger, settled) => {
+                engine = TcpEngine::new(Recording { quiet }, linger, settled)
+            }
+            Step::Sweep(ts) => engine.sweep(ts),
+            Step::Packet(p) => {
+                engine.feed(&TcpPacket {
+                    frame: p.frame,
+                    ts: p.ts,
+                    src: p.src,
+                    dst: p.dst,
+                    sport: p.sport,
+                    dport: p.dport,
+                    seq: p.seq,
+                    ack: p.ack,
+                    flags: p.flags,
+                    win: p.win,
+                    plen: p.plen,
+                    payload: &p.payload,
+                    options: &p.options,
+                });
+                packets += 1;
+            }
+        }
+        drain(&mut engine, &mut out, quiet)?;
+    }
+    engine.finish();
+    drain(&mut engine, &mut out, quiet)?;
+    if quiet {
+        let s = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{packets} packets in {s:.3} s: {:.0} ns a packet",
+            s * 1e9 / packets.max(1) as f64
+        );
+    } else {
+        writeln!(out, "{}", json!({"engine": engine.facts()}))?;
     }
     out.flush()
 }

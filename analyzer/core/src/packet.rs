@@ -49,6 +49,12 @@ impl std::fmt::Display for Addr {
     /// As inet_ntop writes it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.v6 {
+            let b = &self.bytes;
+            if b[..12] == [0; 12] && b[12..14] != [0, 0] {
+                // IPv4-compatible (six zero words, then a non-zero one): inet_ntop writes the
+                // last 32 bits dotted, where Rust's Display writes two hex words
+                return write!(f, "::{}.{}.{}.{}", b[12], b[13], b[14], b[15]);
+            }
             std::net::Ipv6Addr::from(self.bytes).fmt(f)
         } else {
             let b = &self.bytes;
@@ -87,4 +93,38 @@ pub struct TcpPacket<'a> {
     pub payload: &'a [u8],
     /// Raw TCP options (empty when none).
     pub options: &'a [u8],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Addr;
+
+    fn v6(words: [u16; 8]) -> String {
+        let mut b = [0u8; 16];
+        for (i, w) in words.iter().enumerate() {
+            b[2 * i..2 * i + 2].copy_from_slice(&w.to_be_bytes());
+        }
+        Addr::v6(b).to_string()
+    }
+
+    /// As inet_ntop writes them (glibc, checked against Python's socket.inet_ntop).
+    #[test]
+    fn addresses_are_written_as_inet_ntop_writes_them() {
+        assert_eq!(Addr::v4([10, 0, 0, 254]).to_string(), "10.0.0.254");
+        assert_eq!(v6([0xfd00, 0, 0, 0, 0, 0, 0, 1]), "fd00::1");
+        assert_eq!(v6([0; 8]), "::");
+        assert_eq!(v6([0, 0, 0, 0, 0, 0, 0, 1]), "::1");
+        assert_eq!(v6([0, 0, 0, 0, 0, 0, 0x0102, 0x0304]), "::1.2.3.4");
+        assert_eq!(v6([0, 0, 0, 0, 0, 0, 1, 0]), "::0.1.0.0");
+        assert_eq!(
+            v6([0, 0, 0, 0, 0, 0xffff, 0x0102, 0x0304]),
+            "::ffff:1.2.3.4"
+        );
+        assert_eq!(
+            v6([0, 0, 0, 0, 0xffff, 0, 0x0102, 0x0304]),
+            "::ffff:0:102:304"
+        );
+        assert_eq!(v6([1, 0, 0, 1, 0, 0, 0, 1]), "1:0:0:1::1");
+        assert_eq!(v6([1, 0, 1, 0, 1, 0, 1, 0]), "1:0:1:0:1:0:1:0");
+    }
 }

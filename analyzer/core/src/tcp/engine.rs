@@ -20,7 +20,9 @@
 //!   kind of packet comes (they are then fed first) or at the end: a SYN flood or a scan of
 //!   unanswered ports opens a connection a packet.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use foldhash::HashMap;
 
 use super::connection::{Connection, ConnectionMeta};
 use super::facts::{Endpoint, EngineFacts, RoleSource};
@@ -61,8 +63,12 @@ pub struct TcpEngine<H: Handler> {
     settled_waiting: usize,
     /// 4-tuple -> (connection, direction), both ways.
     table: HashMap<Key, (u64, usize)>,
-    /// The connections made and not retired, by the order they were made.
-    live: BTreeMap<u64, Connection<H::Analyses>>,
+    /// The last two entries found in the table: a capture interleaves few busy connections,
+    /// and most packets then find theirs without hashing. Emptied when the table changes.
+    recent: [Option<(Key, (u64, usize))>; 2],
+    /// The connections made and not retired, by the order they were made (`made`; boxed:
+    /// a connection is about 1 KB, and the table moves its entries as it grows).
+    live: HashMap<u64, Box<Connection<H::Analyses>>>,
     made: u64,
     opened: u64,
     /// Connections not made yet, by number, and their 4-tuples both ways.
@@ -90,12 +96,13 @@ impl<H: Handler> TcpEngine<H> {
             closing: VecDeque::new(),
             settled: VecDeque::new(),
             settled_waiting: 0,
-            table: HashMap::new(),
-            live: BTreeMap::new(),
+            table: HashMap::default(),
+            recent: [None, None],
+            live: HashMap::default(),
             made: 0,
             opened: 0,
             waiting: BTreeMap::new(),
-            waiting_keys: HashMap::new(),
+            waiting_keys: HashMap::default(),
             gone: Gone::default(),
             late_packets: 0,
             late_frames: Vec::new(),
@@ -113,7 +120,14 @@ impl<H: Handler> TcpEngine<H> {
 
     /// The connections made and not retired, in the order they were made.
     pub fn live(&self) -> impl Iterator<Item = &Connection<H::Analyses>> {
-        self.live.values()
+        let mut made: Vec<(&u64, &Box<Connection<H::Analyses>>)> = self.live.iter().collect();
+        made.sort_unstable_by_key(|(id, _)| **id);
+        made.into_iter().map(|(_, c)| &**c)
+    }
+
+    /// How many connections are made and not retired.
+    pub fn live_count(&self) -> usize {
+        self.live.len()
     }
 
     /// Connections finished and retired since the last call, in the order they were retired
@@ -169,12 +183,14 @@ impl<H: Handler> TcpEngine<H> {
                 self.retire(id, false);
             }
         }
-        let live = std::mem::take(&mut self.live);
+        let mut live: Vec<_> = std::mem::take(&mut self.live).into_iter().collect();
+        live.sort_unstable_by_key(|(id, _)| *id);
         for (_, mut conn) in live {
             conn.finish();
-            self.retired.push_back(conn);
+            self.retired.push_back(*conn);
         }
         self.table.clear();
+        self.recent = [None, None];
         self.closing.clear();
         self.settled.clear();
         self.settled_waiting = 0;
@@ -206,7 +222,7 @@ impl<H: Handler> TcpEngine<H> {
     /// for a connection not made yet.
     fn lookup(&mut self, p: &TcpPacket<'_>) -> Option<(u64, usize)> {
         let key = Key::of(p);
-        let mut hit = self.table.get(&key).copied();
+        let mut hit = self.find(&key);
         if hit.is_none() && !self.waiting_keys.is_empty() {
             if let Some(&number) = self.waiting_keys.get(&key) {
                 if let Some(w) = self.waiting.get_mut(&number) {
@@ -216,7 +232,7 @@ impl<H: Handler> TcpEngine<H> {
                     }
                 }
                 self.make(number);
-                hit = self.table.get(&key).copied();
+                hit = self.find(&key);
             }
         }
         if hit.is_none() && p.flags & SYN == 0 && self.gone.contains(&key) {
@@ -266,6 +282,18 @@ impl<H: Handler> TcpEngine<H> {
         Some(self.open(p, 0))
     }
 
+    /// The table's entry for a key, through `recent`.
+    fn find(&mut self, key: &Key) -> Option<(u64, usize)> {
+        for (k, hit) in self.recent.iter().flatten() {
+            if k == key {
+                return Some(*hit);
+            }
+        }
+        let hit = self.table.get(key).copied()?;
+        self.recent = [Some((*key, hit)), self.recent[0]];
+        Some(hit)
+    }
+
     /// A connection opened by this packet, client and server as the rules say (numbered
     /// next, or `number` when one was reserved), and the packet's direction in it.
     fn open(&mut self, p: &TcpPacket<'_>, number: u64) -> (u64, usize) {
@@ -294,10 +322,12 @@ impl<H: Handler> TcpEngine<H> {
         self.made += 1;
         let id = self.made;
         let key = Key(client.0, client.1, server.0, server.1);
+        self.recent = [None, None];
         self.table.insert(key, (id, 0));
         self.table.insert(key.reverse(), (id, 1));
         let analyses = self.handler.open(&meta);
-        self.live.insert(id, Connection::new(meta, analyses));
+        self.live
+            .insert(id, Box::new(Connection::new(meta, analyses)));
         (id, d)
     }
 
@@ -323,6 +353,7 @@ impl<H: Handler> TcpEngine<H> {
         };
         let meta = conn.meta();
         let key = Key(meta.client.0, meta.client.1, meta.server.0, meta.server.1);
+        self.recent = [None, None];
         self.table.remove(&key);
         self.table.remove(&key.reverse());
         conn.finish();
@@ -333,6 +364,6 @@ impl<H: Handler> TcpEngine<H> {
             self.gone.add(key);
             self.gone.add(key.reverse());
         }
-        self.retired.push_back(conn);
+        self.retired.push_back(*conn);
     }
 }

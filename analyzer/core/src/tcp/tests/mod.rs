@@ -3,5 +3,6 @@
 
 mod bounds;
 mod engine;
+mod facts;
 mod flow;
 mod retire;
