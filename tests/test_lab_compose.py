@@ -44,7 +44,7 @@ def test_services_and_images(compose: dict) -> None:
     assert set(svc) >= {"postgres", "pgbouncer", "tcpdump", "client"}
     # server and client: PostgreSQL's own image plus tc, iptables and the slow-reader shim
     for name in ("postgres", "client"):
-        assert svc[name]["build"] == "./compose/lab", name
+            assert svc[name]["build"] == {"context": ".", "dockerfile": "compose/lab/Dockerfile"}, name
     lab = (ROOT / "compose" / "lab" / "Dockerfile").read_text()
     assert re.search(rf"^FROM postgres:{S.POSTGRES_MAJOR}$", lab, re.M)
     assert svc["postgres"]["environment"]["POSTGRES_DB"] == S.DATABASE
@@ -242,11 +242,14 @@ def test_receive_buffers_are_the_native_tcp_rmem(compose: dict) -> None:
 
 
 def test_slow_reader_preloads_the_native_shim(compose: dict) -> None:
-    copy = ROOT / "compose" / "lab" / "clientshim.c"
-    native = ROOT / "analyzer" / "pktflow" / "lab" / "clientshim.c"
-    assert copy.read_bytes() == native.read_bytes(), "compose/lab/clientshim.c is stale"
+    # one source: the image builds the native lab's shim, from the repository as its context
+    for service in ("postgres", "client"):
+        assert compose["services"][service]["build"] == {
+            "context": ".", "dockerfile": "compose/lab/Dockerfile"}, service
     script = compose["services"]["client"]["command"][-1]
     assert "LD_PRELOAD=/usr/local/lib/clientshim.so PKTFLOW_SLOW_READER=$$SLOW_READER" in script
     docker = (ROOT / "compose" / "lab" / "Dockerfile").read_text()
+    assert "COPY analyzer/pktflow/lab/clientshim.c " in docker
+    assert (ROOT / "analyzer" / "pktflow" / "lab" / "clientshim.c").exists()
     assert "-o /usr/local/lib/clientshim.so" in docker
     assert re.search(r"apt-get install .*\biproute2\b.*\biptables\b", docker)
