@@ -44,7 +44,7 @@ def test_services_and_images(compose: dict) -> None:
     assert set(svc) >= {"postgres", "pgbouncer", "tcpdump", "client"}
     # server and client: PostgreSQL's own image plus tc, iptables and the slow-reader shim
     for name in ("postgres", "client"):
-            assert svc[name]["build"] == {"context": ".", "dockerfile": "compose/lab/Dockerfile"}, name
+        assert svc[name]["build"] == {"context": ".", "dockerfile": "compose/lab/Dockerfile"}, name
     lab = (ROOT / "compose" / "lab" / "Dockerfile").read_text()
     assert re.search(rf"^FROM postgres:{S.POSTGRES_MAJOR}$", lab, re.M)
     assert svc["postgres"]["environment"]["POSTGRES_DB"] == S.DATABASE
