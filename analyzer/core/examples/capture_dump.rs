@@ -1,4 +1,4 @@
-//! Dump what the capture reader hands out, as JSON lines, for comparison with the reference:
+//! Dump what the capture reader hands out, as JSON lines (for debugging the reader):
 //! `capture_dump FILE...` prints, per file, a `file` line, then a line per TCP packet
 //! ([frame, ts, src, dst, sport, dport, seq, ack, flags, win, plen, payload length, payload
 //! CRC-32, options hex]) and per batch end ({"batch": ts}), then the stats and the outcome.
