@@ -151,7 +151,7 @@ fn report(conn: Connection<Analyses>) -> ConnectionReport {
     let analyses = conn.into_analyses();
     ConnectionReport {
         tcp,
-        postgres: analyses.conversation.map(|c| c.facts()),
+        postgres: analyses.conversation.map(Conversation::into_facts),
         transfer: analyses.transfer.map(|t| t.facts()),
     }
 }
