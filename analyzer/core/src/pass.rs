@@ -146,7 +146,7 @@ impl Pass {
     }
 }
 
-fn report(conn: Connection<Analyses>) -> ConnectionReport {
+fn report(conn: Box<Connection<Analyses>>) -> ConnectionReport {
     let tcp = conn.facts();
     let analyses = conn.into_analyses();
     ConnectionReport {
