@@ -246,14 +246,14 @@ pub fn collect(
             Item::BatchEnd { ts } => {
                 engine.sweep(ts);
                 for conn in engine.take_retired() {
-                    keep(conn, &mut out);
+                    keep(*conn, &mut out);
                 }
             }
         }
     }
     engine.finish();
     for conn in engine.take_retired() {
-        keep(conn, &mut out);
+        keep(*conn, &mut out);
     }
     drop(engine);
     let s = shared.take();

@@ -38,7 +38,7 @@ fn bit_length(v: i64) -> u32 {
 
 /// The first value of `seen` ((value, count) in increasing order of value) whose cumulative
 /// count passes q * (n - 1); None when `seen` is empty.
-fn quantile_of(seen: &[(i64, u64)], q: f64) -> Option<i64> {
+pub(crate) fn quantile_of(seen: &[(i64, u64)], q: f64) -> Option<i64> {
     let n: u64 = seen.iter().map(|&(_, c)| c).sum();
     let target = q * (n as f64 - 1.0);
     let mut total = 0u64;
@@ -136,34 +136,52 @@ impl Histogram {
         }
     }
 
-    /// With the pending run counted.
-    fn settled(&self) -> Cow<'_, Histogram> {
+    /// The pending run as put() would count it: (key, count). Reads add it to what they
+    /// see instead of counting it into a clone of the whole histogram.
+    fn pending(&self) -> Option<(i64, u64)> {
         if self.run.len == 0 {
-            return Cow::Borrowed(self);
+            return None;
         }
-        let mut h = self.clone();
-        if let Some((v, k)) = h.run.take() {
-            h.put(v, k);
-        }
-        Cow::Owned(h)
+        let v = self.run.last;
+        let key = if self.index.contains_key(&v) || self.keys.len() < self.cap {
+            v
+        } else {
+            coarse(v)
+        };
+        Some((key, self.run.len))
     }
 
     /// (value, count) in the order the values were first counted.
     pub fn counts(&self) -> Vec<(i64, u64)> {
-        self.settled().keys.clone()
+        let mut keys = self.keys.clone();
+        if let Some((key, k)) = self.pending() {
+            match self.index.get(&key) {
+                Some(&i) => {
+                    if let Some(e) = keys.get_mut(i) {
+                        e.1 += k;
+                    }
+                }
+                None => keys.push((key, k)),
+            }
+        }
+        keys
     }
 
     /// The count of value v (0 when not counted).
     pub fn get(&self, v: i64) -> u64 {
-        let h = self.settled();
-        h.index
+        let counted = self
+            .index
             .get(&v)
-            .and_then(|&i| h.keys.get(i))
-            .map_or(0, |e| e.1)
+            .and_then(|&i| self.keys.get(i))
+            .map_or(0, |e| e.1);
+        match self.pending() {
+            Some((key, k)) if key == v => counted + k,
+            _ => counted,
+        }
     }
 
     pub fn n(&self) -> u64 {
-        self.settled().keys.iter().map(|e| e.1).sum()
+        self.keys.iter().map(|e| e.1).sum::<u64>() + self.run.len
     }
 
     /// (value, count) in increasing order of value.
@@ -183,24 +201,36 @@ impl Histogram {
     }
 
     pub fn lo(&self) -> Option<i64> {
-        self.settled().keys.iter().map(|e| e.0).min()
+        let keys = self.keys.iter().map(|e| e.0);
+        keys.chain(self.pending().map(|e| e.0)).min()
     }
 
     pub fn hi(&self) -> Option<i64> {
-        self.settled().keys.iter().map(|e| e.0).max()
+        let keys = self.keys.iter().map(|e| e.0);
+        keys.chain(self.pending().map(|e| e.0)).max()
     }
 
     /// The most frequent value; the first counted among equals.
     pub fn mode(&self) -> Option<i64> {
-        let mut best = None;
-        let mut most = 0;
-        for &(v, c) in &self.settled().keys {
-            if c > most {
-                best = Some(v);
-                most = c;
-            }
+        mode_of(&self.counts()).map(|e| e.0)
+    }
+
+    /// Count, median, mode and its count, the k most frequent: from one copy of the counts.
+    pub fn summary(&self, k: usize) -> Summary {
+        let mut keys = self.counts();
+        let mode = mode_of(&keys);
+        let n = keys.iter().map(|e| e.1).sum();
+        keys.sort_unstable();
+        let median = quantile_of(&keys, 0.5);
+        keys.sort_unstable_by_key(|&(value, count)| (std::cmp::Reverse(count), value));
+        keys.truncate(k);
+        Summary {
+            n,
+            median,
+            mode: mode.map(|e| e.0),
+            mode_count: mode.map_or(0, |e| e.1),
+            top: keys,
         }
-        best
     }
 
     /// The k most frequent (value, count), largest count first, smaller value first among
@@ -211,6 +241,31 @@ impl Histogram {
         v.truncate(k);
         v
     }
+}
+
+/// What a Histogram answers of itself as a whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub n: u64,
+    pub median: Option<i64>,
+    pub mode: Option<i64>,
+    pub mode_count: u64,
+    /// The most frequent (value, count), largest count first, smaller value first among
+    /// equals.
+    pub top: Vec<(i64, u64)>,
+}
+
+/// The (value, count) of the largest count in `keys`, the first among equals.
+fn mode_of(keys: &[(i64, u64)]) -> Option<(i64, u64)> {
+    let mut best = None;
+    let mut most = 0;
+    for &(v, c) in keys {
+        if c > most {
+            best = Some((v, c));
+            most = c;
+        }
+    }
+    best
 }
 
 /// Quantiles stay exact while there are at most EXACT_KEYS distinct values; then buckets:
@@ -317,6 +372,20 @@ impl Quantiles {
     /// (value, count) in increasing order: exact counts, or the exact negatives and then
     /// each bucket's least value.
     pub fn values(&self) -> Vec<(i64, u64)> {
+        if let (Some(exact), true) = (&self.exact, self.run.len > 0) {
+            let (v, k) = (self.run.last, self.run.len);
+            if exact.contains_key(&v) || exact.len() < EXACT_KEYS {
+                // counting the run keeps the counts exact: no clone of the map needed
+                let mut out: Vec<(i64, u64)> = Vec::with_capacity(exact.len() + 1);
+                out.extend(exact.iter().map(|(&value, &c)| (value, c)));
+                match out.iter_mut().find(|e| e.0 == v) {
+                    Some(e) => e.1 += k,
+                    None => out.push((v, k)),
+                }
+                out.sort_unstable();
+                return out;
+            }
+        }
         let q = self.settled();
         if let Some(exact) = &q.exact {
             let mut out: Vec<(i64, u64)> = exact.iter().map(|(&v, &c)| (v, c)).collect();
@@ -476,23 +545,26 @@ impl Bins {
 
     /// (index, count) of the indexes with a count, in increasing order.
     pub fn items(&self) -> Vec<(i64, i64)> {
-        let mut out: Vec<(i64, i64)> = self.sparse.iter().map(|(&i, &c)| (i, c)).collect();
-        if let Some(dense) = &self.dense {
-            let below = out.partition_point(|e| e.0 < 0);
-            let mid: Vec<(i64, i64)> = (0i64..)
-                .zip(dense.iter().copied())
-                .filter(|e| e.1 != 0)
-                .collect();
-            out.splice(below..below, mid);
-        }
-        out
+        self.iter().collect()
+    }
+
+    /// What `items` lists, without collecting it: the map's negative indexes, the array's
+    /// counts, then the map's other indexes.
+    fn iter(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let below = self.sparse.range(..0).map(|(&i, &c)| (i, c));
+        let dense = self
+            .dense
+            .iter()
+            .flat_map(|d| (0i64..).zip(d.iter().copied()).filter(|e| e.1 != 0));
+        let above = self.sparse.range(0..).map(|(&i, &c)| (i, c));
+        below.chain(dense).chain(above)
     }
 
     /// (index, count) of the largest count, the lowest index among equals; (0, -1) when
     /// there is none.
     pub fn most(&self) -> (i64, i64) {
         let (mut best_i, mut best) = (0, -1);
-        for (i, c) in self.items() {
+        for (i, c) in self.iter() {
             if c > best {
                 best_i = i;
                 best = c;

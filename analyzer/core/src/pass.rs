@@ -146,12 +146,12 @@ impl Pass {
     }
 }
 
-fn report(conn: Connection<Analyses>) -> ConnectionReport {
+fn report(conn: Box<Connection<Analyses>>) -> ConnectionReport {
     let tcp = conn.facts();
     let analyses = conn.into_analyses();
     ConnectionReport {
         tcp,
-        postgres: analyses.conversation.map(|c| c.facts()),
+        postgres: analyses.conversation.map(Conversation::into_facts),
         transfer: analyses.transfer.map(|t| t.facts()),
     }
 }

@@ -1,6 +1,8 @@
 //! What the decoder hands out about a connection: plain values, no sentences. Python maps them
 //! to the report (pktflow/pgwire/report.py): the keys are today's JSON keys where one exists.
 
+use std::borrow::Cow;
+
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
@@ -143,9 +145,9 @@ pub struct PerRole<T> {
 
 /// (key, value) pairs in order, serialized as a map (a dict in that order).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Ordered<V>(pub Vec<(String, V)>);
+pub struct Ordered<V, K = String>(pub Vec<(K, V)>);
 
-impl<V: Serialize> Serialize for Ordered<V> {
+impl<V: Serialize, K: Serialize> Serialize for Ordered<V, K> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (k, v) in &self.0 {
@@ -197,7 +199,8 @@ pub struct ConversationFacts {
     pub lost_bytes: PerRole<i64>,
     pub backend_pid: Option<u32>,
     pub server_parameters: Ordered<String>,
-    pub messages: PerRole<Ordered<u64>>,
+    /// Keyed by the message's name: static but for unnamed authentication codes.
+    pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
     /// The first MAX_QUERIES queries.
     pub queries: Vec<QueryFacts>,
     pub queries_total: u64,
@@ -213,7 +216,7 @@ impl Conversation {
         } else {
             (&self.sides[1], &self.sides[0])
         };
-        let counts = |s: &Side| Ordered(s.counts.items().map(|(n, k)| (n.text(), k)).collect());
+        let counts = |s: &Side| Ordered(s.counts.items().map(|(n, k)| (n.label(), k)).collect());
         ConversationFacts {
             frontend_direction: self.frontend_direction().map(|d| d as u8),
             protocol: self.protocol,
@@ -241,6 +244,19 @@ impl Conversation {
             query_errors: self.query_errors,
             events: self.events.clone(),
         }
+    }
+
+    /// The same facts once the conversation is done: its strings and lists are moved, not
+    /// copied (a connection storm reports thousands of conversations a second).
+    pub fn into_facts(mut self) -> ConversationFacts {
+        let parameters = std::mem::take(&mut self.parameters);
+        let events = std::mem::take(&mut self.events);
+        let startup = self.startup.take();
+        let mut facts = self.facts();
+        facts.server_parameters = Ordered(parameters);
+        facts.events = events;
+        facts.startup = startup;
+        facts
     }
 
     fn query_facts(&self, q: &Query) -> QueryFacts {

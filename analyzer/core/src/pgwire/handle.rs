@@ -2,14 +2,15 @@
 //! oldest unfinished query, the session's own messages (authentication, parameters, key data)
 //! fill the conversation's facts.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::conversation::{Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES};
 use super::facts::Event;
 use super::messages::{
-    auth_name, backend_name, be32, decode, error_fields, frontend_name, password_reply, rstrip_nul,
-    two_cstrings, upto_nul, Name, Role,
+    auth_name, backend_name, be32, decode, error_fields, frontend_name, lossy, password_reply,
+    rstrip_nul, two_cstrings, upto_nul, Name, Role,
 };
 use super::query::{Query, QueryKind, SQL_CAP};
 
@@ -19,11 +20,12 @@ const MAX_SHARED_LEN: usize = 1024;
 
 /// The connection's copy of a text: queries with the same SQL or tag share one (an
 /// application repeats its statements; a driver parses the same one again and again).
-fn intern(texts: &mut HashSet<Arc<str>>, text: String) -> Arc<str> {
+/// Taken as a borrowed text where it can be: a text already shared costs no allocation.
+fn intern(texts: &mut HashSet<Arc<str>>, text: Cow<'_, str>) -> Arc<str> {
     if text.len() > MAX_SHARED_LEN {
         return Arc::from(text);
     }
-    if let Some(t) = texts.get(text.as_str()) {
+    if let Some(t) = texts.get(&*text) {
         return t.clone();
     }
     let t: Arc<str> = Arc::from(text);
@@ -55,20 +57,20 @@ impl Conversation {
         self.sides[d].counts.count(Name::Known(name));
         match t {
             b'Q' => {
-                let sql = intern(&mut self.texts, decode(rstrip_nul(body)));
+                let sql = intern(&mut self.texts, lossy(rstrip_nul(body)));
                 self.add_query(Query::new(sql, QueryKind::Simple, ts, frame), frame);
             }
             b'P' => {
                 // statement name, SQL: kept as a query would keep it (cut at SQL_CAP + 1
                 // characters, so that the cut still shows)
                 if let Some((stmt, sql)) = two_cstrings(body) {
-                    let sql = decode(sql);
+                    let sql = lossy(sql);
                     let kept = match sql.char_indices().nth(SQL_CAP + 1) {
-                        Some((at, _)) => sql.get(..at).unwrap_or(&sql).to_owned(),
-                        None => sql,
+                        Some((at, _)) => Cow::Borrowed(sql.get(..at).unwrap_or(&sql)),
+                        None => Cow::Borrowed(&*sql),
                     };
-                    self.statements
-                        .put(&decode(stmt), intern(&mut self.texts, kept));
+                    let kept = intern(&mut self.texts, kept);
+                    self.statements.put(&lossy(stmt), kept);
                 }
             }
             b'B' => {
@@ -76,14 +78,14 @@ impl Conversation {
                 if let Some((portal, stmt)) = two_cstrings(body) {
                     let sql = self
                         .statements
-                        .get(&decode(stmt))
+                        .get(&lossy(stmt))
                         .cloned()
                         .unwrap_or_else(|| Arc::from(""));
-                    self.portals.put(&decode(portal), sql);
+                    self.portals.put(&lossy(portal), sql);
                 }
             }
             b'E' => {
-                let portal = decode(upto_nul(body));
+                let portal = lossy(upto_nul(body));
                 let sql = self
                     .portals
                     .get(&portal)
@@ -193,11 +195,11 @@ impl Conversation {
             }
             b'S' if !body.is_empty() => {
                 if let Some((k, v)) = two_cstrings(body) {
-                    let (k, v) = (decode(k), decode(v));
                     if self.parameters.len() < MAX_PARAMETERS {
-                        match self.parameters.iter_mut().find(|p| p.0 == k) {
+                        let (k, v) = (lossy(k), decode(v));
+                        match self.parameters.iter_mut().find(|p| p.0 == *k) {
                             Some(p) => p.1 = v,
-                            None => self.parameters.push((k, v)),
+                            None => self.parameters.push((k.into_owned(), v)),
                         }
                     }
                 }
@@ -228,9 +230,9 @@ impl Conversation {
         match t {
             b'C' | b'I' => {
                 let tag = if t == b'C' {
-                    decode(rstrip_nul(body))
+                    lossy(rstrip_nul(body))
                 } else {
-                    String::new()
+                    Cow::Borrowed("")
                 };
                 q.command_complete(intern(&mut self.texts, tag));
                 if q.kind != QueryKind::Simple {

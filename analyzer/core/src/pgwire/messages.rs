@@ -4,6 +4,8 @@
 //! Text is decoded as the reference decodes it (UTF-8 with replacement characters) and split
 //! as Python's `str.split()` splits, since the report shows what those produce.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 /// Which side of the protocol a byte stream speaks.
@@ -39,9 +41,14 @@ pub enum Name {
 
 impl Name {
     pub fn text(self) -> String {
+        self.label().into_owned()
+    }
+
+    /// The name without an allocation where it is static.
+    pub fn label(self) -> Cow<'static, str> {
         match self {
-            Name::Known(s) => s.to_owned(),
-            Name::Auth(code) => format!("Authentication{code}"),
+            Name::Known(s) => Cow::Borrowed(s),
+            Name::Auth(code) => Cow::Owned(format!("Authentication{code}")),
         }
     }
 }
@@ -150,6 +157,11 @@ pub fn be16(b: &[u8], at: usize) -> Option<u16> {
 /// bytes.decode("utf-8", "replace")
 pub fn decode(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// The same, borrowed when b is valid UTF-8 (a key to look up, a text to share).
+pub fn lossy(b: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(b)
 }
 
 /// b up to its first NUL (all of it without one).

@@ -77,8 +77,9 @@ pub struct TcpEngine<H: Handler> {
     gone: Gone,
     late_packets: u64,
     late_frames: Vec<u64>,
-    /// Finished and retired, not yet taken.
-    retired: VecDeque<Connection<H::Analyses>>,
+    /// Finished and retired, not yet taken (still boxed: a connection with its analyses is
+    /// kilobytes, copied at each move).
+    retired: VecDeque<Box<Connection<H::Analyses>>>,
 }
 
 impl<H: Handler> TcpEngine<H> {
@@ -132,7 +133,7 @@ impl<H: Handler> TcpEngine<H> {
 
     /// Connections finished and retired since the last call, in the order they were retired
     /// (after `finish`: every connection).
-    pub fn take_retired(&mut self) -> impl Iterator<Item = Connection<H::Analyses>> + '_ {
+    pub fn take_retired(&mut self) -> impl Iterator<Item = Box<Connection<H::Analyses>>> + '_ {
         self.retired.drain(..)
     }
 
@@ -187,7 +188,7 @@ impl<H: Handler> TcpEngine<H> {
         live.sort_unstable_by_key(|(id, _)| *id);
         for (_, mut conn) in live {
             conn.finish();
-            self.retired.push_back(*conn);
+            self.retired.push_back(conn);
         }
         self.table.clear();
         self.recent = [None, None];
@@ -364,6 +365,6 @@ impl<H: Handler> TcpEngine<H> {
             self.gone.add(key);
             self.gone.add(key.reverse());
         }
-        self.retired.push_back(*conn);
+        self.retired.push_back(conn);
     }
 }

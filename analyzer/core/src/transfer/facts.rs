@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::exact::trunc;
 use super::flow::Flow;
 use super::{TransferAnalyzer, TOP_K};
-use crate::histogram::Histogram;
+use crate::histogram::{quantile_of, Histogram};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TransferFacts {
@@ -59,13 +59,13 @@ pub struct HistogramFacts {
 
 impl HistogramFacts {
     fn of(h: &Histogram) -> Self {
-        let mode = h.mode();
+        let s = h.summary(TOP_K);
         HistogramFacts {
-            count: h.n(),
-            median: h.median(),
-            mode,
-            mode_count: mode.map_or(0, |m| h.get(m)),
-            top: h.top(TOP_K),
+            count: s.n,
+            median: s.median,
+            mode: s.mode,
+            mode_count: s.mode_count,
+            top: s.top,
         }
     }
 }
@@ -215,6 +215,7 @@ impl Flow {
 
     /// `lower_bound`: the engine's scale lower bound for the side advertising the windows.
     fn facts(&self, lower_bound: Option<u8>) -> DirectionFacts {
+        let rtt = self.rtt.values();
         DirectionFacts {
             data_bytes: self.data_bytes,
             segments: self.segments,
@@ -263,8 +264,8 @@ impl Flow {
             rtt: RttFacts {
                 samples: self.rtt.n(),
                 min_s: self.rtt_min,
-                median_us: self.rtt.median(),
-                p95_us: self.rtt.quantile(0.95),
+                median_us: quantile_of(&rtt, 0.5),
+                p95_us: quantile_of(&rtt, 0.95),
             },
             goodput: self.goodput(),
             idle_periods: IdleFacts {

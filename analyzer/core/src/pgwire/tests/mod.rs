@@ -170,10 +170,11 @@ pub(super) fn run(front: &[u8], back: &[u8], cut: Cut, seen: bool) -> Conversati
 }
 
 pub(super) fn counts(f: &ConversationFacts, role: Role) -> Vec<(String, u64)> {
-    match role {
-        Role::Frontend => f.messages.frontend.0.clone(),
-        Role::Backend => f.messages.backend.0.clone(),
-    }
+    let of = match role {
+        Role::Frontend => &f.messages.frontend.0,
+        Role::Backend => &f.messages.backend.0,
+    };
+    of.iter().map(|(n, k)| (n.to_string(), *k)).collect()
 }
 
 pub(super) fn count(f: &ConversationFacts, role: Role, name: &str) -> u64 {

@@ -312,10 +312,10 @@ pub fn run_with(packets: &[Pkt], linger: Option<f64>, settled: Option<f64>, swee
         if sweep {
             eng.sweep(p.ts);
         }
-        conns.extend(eng.take_retired());
+        conns.extend(eng.take_retired().map(|c| *c));
     }
     eng.finish();
-    conns.extend(eng.take_retired());
+    conns.extend(eng.take_retired().map(|c| *c));
     Ran {
         conns,
         engine: eng.facts(),
