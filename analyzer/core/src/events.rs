@@ -220,7 +220,49 @@ pub fn collect(
     linger: Option<f64>,
     settled_linger: Option<f64>,
 ) -> Result<Collected, OpenError> {
-    let mut capture = Capture::open(path)?;
+    let capture = Capture::open(path)?;
+    Ok(collect_from(
+        capture,
+        numbers,
+        t0,
+        t1,
+        max_events,
+        linger,
+        settled_linger,
+    ))
+}
+
+/// The same over a capture held in memory (tests, fuzzing).
+pub fn collect_bytes(
+    data: &[u8],
+    numbers: &[u64],
+    t0: f64,
+    t1: f64,
+    max_events: usize,
+    linger: Option<f64>,
+    settled_linger: Option<f64>,
+) -> Result<Collected, OpenError> {
+    let capture = Capture::from_bytes(data)?;
+    Ok(collect_from(
+        capture,
+        numbers,
+        t0,
+        t1,
+        max_events,
+        linger,
+        settled_linger,
+    ))
+}
+
+fn collect_from(
+    mut capture: Capture,
+    numbers: &[u64],
+    t0: f64,
+    t1: f64,
+    max_events: usize,
+    linger: Option<f64>,
+    settled_linger: Option<f64>,
+) -> Collected {
     let shared = Rc::new(RefCell::new(Shared {
         t0,
         t1,
@@ -262,5 +304,5 @@ pub fn collect(
     out.partial = s.partial.into_iter().collect();
     out.cut = s.cut;
     out.records = capture.stats().packets;
-    Ok(out)
+    out
 }

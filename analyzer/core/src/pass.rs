@@ -93,13 +93,21 @@ pub struct Pass {
 
 impl Pass {
     pub fn open(path: &Path, options: PassOptions) -> Result<Pass, OpenError> {
-        let capture = Capture::open(path)?;
+        Ok(Pass::over(Capture::open(path)?, options))
+    }
+
+    /// The same pass over a capture held in memory (tests, fuzzing).
+    pub fn from_bytes(data: &[u8], options: PassOptions) -> Result<Pass, OpenError> {
+        Ok(Pass::over(Capture::from_bytes(data)?, options))
+    }
+
+    fn over(capture: Capture, options: PassOptions) -> Pass {
         let engine = TcpEngine::new(Factory { options }, options.linger, options.settled_linger);
-        Ok(Pass {
+        Pass {
             capture,
             engine,
             done: false,
-        })
+        }
     }
 
     /// Feed the next batch of packets (the engine is swept where the reader ends a batch);

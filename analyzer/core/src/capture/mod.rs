@@ -38,7 +38,7 @@ mod window;
 mod tests;
 
 use std::fs::File;
-use std::io::{ErrorKind, Seek, SeekFrom};
+use std::io::{Cursor, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
 pub use error::{Damage, DamageKind, NoFileWhy, OpenError, StreamFault};
@@ -53,6 +53,19 @@ use pcapng::Pcapng;
 use window::{Source, Window};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The first (up to) 4 decompressed bytes of a gzipped capture, into `head`: how many.
+fn gzip_head<R: Read>(gz: &mut GzipStream<R>, head: &mut [u8; 4]) -> Result<usize, OpenError> {
+    let mut got = 0;
+    while got < 4 {
+        match gz.read_some(head.get_mut(got..).unwrap_or(&mut [])) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(fault) => return Err(OpenError::BadGzip { fault }),
+        }
+    }
+    Ok(got)
+}
 
 /// One record of the file: its frame is win[start..start + caplen].
 pub(crate) struct Record {
@@ -134,14 +147,7 @@ impl Capture {
         let src = if compressed {
             file.seek(SeekFrom::Start(0)).map_err(failed)?;
             let mut gz = Box::new(GzipStream::new(file));
-            got = 0;
-            while got < 4 {
-                match gz.read_some(head.get_mut(got..).unwrap_or(&mut [])) {
-                    Ok(0) => break,
-                    Ok(k) => got += k,
-                    Err(fault) => return Err(OpenError::BadGzip { fault }),
-                }
-            }
+            got = gzip_head(&mut gz, &mut head)?;
             Source::Gzip(gz)
         } else {
             Source::Plain(file)
@@ -155,14 +161,24 @@ impl Capture {
         )
     }
 
-    /// From bytes in memory (tests).
-    #[cfg(test)]
-    pub(crate) fn from_bytes(data: &[u8]) -> Result<Capture, OpenError> {
+    /// A capture held in memory, read exactly as the same bytes in a file would be (gzip
+    /// detected by content too); its stats name the file "mem". For tests and fuzzing.
+    pub fn from_bytes(data: &[u8]) -> Result<Capture, OpenError> {
         let mut head = [0u8; 4];
-        let got = data.len().min(4);
-        head[..got].copy_from_slice(&data[..got]);
-        let src = Source::Bytes(std::io::Cursor::new(data[got..].to_vec()));
-        Self::start("mem".into(), src, head, got, false)
+        let compressed = data.starts_with(&GZIP_MAGIC);
+        let (src, got) = if compressed {
+            let mut gz = Box::new(GzipStream::new(Cursor::new(data.to_vec())));
+            let got = gzip_head(&mut gz, &mut head)?;
+            (Source::GzipBytes(gz), got)
+        } else {
+            let got = data.len().min(4);
+            if let (Some(h), Some(d)) = (head.get_mut(..got), data.get(..got)) {
+                h.copy_from_slice(d);
+            }
+            let rest = data.get(got..).unwrap_or(&[]);
+            (Source::Bytes(Cursor::new(rest.to_vec())), got)
+        };
+        Self::start("mem".into(), src, head, got, compressed)
     }
 
     fn start(

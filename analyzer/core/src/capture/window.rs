@@ -4,6 +4,7 @@
 //! size and refill rule are the reference's exactly.
 
 use std::fs::File;
+use std::io::Cursor;
 
 use super::error::StreamFault;
 use super::gzip::{read_full, GzipStream};
@@ -11,12 +12,13 @@ use super::gzip::{read_full, GzipStream};
 /// Bytes per read; the buffer holds twice that (larger was measured no faster).
 pub const BLOCK: usize = 1 << 17;
 
-/// Where the bytes come from: the file itself or its decompressed stream.
+/// Where the bytes come from: the file itself or its decompressed stream; or bytes in
+/// memory, read as a file's would be (Capture::from_bytes).
 pub(crate) enum Source {
     Plain(File),
     Gzip(Box<GzipStream<File>>),
-    #[cfg(test)]
-    Bytes(std::io::Cursor<Vec<u8>>),
+    Bytes(Cursor<Vec<u8>>),
+    GzipBytes(Box<GzipStream<Cursor<Vec<u8>>>>),
 }
 
 impl Source {
@@ -26,8 +28,8 @@ impl Source {
         match self {
             Source::Plain(f) => read_full(f, buf).map_err(|e| StreamFault::io(&e)),
             Source::Gzip(g) => g.read_some(buf),
-            #[cfg(test)]
             Source::Bytes(c) => read_full(c, buf).map_err(|e| StreamFault::io(&e)),
+            Source::GzipBytes(g) => g.read_some(buf),
         }
     }
 }
@@ -128,7 +130,7 @@ mod tests {
     use super::*;
 
     fn window(data: &[u8]) -> Window {
-        Window::new(Source::Bytes(std::io::Cursor::new(data.to_vec())), 0, &[])
+        Window::new(Source::Bytes(Cursor::new(data.to_vec())), 0, &[])
     }
 
     #[test]

@@ -255,6 +255,31 @@ fn every_cut_of_a_gzipped_capture() {
     assert!(matches!(d.stream, Some(StreamFault::CheckFailed { .. })));
 }
 
+/// Capture::from_bytes reads what Capture::open reads of the same bytes in a file: gzip
+/// detected by content, the same packets, batch ends, stats and faults, cut anywhere.
+#[test]
+fn bytes_in_memory_read_as_the_file() {
+    let plain = pcap(&three(), 1, false, false);
+    let gz = gzip(&plain);
+    for data in [&plain, &gz] {
+        for cut in 0..=data.len() {
+            let bytes = &data[..cut];
+            let file = read_gz(bytes);
+            let mem = Capture::from_bytes(bytes).map(read_cap);
+            match (file, mem) {
+                (Err(a), Err(b)) => assert_eq!(a, b, "{cut}"),
+                (Ok(a), Ok(b)) => {
+                    assert_eq!((a.packets, a.batch_ends), (b.packets, b.batch_ends));
+                    let (mut sa, sb) = (a.cap.stats().clone(), b.cap.stats().clone());
+                    sa.file = sb.file.clone();
+                    assert_eq!(sa, sb, "{cut}");
+                }
+                (a, b) => panic!("{cut}: {:?} / {:?}", a.err(), b.err()),
+            }
+        }
+    }
+}
+
 pub(super) fn read_gz(data: &[u8]) -> Result<Read, OpenError> {
     let dir = std::env::temp_dir().join(format!("pktflow-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_default();
