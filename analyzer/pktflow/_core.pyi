@@ -36,3 +36,6 @@ class Pass:
 
 def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int,
             linger_s: float | None = ..., settled_linger_s: float | None = ...) -> dict[str, Any]: ...
+def json_text(value: Any, depth: int | None = None) -> str:
+    """json.dumps(value, indent=2), every line after the first indented 2 * depth spaces more;
+    with depth None, json.dumps(value, separators=(",", ":"))."""

@@ -1,13 +1,15 @@
 //! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
 //! opened, stepped through, and each connection's facts converted as they come.
 
+mod json;
+mod pyvalue;
+
 use std::path::PathBuf;
 
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pythonize::pythonize;
 
 create_exception!(
     _core,
@@ -52,7 +54,7 @@ fn keep_panics_quiet() {
 }
 
 fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
-    Ok(pythonize(py, value)?.unbind())
+    Ok(pyvalue::to_python(py, value)?.unbind())
 }
 
 /// One pass over a capture. `step` reads the next batch of packets and returns the facts of
@@ -164,6 +166,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
     m.add_class::<Pass>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
+    m.add_function(wrap_pyfunction!(json::json_text, m)?)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
     use pktflow_core::packet as p;
     use pktflow_core::tcp::observe as o;

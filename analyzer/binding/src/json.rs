@@ -1,0 +1,306 @@
+//! A report's values as the text `json.dumps(value, indent=2)` writes, byte for byte, for the
+//! report writers. Python's encoder runs its pure-Python path whenever there is an indent (a
+//! generator step per value: most of a connection storm's time); this walks the same values
+//! once. Everything that decides how a value looks is Python's: floats and large ints are
+//! written by their own `__repr__`, a string that is not valid UTF-8 (a lone surrogate) by
+//! json's own `encode_basestring_ascii`, and any other type is refused as json.dumps refuses it.
+
+use std::fmt::Write;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+/// Deeper than this is refused: json.dumps would hit Python's recursion limit about here.
+const MAX_DEPTH: usize = 900;
+
+struct Writer<'py> {
+    py: Python<'py>,
+    out: String,
+    /// None: compact, as json.dumps(value, separators=(",", ":")); Some(n): indented two
+    /// spaces per level, the value itself nested n levels deep.
+    base: Option<usize>,
+}
+
+impl<'py> Writer<'py> {
+    fn newline(&mut self, level: usize) {
+        self.out.push('\n');
+        for _ in 0..level {
+            self.out.push_str("  ");
+        }
+    }
+
+    fn string(&mut self, s: &Bound<'py, PyString>) -> PyResult<()> {
+        match s.to_str() {
+            Ok(text) => {
+                escape_ascii(text, &mut self.out);
+                Ok(())
+            }
+            // not UTF-8 (a lone surrogate): json's own escaping
+            Err(_) => {
+                let encoded = self
+                    .py
+                    .import("json.encoder")?
+                    .getattr("encode_basestring_ascii")?
+                    .call1((s,))?;
+                self.out.push_str(encoded.cast::<PyString>()?.to_str()?);
+                Ok(())
+            }
+        }
+    }
+
+    fn int(&mut self, value: &Bound<'py, PyAny>) -> PyResult<()> {
+        match value.extract::<i64>() {
+            Ok(n) => {
+                let _ = write!(self.out, "{n}");
+                Ok(())
+            }
+            Err(_) => {
+                // int.__repr__, as json.dumps writes ints (an int subclass too)
+                let text = self
+                    .py
+                    .get_type::<PyInt>()
+                    .getattr("__repr__")?
+                    .call1((value,))?;
+                self.out.push_str(text.cast::<PyString>()?.to_str()?);
+                Ok(())
+            }
+        }
+    }
+
+    fn float(&mut self, value: &Bound<'py, PyAny>) -> PyResult<()> {
+        let f: f64 = value.extract()?;
+        if f.is_nan() {
+            self.out.push_str("NaN");
+        } else if f.is_infinite() {
+            self.out
+                .push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+        } else {
+            float_repr(f, &mut self.out);
+        }
+        Ok(())
+    }
+
+    /// A dict key as json.dumps writes it: str as is; float, bool, None and int as text.
+    fn key(&mut self, key: &Bound<'py, PyAny>) -> PyResult<()> {
+        if let Ok(s) = key.cast::<PyString>() {
+            return self.string(s);
+        }
+        self.out.push('"');
+        if key.is_instance_of::<PyFloat>() {
+            self.float(key)?;
+        } else if key.is_instance_of::<PyBool>() {
+            self.out
+                .push_str(if key.is_truthy()? { "true" } else { "false" });
+        } else if key.is_none() {
+            self.out.push_str("null");
+        } else if key.is_instance_of::<PyInt>() {
+            self.int(key)?;
+        } else {
+            let kind = key.get_type().name()?;
+            return Err(PyTypeError::new_err(format!(
+                "keys must be str, int, float, bool or None, not {kind}"
+            )));
+        }
+        self.out.push('"');
+        Ok(())
+    }
+
+    fn value(&mut self, value: &Bound<'py, PyAny>, level: usize) -> PyResult<()> {
+        if level > MAX_DEPTH {
+            return Err(PyValueError::new_err("value nested too deep for a report"));
+        }
+        // the order json's encoder tests types in
+        if let Ok(s) = value.cast::<PyString>() {
+            self.string(s)
+        } else if value.is_none() {
+            self.out.push_str("null");
+            Ok(())
+        } else if value.is_instance_of::<PyBool>() {
+            self.out
+                .push_str(if value.is_truthy()? { "true" } else { "false" });
+            Ok(())
+        } else if value.is_instance_of::<PyInt>() {
+            self.int(value)
+        } else if value.is_instance_of::<PyFloat>() {
+            self.float(value)
+        } else if let Ok(list) = value.cast::<PyList>() {
+            self.items(list.iter(), list.len(), level)
+        } else if let Ok(tuple) = value.cast::<PyTuple>() {
+            self.items(tuple.iter(), tuple.len(), level)
+        } else if let Ok(dict) = value.cast::<PyDict>() {
+            self.dict(dict, level)
+        } else {
+            let kind = value.get_type().name()?;
+            Err(PyTypeError::new_err(format!(
+                "Object of type {kind} is not JSON serializable"
+            )))
+        }
+    }
+
+    fn separator(&mut self, first: bool, level: usize) {
+        if !first {
+            self.out.push(',');
+        }
+        if let Some(base) = self.base {
+            self.newline(base + level + 1);
+        }
+    }
+
+    fn close(&mut self, level: usize, bracket: char) {
+        if let Some(base) = self.base {
+            self.newline(base + level);
+        }
+        self.out.push(bracket);
+    }
+
+    fn items(
+        &mut self,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        len: usize,
+        level: usize,
+    ) -> PyResult<()> {
+        if len == 0 {
+            self.out.push_str("[]");
+            return Ok(());
+        }
+        self.out.push('[');
+        for (i, item) in items.enumerate() {
+            self.separator(i == 0, level);
+            self.value(&item, level + 1)?;
+        }
+        self.close(level, ']');
+        Ok(())
+    }
+
+    fn dict(&mut self, dict: &Bound<'py, PyDict>, level: usize) -> PyResult<()> {
+        if dict.is_empty() {
+            self.out.push_str("{}");
+            return Ok(());
+        }
+        self.out.push('{');
+        for (i, (k, v)) in dict.iter().enumerate() {
+            self.separator(i == 0, level);
+            self.key(&k)?;
+            self.out
+                .push_str(if self.base.is_some() { ": " } else { ":" });
+            self.value(&v, level + 1)?;
+        }
+        self.close(level, '}');
+        Ok(())
+    }
+}
+
+/// `s` quoted and escaped as json's encode_basestring_ascii does: printable ASCII as is, the
+/// short escapes, everything else as \uXXXX (UTF-16 surrogate pairs above the BMP).
+fn escape_ascii(s: &str, out: &mut String) {
+    out.push('"');
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        let plain = (' '..='~').contains(&c) && c != '"' && c != '\\';
+        if plain {
+            continue;
+        }
+        out.push_str(s.get(start..i).unwrap_or_default());
+        start = i + c.len_utf8();
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+    }
+    out.push_str(s.get(start..).unwrap_or_default());
+    out.push('"');
+}
+
+/// A finite float as Python's repr writes it: the shortest digits that read back as the same
+/// float, ties between two such forms to even (as CPython's dtoa), placed as `float_repr_style` 'short' places
+/// them: positional for exponents -4 to 15 with at least one digit after the point, else
+/// d.ddde+XX with a signed exponent of at least two digits.
+fn float_repr(f: f64, out: &mut String) {
+    let mut sci = format!("{f:e}");
+    // Where two shortest forms are equally near the float, Rust's rounds the tie up and
+    // Python's to even: the correctly rounded form of as many digits is Python's whenever it
+    // reads back as the same float. A tie needs the float's spacing to reach the last digit,
+    // so only forms of 15 digits or more can meet one.
+    let digit_count = sci
+        .split('e')
+        .next()
+        .map_or(0, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    if digit_count >= 15 {
+        let rounded = format!("{:.*e}", digit_count - 1, f);
+        if rounded.parse::<f64>() == Ok(f) {
+            sci = rounded;
+        }
+    }
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let n = digits.len() as i32;
+    let decpt = exp + 1; // the value is 0.<digits> x 10^decpt
+    out.push_str(sign);
+    if decpt <= -4 || decpt > 16 {
+        let (first, rest) = digits.split_at(1.min(digits.len()));
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        let _ = write!(
+            out,
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.unsigned_abs()
+        );
+    } else if decpt <= 0 {
+        out.push_str("0.");
+        for _ in 0..-decpt {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else if decpt >= n {
+        out.push_str(&digits);
+        for _ in 0..decpt - n {
+            out.push('0');
+        }
+        out.push_str(".0");
+    } else {
+        let (whole, frac) = digits.split_at(decpt as usize);
+        out.push_str(whole);
+        out.push('.');
+        out.push_str(frac);
+    }
+}
+
+/// json.dumps(value, indent=2) with every line after the first indented 2 * depth spaces more
+/// (the value nested `depth` levels inside an indented document); with depth None,
+/// json.dumps(value, separators=(",", ":")).
+#[pyfunction]
+#[pyo3(signature = (value, depth=None))]
+pub fn json_text(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    depth: Option<usize>,
+) -> PyResult<String> {
+    let mut writer = Writer {
+        py,
+        out: String::with_capacity(256),
+        base: depth,
+    };
+    writer.value(value, 0)?;
+    Ok(writer.out)
+}
