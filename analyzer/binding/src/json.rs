@@ -195,6 +195,14 @@ impl<'py> Writer<'py> {
 /// short escapes, everything else as \uXXXX (UTF-16 surrogate pairs above the BMP).
 fn escape_ascii(s: &str, out: &mut String) {
     out.push('"');
+    if s.bytes()
+        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+    {
+        // most keys and values: nothing to escape
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut start = 0;
     for (i, c) in s.char_indices() {
         let plain = (' '..='~').contains(&c) && c != '"' && c != '\\';
@@ -228,27 +236,31 @@ fn escape_ascii(s: &str, out: &mut String) {
 /// them: positional for exponents -4 to 15 with at least one digit after the point, else
 /// d.ddde+XX with a signed exponent of at least two digits.
 fn float_repr(f: f64, out: &mut String) {
-    let mut sci = format!("{f:e}");
+    let mut sci = ScratchText::default();
+    let _ = write!(sci, "{f:e}");
     // Where two shortest forms are equally near the float, Rust's rounds the tie up and
     // Python's to even: the correctly rounded form of as many digits is Python's whenever it
     // reads back as the same float. A tie needs the float's spacing to reach the last digit,
     // so only forms of 15 digits or more can meet one.
-    let digit_count = sci
-        .split('e')
-        .next()
-        .map_or(0, |m| m.bytes().filter(u8::is_ascii_digit).count());
+    let digit_count = sci.mantissa().bytes().filter(u8::is_ascii_digit).count();
     if digit_count >= 15 {
-        let rounded = format!("{:.*e}", digit_count - 1, f);
-        if rounded.parse::<f64>() == Ok(f) {
+        let mut rounded = ScratchText::default();
+        let _ = write!(rounded, "{:.*e}", digit_count - 1, f);
+        if rounded.as_str().parse::<f64>() == Ok(f) {
             sci = rounded;
         }
     }
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let text = sci.as_str();
+    let (mantissa, exp) = text.split_once('e').unwrap_or((text, "0"));
     let (sign, mantissa) = match mantissa.strip_prefix('-') {
         Some(m) => ("-", m),
         None => ("", mantissa),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digits = ScratchText::default();
+    for c in mantissa.chars().filter(|c| *c != '.') {
+        let _ = digits.write_char(c);
+    }
+    let digits = digits.as_str();
     let exp: i32 = exp.parse().unwrap_or(0);
     let n = digits.len() as i32;
     let decpt = exp + 1; // the value is 0.<digits> x 10^decpt
@@ -271,9 +283,9 @@ fn float_repr(f: f64, out: &mut String) {
         for _ in 0..-decpt {
             out.push('0');
         }
-        out.push_str(&digits);
+        out.push_str(digits);
     } else if decpt >= n {
-        out.push_str(&digits);
+        out.push_str(digits);
         for _ in 0..decpt - n {
             out.push('0');
         }
@@ -283,6 +295,38 @@ fn float_repr(f: f64, out: &mut String) {
         out.push_str(whole);
         out.push('.');
         out.push_str(frac);
+    }
+}
+
+/// Text of a float's formatting on the stack: a float's `{:e}` form is at most 24 bytes
+/// (17 digits, sign, point, exponent); anything longer is cut, never written past the end.
+#[derive(Default)]
+struct ScratchText {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl ScratchText {
+    fn as_str(&self) -> &str {
+        self.buf
+            .get(..self.len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("")
+    }
+
+    fn mantissa(&self) -> &str {
+        let text = self.as_str();
+        text.split('e').next().unwrap_or(text)
+    }
+}
+
+impl Write for ScratchText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
     }
 }
 
