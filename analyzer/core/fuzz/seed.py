@@ -84,7 +84,8 @@ def _large() -> list[tuple[str, bytes]]:
             if blen < 12 or pos + blen > len(data):
                 break
             if btype == 6:
-                out.append((f"repeat-epb-{p.stem}", _repeat(3000, data[:pos], data[pos:pos + blen])))
+                epb = data[pos:pos + blen]
+                out.append((f"repeat-epb-{p.stem}", _repeat(3000, data[:pos], epb)))
                 break
             pos += blen
         break

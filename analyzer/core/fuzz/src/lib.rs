@@ -19,8 +19,11 @@ use serde::Serialize;
 /// What the CLI runs with (pipeline.py's LINGER_S, SETTLED_LINGER_S), so the sweeps run.
 const LINGER: Option<f64> = Some(30.0);
 const SETTLED_LINGER: Option<f64> = Some(2.0);
-/// Feeds of a repeated pgwire step: 255 bytes become 255 KiB.
-const REPEAT_FEED: usize = 1024;
+/// Feeds of a repeated pgwire step: 255 bytes become 64 KiB.
+const REPEAT_FEED: usize = 256;
+/// The op bits that repeat a pgwire feed: two, so a random op rarely does (long streams are
+/// slow to decode: each one costs many short inputs).
+const REPEAT_OP: u8 = 0x18;
 /// Small, so the diagram's cut is reached too.
 const MAX_EVENTS: usize = 64;
 
@@ -66,8 +69,8 @@ fn sound<T: Serialize>(what: &str, value: &T) {
     }
 }
 
-/// The reader alone on the bytes as a capture file (see `file`): every item read, the stats agree with
-/// what was handed out.
+/// The reader alone on the bytes as a capture file (see `file`): every item read, the
+/// stats agree with what was handed out.
 pub fn capture(data: &[u8]) {
     let data = file(data);
     let Ok(mut cap) = Capture::from_bytes(&data) else {
@@ -120,8 +123,9 @@ fn sane_stats(st: &CaptureStats) {
     assert_eq!(st.link_types.is_empty(), st.packets == 0);
 }
 
-/// The whole pass over the bytes as a capture (see `file`; reader, engine, decoder, transfer), every
-/// connection's facts sound; then the diagram's pass over the same bytes agrees with it.
+/// The whole pass over the bytes as a capture (see `file`; reader, engine, decoder,
+/// transfer), every connection's facts sound; then the diagram's pass over the same bytes
+/// agrees with it.
 pub fn pass(data: &[u8]) {
     let data = &*file(data);
     let options = PassOptions {
@@ -230,8 +234,8 @@ fn coherent(facts: &ConversationFacts) {
 /// script: a first byte of flags (bit d: direction d's start was seen), then steps of
 /// [op, length] followed by that many bytes for a feed: op bit 0 the direction, bit 1 a gap
 /// instead (of `length` bytes), bit 2 an offset jump (the engine never does it; the decoder
-/// must survive it), bit 3 the feed repeated REPEAT_FEED times (streams past the decoder's
-/// sync window and message bounds from a small input).
+/// must survive it), bits 3 and 4 both: the feed repeated REPEAT_FEED times (streams past
+/// the decoder's sync window and message bounds from a small input).
 pub fn pgwire(data: &[u8]) {
     let Some((&flags, mut rest)) = data.split_first() else {
         return;
@@ -253,7 +257,11 @@ pub fn pgwire(data: &[u8]) {
         }
         let n = n.min(tail.len());
         let (chunk, after) = tail.split_at(n);
-        let times = if op & 8 != 0 { REPEAT_FEED } else { 1 };
+        let times = if op & REPEAT_OP == REPEAT_OP {
+            REPEAT_FEED
+        } else {
+            1
+        };
         for _ in 0..times {
             conv.feed(d, chunk, off[d], frame, frame as f64, flags & (1 << d) != 0);
             off[d] += n as i64;
