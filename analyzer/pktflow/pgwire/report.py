@@ -123,18 +123,39 @@ def _goodput(q: dict[str, Any]) -> int | None:
 
 
 def conversation_findings(facts: dict[str, Any], conn_id: str) -> list[Finding]:
-    """The decoder's events as findings, in the order they happened."""
-    return [_finding(ev, conn_id) for ev in facts["events"]]
+    """The decoder's events as findings, in the order they happened; a stream's resyncs are
+    one finding, where the first happened (a short snaplen cuts a message in every segment)."""
+    events = facts["events"]
+    resyncs: dict[str, list[dict[str, Any]]] = {}
+    for ev in events:
+        if ev["kind"] == "resync":
+            resyncs.setdefault(ev["role"], []).append(ev)
+    out = []
+    for ev in events:
+        if ev["kind"] != "resync":
+            out.append(_finding(ev, conn_id))
+        elif ev is resyncs[ev["role"]][0]:
+            out.append(_resyncs(resyncs[ev["role"]], conn_id))
+    return out
+
+
+def _resyncs(evs: list[dict[str, Any]], conn_id: str) -> Finding:
+    first = evs[0]
+    if len(evs) == 1:
+        what = (f"a capture gap of {first['length']:,} bytes at offset {first['offset']:,} cut "
+                f"a message")
+    else:
+        what = (f"{len(evs):,} capture gaps ({sum(e['length'] for e in evs):,} bytes, the "
+                f"first at offset {first['offset']:,}) cut messages")
+    return Finding(
+        "warning", "pgwire-resync",
+        f"{first['role']} stream: {what}; decoding resumes at the next provable message "
+        f"boundary, and responses count the missing bytes (their rows and tags there are "
+        f"unknown)", conn_id, [e["frame"] for e in evs[:10]])
 
 
 def _finding(ev: dict[str, Any], conn_id: str) -> Finding:
     kind = ev["kind"]
-    if kind == "resync":
-        return Finding(
-            "warning", "pgwire-resync",
-            f"{ev['role']} stream: a capture gap of {ev['length']:,} bytes at offset "
-            f"{ev['offset']:,} cut a message; decoding resumes at the next provable message "
-            f"boundary", conn_id, [ev["frame"]])
     if kind == "mid_stream":
         return Finding(
             "info", "pgwire-mid-stream",

@@ -163,6 +163,8 @@ pub struct Conversation {
     pub(super) query_errors: u64,
     /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
     pub(super) gaps: u64,
+    /// `gaps` when the backend stream last had one: what may have hidden a ReadyForQuery
+    pub(super) backend_gap_at: u64,
     /// Texts seen (SQL, command tags), shared by the queries that repeat them.
     pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
 }
@@ -200,6 +202,7 @@ impl Conversation {
             batch_error: false,
             query_errors: 0,
             gaps: 0,
+            backend_gap_at: 0,
             texts: std::collections::HashSet::new(),
         }
     }
@@ -304,7 +307,7 @@ impl Conversation {
         start + self.consume(d, rest, at(offset, start), frame, ts)
     }
 
-    fn do_gap(&mut self, d: usize, offset: i64, length: i64, frame: u64) {
+    fn do_gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
         let Some(s) = self.sides.get_mut(d) else {
             return;
         };
@@ -318,6 +321,10 @@ impl Conversation {
         let cut = length
             .saturating_add(s.buf.len() as i64)
             .saturating_add(s.skip);
+        // the part of the cut no message header counted yet: the rest of a counted body was
+        let uncounted = length
+            .saturating_sub(s.skip)
+            .saturating_add(s.buf.len() as i64);
         s.lost = s.lost.saturating_add(cut);
         s.keep(&[]);
         s.skip = 0;
@@ -328,6 +335,10 @@ impl Conversation {
         }
         let role = s.role;
         self.gaps += 1;
+        if role == Role::Backend {
+            self.backend_gap_at = self.gaps;
+        }
+        self.lost_response(d, uncounted, frame, ts);
         self.events.push(Event::Resync {
             role,
             length,
@@ -365,8 +376,8 @@ impl StreamSink for Conversation {
         self.do_feed(d, data, offset, frame, ts);
     }
 
-    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, _ts: f64) {
-        self.do_gap(d, offset, length, frame);
+    fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        self.do_gap(d, offset, length, frame, ts);
     }
 
     fn finish(&mut self) {

@@ -57,6 +57,7 @@ impl Conversation {
         self.sides[d].counts.count(Name::Known(name));
         match t {
             b'Q' => {
+                self.close_unfinished_after_gap();
                 let sql = intern(&mut self.texts, lossy(rstrip_nul(body)));
                 self.add_query(Query::new(sql, QueryKind::Simple, ts, frame), frame);
             }
@@ -134,6 +135,56 @@ impl Conversation {
         self.pending.push_back(id);
         if let Some(old) = before {
             self.release(old);
+        }
+    }
+
+    /// Response bytes the capture did not show (a gap, or bytes skipped to find a message
+    /// boundary after one) belong to the response under way: a query's response size is then
+    /// what the sequence numbers say, not only what was decoded (a short snaplen cuts most).
+    pub(super) fn lost_response(&mut self, d: usize, bytes: i64, frame: u64, ts: f64) {
+        let backend = self.sides.get(d).is_some_and(|s| s.role == Role::Backend);
+        if !backend || bytes <= 0 {
+            return;
+        }
+        if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
+            q.respond(bytes as u64, 0, ts, frame);
+        }
+    }
+
+    /// A client sends a simple Query only once the previous one's ReadyForQuery came: simple
+    /// queries still open that were answered and had a backend gap since lost their end in it.
+    fn close_unfinished_after_gap(&mut self) {
+        let gap_at = self.backend_gap_at;
+        let mut closed = false;
+        for &id in &self.pending {
+            if let Some(q) = self.store.get_mut(id) {
+                if q.kind == QueryKind::Simple
+                    && !q.done
+                    && q.first().is_some()
+                    && gap_at > q.gaps_at
+                {
+                    q.done = true;
+                    q.incomplete = true;
+                    closed = true;
+                }
+            }
+        }
+        if closed {
+            let pending = std::mem::take(&mut self.pending);
+            self.pending_done = 0;
+            for id in pending {
+                let open = self.store.get(id).is_some_and(|q| !q.done);
+                if open {
+                    self.pending.push_back(id);
+                } else if let Some(q) = self.store.get_mut(id) {
+                    q.in_pending = false;
+                    let before = self.last_done.replace(id);
+                    self.release(id);
+                    if let Some(old) = before {
+                        self.release(old);
+                    }
+                }
+            }
         }
     }
 

@@ -221,10 +221,14 @@ impl Query {
         self.tag = Some(tag);
     }
 
-    /// Rows from the tags, else the DataRows counted, else 0 when a tag came, else unknown.
+    /// Rows from the tags, else the DataRows counted (unless a gap or the capture's end cut
+    /// the response: then they are only a lower bound), else 0 when a tag came, else unknown.
     pub fn rows(&self) -> Option<RowCount> {
         if let Some(r) = self.tags_rows.get() {
             return Some(r);
+        }
+        if self.incomplete {
+            return None;
         }
         if self.data_rows > 0 {
             return Some(RowCount::Small(self.data_rows));

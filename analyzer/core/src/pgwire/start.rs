@@ -52,7 +52,7 @@ impl Conversation {
             };
             s.scan = None;
             pos += at;
-            self.synced(d, side, off, pos, frame);
+            self.synced(d, side, off, pos, frame, ts);
         }
         self.typed(d, buf, pos, off, frame, ts)
     }
@@ -174,7 +174,15 @@ impl Conversation {
     }
 
     /// A boundary found mid-stream at buf[pos] (buf at stream offset off).
-    pub(super) fn synced(&mut self, d: usize, side: Role, off: i64, pos: usize, frame: u64) {
+    pub(super) fn synced(
+        &mut self,
+        d: usize,
+        side: Role,
+        off: i64,
+        pos: usize,
+        frame: u64,
+        ts: f64,
+    ) {
         if !self.roles_known {
             if side != self.sides[d].role {
                 let r = self.sides[0].role;
@@ -183,6 +191,7 @@ impl Conversation {
             }
             self.roles_known = true;
         }
+        self.lost_response(d, pos as i64, frame, ts);
         let s = &mut self.sides[d];
         s.lost = s.lost.saturating_add(pos as i64);
         s.state = State::Typed;
@@ -209,9 +218,11 @@ impl Conversation {
         let s = &mut self.sides[d];
         s.scan = None;
         let Some((pos, side)) = find_boundary(&s.buf, s.role, false) else {
-            s.lost = s.lost.saturating_add(s.buf.len() as i64);
+            let skipped = s.buf.len() as i64;
+            s.lost = s.lost.saturating_add(skipped);
             s.keep(&[]);
             let (base, lost) = (s.base, s.lost);
+            self.lost_response(d, skipped, frame, ts);
             if !self.sides.iter().any(|x| x.decoded) && self.protocol == Protocol::Unknown {
                 self.sides[d].state = State::Stopped;
                 if self.decode_stopped.is_none() {
@@ -222,7 +233,7 @@ impl Conversation {
         };
         let base = s.base;
         let buf = std::mem::take(&mut s.buf);
-        self.synced(d, side, base, pos, frame);
+        self.synced(d, side, base, pos, frame, ts);
         let done = self.typed(d, &buf, pos, base, frame, ts);
         let s = &mut self.sides[d];
         s.buf = buf;

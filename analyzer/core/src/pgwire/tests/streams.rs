@@ -171,6 +171,72 @@ fn gap_across_messages_resynchronises_without_invention() {
 }
 
 #[test]
+fn bytes_a_gap_hid_count_in_the_response_size() {
+    let (front, back) = select_exchange(200);
+    let whole = {
+        let mut conv = Conversation::new();
+        conv.feed(0, &front, 0, 1, 1.0, true);
+        conv.feed(1, &back, 0, 2, 1.0, true);
+        conv.finish();
+        conv.facts().queries[0].response_bytes
+    };
+    let i = back
+        .windows(datarow(50).len())
+        .position(|w| w == datarow(50))
+        .unwrap()
+        + 3;
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    conv.feed(1, &back[..i], 0, 2, 1.0, true);
+    conv.gap(1, i as i64, 500, 3, 1.5);
+    conv.feed(1, &back[i + 500..], i as i64 + 500, 4, 2.0, true);
+    conv.finish();
+    let f = conv.facts();
+    // the sequence numbers' size, though fewer messages were decoded
+    assert_eq!(f.queries[0].response_bytes, whole);
+    assert!(f.queries[0].response_messages < 203);
+}
+
+#[test]
+fn a_query_whose_end_a_gap_hid_closes_at_the_next_query() {
+    // SELECT's CommandComplete and ReadyForQuery fall in a gap (a short snaplen); the client
+    // then sends DISCARD ALL: its answer must not become the SELECT's
+    let front = [
+        startup(),
+        msg(b'Q', &cstr("SELECT * FROM t")),
+        msg(b'Q', &cstr("DISCARD ALL")),
+    ];
+    let head = [auth_ok(), ready(), desc(), rows(20)].concat();
+    let lost = [msg(b'C', &cstr("SELECT 20")), ready()].concat();
+    let tail = [msg(b'C', &cstr("DISCARD ALL")), ready()].concat();
+    let mut conv = Conversation::new();
+    conv.feed(
+        0,
+        &[front[0].clone(), front[1].clone()].concat(),
+        0,
+        1,
+        1.0,
+        true,
+    );
+    conv.feed(1, &head, 0, 2, 1.1, true);
+    conv.gap(1, head.len() as i64, lost.len() as i64, 3, 1.2);
+    let at = (front[0].len() + front[1].len()) as i64;
+    conv.feed(0, &front[2], at, 4, 1.3, true);
+    conv.feed(1, &tail, (head.len() + lost.len()) as i64, 5, 1.4, true);
+    conv.finish();
+    let f = conv.facts();
+    let (select, discard) = (&f.queries[0], &f.queries[1]);
+    assert!(select.incomplete);
+    assert_eq!(select.command_tag, None);
+    assert_eq!((select.rows.clone(), select.data_rows), (None, 20)); // 20 seen, more maybe
+    let select_bytes = (head.len() - auth_ok().len() - ready().len() + lost.len()) as u64;
+    assert_eq!(select.response_bytes, select_bytes);
+    assert_eq!(discard.command_tag.as_deref(), Some("DISCARD ALL"));
+    assert!(!discard.incomplete);
+    assert_eq!(discard.response_bytes, tail.len() as u64);
+}
+
+#[test]
 fn malformed_framing_is_an_event_with_its_offset() {
     let (front, back) = select_exchange(5);
     let i = back
