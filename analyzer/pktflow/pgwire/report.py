@@ -147,11 +147,12 @@ def _resyncs(evs: list[dict[str, Any]], conn_id: str) -> Finding:
     else:
         what = (f"{len(evs):,} capture gaps ({sum(e['length'] for e in evs):,} bytes, the "
                 f"first at offset {first['offset']:,}) cut messages")
+    cost = ("responses count the missing bytes (their rows and tags there are unknown)"
+            if first["role"] == "backend" else "requests inside the gaps are not listed")
     return Finding(
         "warning", "pgwire-resync",
         f"{first['role']} stream: {what}; decoding resumes at the next provable message "
-        f"boundary, and responses count the missing bytes (their rows and tags there are "
-        f"unknown)", conn_id, [e["frame"] for e in evs[:10]])
+        f"boundary, and {cost}", conn_id, [e["frame"] for e in evs[:10]])
 
 
 def _finding(ev: dict[str, Any], conn_id: str) -> Finding:
