@@ -34,7 +34,7 @@ def test_direct_vs_pgbouncer() -> None:
     # The study's numbers: direct, 8,192-byte segments and 16,384 bytes per ACK; through
     # PgBouncer the client gets ~4 KB segments while the server still writes 8,192 bytes.
     assert a["client_segment_median"] == a["server_segment_median"] == 8192
-    assert a["client_bytes_per_ack"] == 16384
+    assert doc["connections"]["a"][a["server_connection"]]["bytes_per_ack"] == 16384
     assert b["client_segment_median"] <= 4096 and b["server_segment_median"] == 8192
     assert row["ratio_b_to_a"]["client_segment_median"] < 0.6
     assert a["relay_cost_ms"] == 0.0 and b["relay_cost_ms"] > 0
@@ -48,12 +48,53 @@ def test_a_capture_against_itself_is_all_ones() -> None:
     assert code == 0 and not doc["only_in_a"] and not doc["only_in_b"]
     for row in doc["queries"]:
         assert all(r in (None, 1.0) for r in row["ratio_b_to_a"].values())
+    assert doc["summary"]["difference_ms"] == 0
+    assert all(p["ms"] == 0 for p in doc["summary"]["parts"])
+
+
+CONDITIONS = CAPTURES / "conditions"
+CONNECTION_WIDE = {"bytes_per_ack", "bytes_per_flight", "flights", "zero_windows", "rtt_ms"}
+
+
+@pytest.mark.parametrize("condition", ["rtt10ms", "unshaped", "loss2pct", "20mbit"])
+def test_the_difference_is_decomposed_into_parts_that_add_up(condition: str) -> None:
+    direct = CONDITIONS / f"seqscan-10k-direct-bridge-{condition}.pcap.gz"
+    pooled = CONDITIONS / f"seqscan-10k-pgbouncer-bridge-{condition}.pcap.gz"
+    code, out = run("compare", str(direct), str(pooled), "--format", "json")
+    doc = json.loads(out)
+    summary = doc["summary"]
+    assert code == 0 and summary["queries"] >= 1
+    # the parts add up to the difference, which is the matched queries' client times
+    timed = [r for r in doc["queries"] if r["a"]["client_ms"] is not None]
+    assert summary["difference_ms"] == pytest.approx(
+        sum(r["b"]["client_ms"] - r["a"]["client_ms"] for r in timed), abs=0.001 * len(timed))
+    assert summary["difference_ms"] == pytest.approx(sum(p["ms"] for p in summary["parts"]),
+                                                     abs=1e-9)
+    for r in timed:  # and each query's parts add up to its time
+        for s in ("a", "b"):
+            q = r[s]
+            assert q["client_ms"] == pytest.approx(
+                q["server_wait_ms"] + q["server_transfer_ms"] + q["relay_cost_ms"], abs=1e-9)
+        # per-query rows carry per-query numbers only
+        assert not CONNECTION_WIDE & set(r["a"]) and not CONNECTION_WIDE & set(r["b"])
+    parts = {p["part"]: p for p in summary["parts"]}
+    assert parts["relay"]["a_ms"] == 0 and parts["relay"]["b_ms"] > 0
+    if condition == "rtt10ms":
+        # the 10 ms link sits on the direct connection's server leg, but on the pooled
+        # capture's client leg: the round trip moves from the server leg into the relay part
+        assert parts["server_wait"]["ms"] < -5
+        assert parts["relay"]["ms"] > 10
+        assert "round trip A 10." in parts["server_wait"]["why"]
 
 
 def test_text_highlights_the_differences() -> None:
     code, out = run("compare", str(DIRECT), str(POOLED))
     assert code == 0
     assert "segment size to the client (median)" in out and "0.50x" in out
+    # the answer first: the difference and its parts, before any per-query table
+    headline = out.splitlines()[2]
+    assert headline.startswith("B is ") and " than A in all (" in headline
+    assert out.index("inside the relay") < out.index("segment size to the client")
 
 
 def test_a_stored_report_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""`pktflow compare` in the terminal: per query, the measures of A and B and how B differs."""
+"""`pktflow compare` in the terminal: the difference decomposed first, then per query the
+measures of A and B and how B differs, then the connections that served them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pktflow.compare import METRICS
+from pktflow.compare import CONNECTION_METRICS, METRICS
 
 MAX_QUERIES = 5  # the biggest responses; the JSON has all
 
@@ -16,14 +17,28 @@ MAX_QUERIES = 5  # the biggest responses; the JSON has all
 def _v(value: Any, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "B/s":
-        for u, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+    if unit == "bit/s":
+        for u, div in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
             if value >= div:
                 return f"{value / div:,.1f} {u}"
-        return f"{value:,.0f} B/s"
+        return f"{value:,.0f} bit/s"
     if isinstance(value, float):
         return f"{value:,.2f}{' ' + unit if unit else ''}"
-    return f"{value:,}{' ' + unit if unit else ''}"
+    if isinstance(value, int):
+        return f"{value:,}{' ' + unit if unit else ''}"
+    return str(value)
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """'B is 12.3 ms slower in all (1 query): 10.1 ms server leg: ..., ...'."""
+    diff = summary["difference_ms"]
+    n = summary["queries"]
+    if diff is None or not n:
+        return "no query appears in both captures with its times known"
+    how = "slower" if diff > 0 else "faster" if diff < 0 else "as fast"
+    amount = f"{abs(diff):,.3f} ms {how}" if diff else "as fast"
+    parts = ", ".join(f"{p['ms']:+,.3f} ms {p['where']}" for p in summary["parts"])
+    return f"B is {amount} than A in all ({n} quer{'y' if n == 1 else 'ies'}): {parts}"
 
 
 def render(doc: dict[str, Any], console: Console) -> None:
@@ -31,6 +46,10 @@ def render(doc: dict[str, Any], console: Console) -> None:
                        "bold"))
     console.print(Text(f"B: {doc['b']}{'  (through a relay)' if doc['b_has_relay'] else ''}",
                        "bold"))
+    summary = doc["summary"]
+    console.print(Text(headline(summary), "bold"))
+    for p in summary["parts"]:
+        console.print(Text(f"  {p['ms']:+,.3f} ms {p['where']}: {p['why']}"))
     if not doc["queries"]:
         console.print(Text("no query appears in both captures", "yellow"))
     for row in doc["queries"][:MAX_QUERIES]:
@@ -50,6 +69,19 @@ def render(doc: dict[str, Any], console: Console) -> None:
     rest = len(doc["queries"]) - MAX_QUERIES
     if rest > 0:
         console.print(Text(f"... {rest} smaller queries in both: see --format json", "dim"))
+    for side in ("a", "b"):
+        conns = doc["connections"][side]
+        if not conns:
+            continue
+        table = Table(title=f"{side.upper()}: the connections that served them (server -> "
+                      f"client, whole connection)", title_justify="left", box=None,
+                      pad_edge=False)
+        table.add_column("")
+        for cid in list(conns)[:MAX_QUERIES]:
+            table.add_column(cid, justify="right")
+        for key, name, unit, _ in CONNECTION_METRICS:
+            table.add_row(name, *[_v(c[key], unit) for c in list(conns.values())[:MAX_QUERIES]])
+        console.print(table)
     for side in ("a", "b"):
         only = doc[f"only_in_{side}"]
         if only:
