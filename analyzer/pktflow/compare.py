@@ -98,7 +98,9 @@ def side(report: dict[str, Any]) -> Side:
     back_of: dict[tuple[str, int], dict[str, Any]] = {}
     relay_verdicts = []
     for relay in report.get("relays") or []:
-        relay_verdicts.append((relay.get("verdict") or {}).get("summary") or "")
+        v = relay.get("verdict") or {}
+        said = (v.get("summary") or "").split("; ")[0].rstrip(".")
+        relay_verdicts.append(said + (f" (setting: {v['setting']})" if v.get("setting") else ""))
         for p in relay["queries"]:
             back_of[(p["front"]["connection"], p["front"]["query_index"])] = p
     served: dict[str, dict[str, Any]] = {}

@@ -1,4 +1,5 @@
-"""The report as a person reads it in a terminal: findings first, then each connection.
+"""The report as a person reads it in a terminal: the answer first (what limited each bulk
+transfer), findings, then each connection.
 
 Renders from the report dict only, so text and JSON can never disagree about a number.
 """
@@ -12,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from pktflow.report.answer import render_answer
 from pktflow.report.queries import message_counts, protocol_line, query_table
 from pktflow.report.relays import render_relays
 from pktflow.report.stored import busiest
@@ -164,12 +166,15 @@ def render_overview(top: list[dict[str, Any]], total: int,
 
 
 def render(report: dict[str, Any], console: Console) -> None:
+    conns = report["connections"]
+    top = busiest(conns, MAX_OVERVIEW)
+    answer = render_answer(report, [c for _, c in top])
+    if answer is not None:  # the answer first: what limited each bulk transfer
+        console.print(answer)
     console.print(render_findings(report["findings"]))
     console.print(render_capture(report["capture"]))
-    conns = report["connections"]
     if not conns:
         console.print("No TCP connections.")
-    top = busiest(conns, MAX_OVERVIEW)
     if len(conns) > 1:
         console.print(render_overview([c for _, c in top], len(conns), console.width))
     for relay in render_relays(report, console.width):

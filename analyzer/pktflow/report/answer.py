@@ -1,0 +1,88 @@
+"""The answer first: a few lines that open `analyze`'s text report, one per bulk transfer
+(what limited it, for how much of its time, and the one thing to look at), and one per relay
+(what it added). Rendered from the report dict only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from pktflow.transfer.advice import NAMES, look_at
+
+MAX_LINES = 6  # transfers named; the rest are in the overview and the JSON
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:,.1f} {unit}"
+    return f"{n:,} B"
+
+
+def bulk_transfers(conns: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str,
+                                                                 dict[str, Any]]]:
+    """(connection, direction name, direction) of every direction judged, largest first."""
+    out = []
+    for c in conns:
+        for name, d in c["directions"].items():
+            if (d.get("verdict") or {}).get("limit", "none") != "none":
+                out.append((c, name, d))
+    out.sort(key=lambda cnd: -cnd[2]["payload_bytes"])
+    return out
+
+
+def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Text:
+    v = d["verdict"]
+    limit = v["limit"]
+    share = (v.get("shares") or {}).get(limit)
+    took = (d.get("limits") or {}).get("transfer_s")
+    who = name.replace("_to_", "->")
+    role = conn.get("role")
+    leg = f" ({role} leg)" if role in ("front", "back") else ""
+    head = f"{conn['id']}{leg} {who}: {_size(d['payload_bytes'])}"
+    if took:
+        head += f" in {took * 1e3:,.1f} ms"
+    what = NAMES.get(limit, limit)
+    if limit == "receiver_window" and v.get("receiver"):
+        what += f" ({v['receiver']})"
+    if share is not None:
+        what += f", {share:.0%} of the time"
+    text = Text(f"{head}, limited by ")
+    text.append(what, "bold")
+    advice = look_at(v)
+    if advice:
+        text.append(f". Look at {advice}.")
+    return text
+
+
+def render_answer(report: dict[str, Any],
+                  conns: list[dict[str, Any]]) -> RenderableType | None:
+    """The answer for the connections `conns` (the busiest), or None when nothing moved
+    enough data to judge."""
+    lines: list[RenderableType] = []
+    transfers = bulk_transfers(conns)
+    for conn, name, d in transfers[:MAX_LINES]:
+        lines.append(_line(conn, name, d))
+    if len(transfers) > MAX_LINES:
+        lines.append(Text(f"... and {len(transfers) - MAX_LINES} smaller transfers", "dim"))
+    for relay in report.get("relays") or []:
+        v = relay.get("verdict") or {}
+        setting = v.get("setting")
+        line = Text(f"relay {relay['host']}:{relay['front_port']}: ")
+        line.append(_first_sentence(v.get("summary") or ""))
+        if setting:
+            line.append(f" Setting: {setting}.")
+        lines.append(line)
+    if not lines:
+        return None
+    return Group(Text("What limited it", "bold underline"), *lines)
+
+
+def _first_sentence(summary: str) -> str:
+    """The relay verdict's part on its cost ("the relay added ..."), else its first clause."""
+    for part in summary.split("; "):
+        if part.startswith("the relay added"):
+            return part[0].upper() + part[1:].rstrip(".") + "."
+    return summary.split("; ")[0].rstrip(".") + "."

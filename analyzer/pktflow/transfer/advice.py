@@ -1,0 +1,41 @@
+"""The one thing to look at for each limit a transfer's verdict names: what a DBA or SRE can
+change. Read by the answer that opens a report (report.answer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# verdict.limit (and for the receiver's window, verdict.receiver) -> what to look at
+ADVICE = {
+    ("receiver_window", "buffer"):
+        "the receiver's socket buffer: it kept reading but held less than the path carries; "
+        "raise net.ipv4.tcp_rmem (a pooler's tcp_socket_buffer) or leave it to autotuning",
+    ("receiver_window", "application"):
+        "the reading application: it stopped reading (psql printing, a slow client, a pooler "
+        "waiting on its own client)",
+    ("receiver_window", None):
+        "the receiver: its window held the sender (a small buffer, or an application that "
+        "stopped reading)",
+    ("network", None):
+        "the path's bandwidth: a link, shaper or rate limit between the hosts set the pace",
+    ("loss", None):
+        "packet loss on the path: each loss halves the sending rate; look for drops on "
+        "interfaces, queues and shapers",
+    ("latency", None):
+        "round trips: the RTT times a congestion window still small; fewer round trips "
+        "(bigger fetches, COPY) or a shorter path",
+    ("sender", None):
+        "the sender's application: for a server, producing the rows (plan, CPU, I/O); for a "
+        "pooler, what its other leg brought",
+}
+
+NAMES = {"receiver_window": "the receiver's window", "network": "the network's rate",
+         "loss": "loss recovery", "latency": "round trips", "sender": "the sender"}
+
+
+def look_at(verdict: dict[str, Any]) -> str | None:
+    """What to look at for `verdict` (a direction's), or None when nothing limited it."""
+    limit = verdict.get("limit")
+    if limit in (None, "none"):
+        return None
+    return ADVICE.get((limit, verdict.get("receiver"))) or ADVICE.get((limit, None))
