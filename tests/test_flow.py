@@ -60,7 +60,8 @@ def test_direct_seqscan_fits_one_screen_and_shows_the_study_pattern() -> None:
     assert sum("8,192 B" in ln for ln in repeated) == 2
     assert sum("ACK 16,384 B" in ln for ln in repeated) == 1
     assert any(" Q " in ln for ln in lines[:5])  # the request opens the diagram
-    assert any("C Z" in ln for ln in lines)  # CommandComplete and ReadyForQuery close it
+    # CommandComplete with its tag as sent, and ReadyForQuery, close it
+    assert any("D×18 C(SELECT 10000) Z" in ln for ln in lines)
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])

@@ -22,7 +22,9 @@ TOP = 56
 LEFT = 150  # time and frame column
 LANE_GAP = 330
 COLORS = {"data": "#1f6fb2", "ack": "#2e8b57", "window": "#2e8b57", "dupack": "#c07000",
-          "syn": "#8a3ab9", "fin": "#8a3ab9", "rst": "#c0392b"}
+          "keepalive": "#2e8b57", "probe": "#c07000", "syn": "#8a3ab9", "syn-ack": "#8a3ab9",
+          "fin": "#8a3ab9", "rst": "#c0392b"}
+LEGEND_H = 15  # a legend line's height
 
 
 def _color(r: Row) -> str:
@@ -73,6 +75,10 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
                 arrow(r, f"{(r.t - t0) * 1000:.3f} ms  #{r.frame}")
         else:
             arrow(it, f"{(it.t - t0) * 1000:.3f} ms  #{it.frame}")
+    y += 20
+    for line in ladder.legend:
+        y += LEGEND_H
+        lines.append(f'<text x="8" y="{y}" class="lg">{escape(line)}</text>')
     height = y + 30
     head = [f'<text x="{x}" y="{TOP - 16}" class="lane">{escape(n)}</text>'
             f'<line x1="{x}" y1="{TOP - 8}" x2="{x}" y2="{height - 10}" class="rule"/>'
@@ -80,7 +86,7 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
     style = ("text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px}"
              ".t{fill:#666}.l{text-anchor:middle}.lane{text-anchor:middle;font-weight:bold;"
              "font-size:12px}.rule{stroke:#999;stroke-width:1}.g{fill:#a06000;font-weight:bold}"
-             ".gn{fill:#a06000;text-anchor:end}.box{fill:#fff8e0;fill-opacity:.5;"
+             ".gn{fill:#a06000;text-anchor:end}.lg{fill:#444;font-size:10px}.box{fill:#fff8e0;fill-opacity:.5;"
              "stroke:#e0b040;stroke-dasharray:3,2}.title{font-weight:bold;font-size:13px}")
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}"><style>{style}</style>'
@@ -248,6 +254,9 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
         "space rows by real time</label> <label>zoom <input type='range' id='zoom' min='0.5' "
         "max='4' step='0.1' value='1'></label> <span id='status'></span></div>"
         "<svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'></svg>"
+        + ("<h3>Legend</h3><ul class='legend'>" + "".join(
+            f"<li>{escape(line.strip())}</li>" for line in ladder.legend) + "</ul>"
+           if ladder.legend else "") +
         f"{('<h2>Plots</h2>' + figs) if figs else ''}"
         f"<script type='application/json' id='ladder'>{data}</script>"
         f"<script>{_SCRIPT}</script></body></html>\n")

@@ -23,7 +23,7 @@ def _style(r: Row) -> str:
         return "red"
     if r.kind == "data":
         return "cyan"
-    if r.kind in ("syn", "fin"):
+    if r.kind in ("syn", "syn-ack", "fin"):
         return "magenta"
     return "green"
 
@@ -191,6 +191,14 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
     out.flush()
     for n in ladder.notes:
         console.print(Text(n, "yellow"))
+    if ladder.legend:
+        # indented and wrapped here, so that every line stays right of the margin
+        width = max(40, console.width)
+        console.print(Text("  Legend", "bold"))
+        for line in ladder.legend:
+            console.print(Text("\n".join(textwrap.wrap(
+                line.strip(), width, initial_indent="    " if line.startswith(" ") else "  ",
+                subsequent_indent="      ", break_on_hyphens=False)), "dim"))
     if ladder.explain:
         console.print(Text("\nWhat you see", "bold"))
         for line in ladder.explain:
