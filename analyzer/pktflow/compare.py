@@ -18,7 +18,7 @@ SCHEMA = "pktflow.compare/1"
 # (key, label, unit, "higher is better") in display order
 METRICS = [
     ("client_ms", "time at the client (request -> last byte)", "ms", False),
-    ("throughput_bps", "throughput to the client", "B/s", True),
+    ("throughput_bps", "throughput to the client", "bit/s", True),
     ("response_bytes", "response bytes", "B", None),
     ("client_segment_median", "segment size to the client (median)", "B", True),
     ("client_segments", "segments to the client", "", False),
@@ -67,13 +67,13 @@ def query_views(report: dict[str, Any]) -> list[dict[str, Any]]:
         for i, q in enumerate(c.get("queries") or []):
             pair = back_of.get((c["id"], i))
             took = ms_between(q.get("sent_s"), q.get("last_response_s"))
-            transfer = ms_between(q.get("first_response_s"), q.get("last_response_s"))
             nbytes = q.get("response_bytes") or 0
             out.append(({
                 "sql": q.get("sql"), "connection": c["id"], "query_index": i,
                 "via_relay": pair is not None, "rows": q.get("rows"),
                 "client_ms": took,
-                "throughput_bps": round(nbytes / (transfer / 1000)) if transfer else None,
+                # the query's own rate: bits per second, none for a response too small
+                "throughput_bps": q.get("goodput_bps"),
                 "response_bytes": nbytes,
                 "client_segment_median": q.get("response_segment_median"),
                 "client_segments": q.get("response_segments"),

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pktflow.compare import METRICS
+from pktflow.rates import format_rate
 
 MAX_QUERIES = 5  # the biggest responses; the JSON has all
 
@@ -16,11 +17,8 @@ MAX_QUERIES = 5  # the biggest responses; the JSON has all
 def _v(value: Any, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "B/s":
-        for u, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-            if value >= div:
-                return f"{value / div:,.1f} {u}"
-        return f"{value:,.0f} B/s"
+    if unit == "bit/s":
+        return format_rate(value)
     if isinstance(value, float):
         return f"{value:,.2f}{' ' + unit if unit else ''}"
     return f"{value:,}{' ' + unit if unit else ''}"
