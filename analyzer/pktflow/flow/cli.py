@@ -75,12 +75,18 @@ def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any
         sel = select(report, query=args.query, connections=args.connection, t_from=args.t_from,
                      t_to=args.t_to, whole=args.all)
         if sel.t1 < sel.t0:
+            if args.t_to is None:
+                raise UsageError(f"no packets in the selection ({sel.title}): the capture "
+                                 f"ends at {sel.t1:.6g} s")
             raise UsageError(f"--from {sel.t0} is after --to {sel.t1}")
     except UsageError as exc:
         exc.file = exc.file or args.capture  # name the file, as every error does
         raise
     start = report["capture"]["first_ts"] or 0.0
     got = collect(args.capture, sel.conn_ids, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6)
+    if not got.events:
+        # a diagram of nothing is a selection that missed: say which, as an error
+        raise UsageError(f"no packets in the selection ({sel.title})", file=args.capture)
     return report, got, build(report, got, sel.conn_ids, sel.title)
 
 

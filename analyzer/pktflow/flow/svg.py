@@ -86,7 +86,8 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
     style = ("text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px}"
              ".t{fill:#666}.l{text-anchor:middle}.lane{text-anchor:middle;font-weight:bold;"
              "font-size:12px}.rule{stroke:#999;stroke-width:1}.g{fill:#a06000;font-weight:bold}"
-             ".gn{fill:#a06000;text-anchor:end}.lg{fill:#444;font-size:10px}.box{fill:#fff8e0;fill-opacity:.5;"
+             ".gn{fill:#a06000;text-anchor:end}.lg{fill:#444;font-size:10px}"
+             ".box{fill:#fff8e0;fill-opacity:.5;"
              "stroke:#e0b040;stroke-dasharray:3,2}.title{font-weight:bold;font-size:13px}")
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}"><style>{style}</style>'
