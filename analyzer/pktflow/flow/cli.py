@@ -64,10 +64,12 @@ def add_subparser(sub: Any) -> None:
                     help="write to this file (default: stdout)")
 
 
-def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any, Any]:
-    """The analysis report, the selective pass over the chosen span, and its ladder."""
+def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None
+            ) -> tuple[dict[str, Any], Any, Any]:
+    """The analysis report, the selective pass over the chosen span, and its ladder, with up
+    to `side_lanes` client (or server) lanes drawn apart (a drawing's default without)."""
     from pktflow.flow.events import collect
-    from pktflow.flow.ladder import build
+    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
     from pktflow.flow.select import select
 
     report = analyze(args.capture)
@@ -87,7 +89,17 @@ def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any
     if not got.events:
         # a diagram of nothing is a selection that missed: say which, as an error
         raise UsageError(f"no packets in the selection ({sel.title})", file=args.capture)
-    return report, got, build(report, got, sel.conn_ids, sel.title)
+    return report, got, build(report, got, sel.conn_ids, sel.title,
+                              MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes)
+
+
+def _terminal_side_lanes(width: int) -> int:
+    """Client (or server) lanes a terminal this wide draws apart: the lanes that fit at
+    LANE_MIN columns each, less the pooler's and the server's."""
+    from pktflow.flow.ladder import MAX_SIDE_LANES
+    from pktflow.flow.text import GUTTER, LANE_MIN
+
+    return max(MAX_SIDE_LANES, (width - GUTTER) // LANE_MIN + 1 - 2)
 
 
 def _plots_available() -> bool:
@@ -131,20 +143,25 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
 
 def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    report, got, ladder = prepare(args, analyze)
+    fmt = args.format
+    side_lanes = None
+    if fmt == "text":
+        from rich.console import Console
+
+        width = env.width or 120 if args.output else Console(file=env.stdout,
+                                                             width=env.width).width
+        side_lanes = _terminal_side_lanes(width)
+    report, got, ladder = prepare(args, analyze, side_lanes)
     if args.explain:
         from pktflow.flow.explain import notes
 
         ladder.explain = notes(ladder)
-    fmt = args.format
     if fmt == "text":
-        from rich.console import Console
-
         if args.output:
             with open(args.output, "w") as fh:
-                render_text(ladder, Console(file=fh, width=env.width or 120), args)
+                render_text(ladder, Console(file=fh, width=width), args)
         else:
-            render_text(ladder, Console(file=env.stdout, width=env.width), args)
+            render_text(ladder, Console(file=env.stdout, width=width), args)
         return 0
     if fmt == "json":
         from pktflow.flow.ladder import to_json

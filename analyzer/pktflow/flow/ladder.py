@@ -14,7 +14,12 @@ from pktflow.flow.legend import Detail, code, legend, tokens
 from pktflow.report.stored import by_id
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
-MAX_SIDE_LANES = 3  # client (or server) lanes drawn apart; more share one lane
+# Client (or server) endpoints drawn on lanes of their own; more share one lane, with a note.
+# A drawing (SVG, HTML, JSON, Mermaid) has room for a pooler's clients in transaction mode,
+# each on its lane so that the multiplexing shows; a terminal fits what its width allows
+# (flow/cli.py), at least MAX_SIDE_LANES.
+MAX_SIDE_LANES = 3
+MAX_DRAWN_SIDE_LANES = 12
 
 
 class Row(NamedTuple):
@@ -102,7 +107,7 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(sel: list[dict[str, Any]]
+def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES
                 ) -> tuple[list[str], dict[str, tuple[int, int]], list[str]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes;
     notes on lanes merged. `sel`: the connections drawn."""
@@ -129,10 +134,11 @@ def _lane_names(sel: list[dict[str, Any]]
     notes = []
     shared: dict[str, str] = {}  # endpoint -> the lane it shares
     for side, role in ((clients, "clients"), (servers, "servers")):
-        if len(side) > MAX_SIDE_LANES:  # a storm's 20,000 clients: one lane, not 20,000
+        if len(side) > side_lanes:  # a storm's 20,000 clients: one lane, not 20,000
             shared.update(dict.fromkeys(side, f"{role} ({len(side):,} endpoints)"))
-            notes.append(f"the {len(side):,} {role} are drawn as one lane; --connection draws "
-                         f"chosen connections apart")
+            notes.append(f"the {len(side):,} {role} are drawn as one lane (this drawing gives "
+                         f"a lane each to {side_lanes} at most); --connection draws chosen "
+                         f"connections apart")
     lanes = list(dict.fromkeys(shared.get(name, name) for name in
                                clients + ([pooler] if pooler else []) + servers))
     index = {name: i for i, name in enumerate(lanes)}
@@ -140,7 +146,8 @@ def _lane_names(sel: list[dict[str, Any]]
                    for k, (a, b) in ends.items()}, notes
 
 
-def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:
+def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str,
+          side_lanes: int = MAX_SIDE_LANES) -> Ladder:
     # what is drawn of each connection: a stored report's are decoded one at a time (a
     # storm's 20,000, decoded and kept, were 600 MB)
     drawn: list[dict[str, Any]] = []
@@ -150,7 +157,7 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                       "server": c["server"]})
         raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
                    if not d.get("window_scale_known"))
-    lanes, ends, lane_notes = _lane_names(drawn)
+    lanes, ends, lane_notes = _lane_names(drawn, side_lanes)
     start = report["capture"]["first_ts"] or 0.0
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
