@@ -12,6 +12,9 @@ use serde::Serialize;
 
 use crate::capture::Item;
 use crate::capture::{Capture, OpenError};
+use crate::pgwire::facts::Encryption;
+use crate::pgwire::messages::Name;
+use crate::pgwire::tls::{record_name, RecordWalk};
 use crate::pgwire::{Conversation, ConversationFacts};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
@@ -69,6 +72,8 @@ pub struct Recorder {
     /// Per direction, the latest frame whose bytes were fed: segments held back for a hole
     /// are fed when the frame filling it comes, and what they complete belongs to that frame.
     fed: [u64; 2],
+    /// Per direction, TLS records walked once TLS took over (named by content type).
+    tls: [RecordWalk; 2],
 }
 
 impl PacketObserver for Recorder {
@@ -92,9 +97,20 @@ impl PacketObserver for Recorder {
 
 impl StreamSink for Recorder {
     fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
+        let tls_before = self.conversation.encryption() == Encryption::Tls;
         self.conversation
             .feed(d, data, offset, frame, ts, start_seen);
-        let (steps, details) = self.conversation.take_trail(d).unwrap_or_default();
+        let (mut steps, details) = self.conversation.take_trail(d).unwrap_or_default();
+        // TLS from here on (after the server's 'S'), or from the first byte (direct TLS)
+        let tls_now = self.conversation.encryption() == Encryption::Tls;
+        if tls_before || (tls_now && data.first() == Some(&0x16)) {
+            if let Some(walk) = self.tls.get_mut(d) {
+                walk.feed(data, |t| match steps.last_mut() {
+                    Some((last, n)) if *last == Name::Known(record_name(t)) => *n += 1,
+                    _ => steps.push((Name::Known(record_name(t)), 1)),
+                });
+            }
+        }
         let partial = self.conversation.side_progress(d).is_some_and(|p| p.3);
         let frame = match self.fed.get_mut(d) {
             Some(last) => {
@@ -135,6 +151,11 @@ impl StreamSink for Recorder {
 
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
         self.conversation.gap(d, offset, length, frame, ts);
+        if self.conversation.encryption() == Encryption::Tls {
+            if let Some(walk) = self.tls.get_mut(d) {
+                walk.gap(); // record boundaries lost with the bytes
+            }
+        }
     }
 
     fn finish(&mut self) {
@@ -198,6 +219,7 @@ impl Handler for Picker {
             conversation,
             shared: Rc::clone(&self.shared),
             fed: [0, 0],
+            tls: Default::default(),
         }))
     }
 }

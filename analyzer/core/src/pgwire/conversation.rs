@@ -220,6 +220,11 @@ impl Conversation {
         self.protocol
     }
 
+    /// Whether TLS or GSSAPI took over the connection (decoding stopped there).
+    pub fn encryption(&self) -> Encryption {
+        self.encryption
+    }
+
     /// Keep each side's messages in wire order for `take_trail` (a diagram's pass).
     pub fn record_trail(&mut self) {
         for s in &mut self.sides {
