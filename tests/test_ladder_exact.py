@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tsharkcheck import TSHARK, pktflow_pgsql_frames, tshark_pgsql_frames
+from tsharkcheck import (TSHARK, pktflow_pgsql_frames, pktflow_tls_frames, tshark_pgsql_frames,
+                         tshark_tls_frames)
 
 from pktflow.cli import Env, main
 from pktflow.pipeline import analyze
@@ -203,3 +204,20 @@ def test_a_reset_is_drawn_and_explained() -> None:
     (rst,) = [r for r in rows(doc) if r["kind"] == "rst"]
     assert rst["frame"] == 42 and rst["label"] == "RST"
     assert any(line.startswith("RST:") for line in doc["legend"])
+
+
+@needs_tshark
+def test_tls_records_are_named_by_content_type_as_tshark_shows_them() -> None:
+    """After the server's one-byte 'S', segments are labelled by the TLS records they
+    complete (handshake, ChangeCipherSpec, encrypted data), frame by frame as tshark shows
+    them."""
+    path = CAPTURES / "tls-direct-loopback.pcap"
+    doc = flow_json(str(path), "--all", "--expand")
+    ours, theirs = pktflow_tls_frames(doc), tshark_tls_frames(path)
+    assert len(ours) == len(theirs) > 20
+    assert ours == theirs
+    assert frame_row(doc, 6)["message_sequence"] == [["EncryptionAccepted", 1]]
+    assert frame_row(doc, 6)["label"] == "1 B  'S'"
+    assert frame_row(doc, 11)["label"].endswith("TLS-handshake TLS-data×4")
+    legend = "\n".join(doc["legend"])
+    assert "'S' EncryptionAccepted" in legend and "TLS-data = " in legend

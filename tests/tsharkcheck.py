@@ -159,17 +159,49 @@ def tshark_pgsql_frames(path: Path, ports: list[int]) -> dict[int, Sequence]:
 def pktflow_pgsql_frames(flow: dict) -> dict[int, Sequence]:  # type: ignore[type-arg]
     """The same from a flow JSON document (`flow --all --expand --format json`): each item's
     message_sequence, authentication requests under one name as tshark has them, and the
-    server's one-byte answer to SSLRequest left out (tshark does not show it)."""
+    server's one-byte answer to SSLRequest and TLS records left out (tshark's pgsql does not
+    show them; tshark_tls_frames compares the records)."""
     res: dict[int, Sequence] = {}
     for it in flow["items"]:
         for row in it["group"]["rows"] if "group" in it else [it]:
             names: list[str] = []
             for name, n in row["message_sequence"]:
-                if name == "EncryptionRefused":
+                if name.startswith(("Encryption", "TLS")):  # not pgsql messages to tshark
                     continue
                 if name.startswith("Authentication"):
                     name = "Authentication"
                 names += [name] * n
             if names:
                 res[row["frame"]] = fold(names)
+    return res
+
+
+_TLS_NAMES = {"20": "TLSChangeCipherSpec", "21": "TLSAlert", "22": "TLSHandshake",
+              "23": "TLSApplicationData", "24": "TLSHeartbeat"}
+
+
+def tshark_tls_frames(path: Path) -> dict[int, Sequence]:
+    """Per frame: the TLS records tshark shows completed in it, by content type, folded.
+    tshark lists plaintext records' content types and TLS 1.3's encrypted records' opaque
+    types in two fields; in a TLS 1.3 stream the plaintext ones come first."""
+    cmd = [TSHARK or "tshark", "-n", "-r", str(path), "-T", "fields", "-e", "frame.number",
+           "-e", "tls.record.content_type", "-e", "tls.record.opaque_type"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res: dict[int, Sequence] = {}
+    for line in out.splitlines():
+        frame, plain, opaque = (line.split("\t") + ["", ""])[:3]
+        types = [t for t in (plain.split(",") + opaque.split(",")) if t]
+        if types:
+            res[int(frame)] = fold([_TLS_NAMES.get(t, "TLSRecord") for t in types])
+    return res
+
+
+def pktflow_tls_frames(flow: dict) -> dict[int, Sequence]:  # type: ignore[type-arg]
+    """The TLS records of a flow JSON document's items, per frame."""
+    res: dict[int, Sequence] = {}
+    for it in flow["items"]:
+        for row in it["group"]["rows"] if "group" in it else [it]:
+            seq = [(n, k) for n, k in row["message_sequence"] if n.startswith("TLS")]
+            if seq:
+                res[row["frame"]] = [(n, k) for n, k in seq]
     return res

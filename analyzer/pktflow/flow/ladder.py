@@ -300,7 +300,7 @@ def collapse(rows: list[Row]) -> list[Row | Group]:
     return items
 
 
-BULK = frozenset({"DataRow", "CopyData"})
+BULK = frozenset({"DataRow", "CopyData", "TLSApplicationData"})
 MIN_PHASE_ROWS = 8
 
 

@@ -18,7 +18,11 @@ _CODES = {name: chr(t) for t, name in FRONTEND.items()} | \
 # Untyped messages and replies named by what they answer keep a word of their own.
 _WORDS = {"StartupMessage": "Startup", "SSLRequest": "SSLRequest",
           "GSSENCRequest": "GSSENCRequest", "CancelRequest": "Cancel",
-          "EncryptionRefused": "'N'"}
+          "EncryptionRefused": "'N'", "EncryptionAccepted": "'S'",
+          # TLS records after 'S' (or a direct TLS start), by content type
+          "TLSHandshake": "TLS-handshake", "TLSChangeCipherSpec": "TLS-CCS",
+          "TLSApplicationData": "TLS-data", "TLSAlert": "TLS-alert",
+          "TLSHeartbeat": "TLS-heartbeat", "TLSRecord": "TLS-record"}
 
 # What each message is, in a few words (the documentation's one-line purpose).
 MEANING = {
@@ -27,6 +31,15 @@ MEANING = {
     "GSSENCRequest": "the client asks for GSSAPI encryption before starting",
     "CancelRequest": "cancel the query running on another connection (sent on a new one)",
     "EncryptionRefused": "the server's one-byte 'N': no encryption, plain text continues",
+    "EncryptionAccepted": "the server's one-byte 'S': TLS follows, the messages are "
+                          "encrypted from here",
+    "TLSHandshake": "a TLS handshake record (content type 22): hellos, keys, certificates",
+    "TLSChangeCipherSpec": "a TLS ChangeCipherSpec record (20)",
+    "TLSApplicationData": "a TLS record of encrypted data (23; TLS 1.3 writes every "
+                          "encrypted record so): PostgreSQL messages inside, unreadable",
+    "TLSAlert": "a TLS alert record (21): a warning, or the end of the session",
+    "TLSHeartbeat": "a TLS heartbeat record (24)",
+    "TLSRecord": "a TLS record of another content type",
     "Authentication": "an authentication request (AuthenticationOk: accepted)",
     "PasswordMessage": "the client's password or SASL/GSS response (content never shown)",
     "BackendKeyData": "the key a client needs to cancel a query on this backend",
@@ -147,10 +160,15 @@ def legend(used: Iterable[tuple[bool, str]], packets: Iterable[str]) -> list[str
         seen[front].setdefault(code(name), family(name))
     out = []
     for front, head in ((True, "F, toward the server"), (False, "B, toward the client")):
-        if seen[front]:
+        plain = {c: n for c, n in seen[front].items() if not n.startswith("TLS")}
+        if plain:
             out.append(f"{head}: " + " · ".join(c if c == n else f"{c} {n}"
-                                                for c, n in seen[front].items()))
-    if seen[True] or seen[False]:
+                                                for c, n in plain.items()))
+    tls = {c: n for side in seen.values() for c, n in side.items() if n.startswith("TLS")}
+    if tls:
+        out.append("TLS records, by content type: " + " · ".join(
+            f"{c} = {MEANING[n].removeprefix('a TLS ')}" for c, n in tls.items()))
+    if any(not n.startswith("TLS") for side in seen.values() for n in side.values()):
         both = sorted(c for c in set(seen[True]) & set(seen[False])
                       if seen[True][c] != seen[False][c])
         out.append("  letters are the type bytes of the PostgreSQL documentation's Message "
