@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -260,7 +261,14 @@ def test_html_report_in_a_real_browser(tmp_path: Path) -> None:
                          text)
     with Browser(CHROMIUM or "chromium", tmp_path) as b:
         b.open(page.as_uri())
-        n0 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+        # the ladder is drawn when its box is opened, not with the page
+        assert b.eval("document.querySelectorAll('#ladder-svg .arrow').length") == 0
+        b.eval("document.querySelector('#ladder-box summary').click()")
+        for _ in range(100):  # the toggle event comes after the click returns
+            n0 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+            if n0:
+                break
+            time.sleep(0.05)
         groups = b.eval("document.querySelectorAll('#ladder-svg .group').length")
         assert n0 > 0 and groups > 0
         assert "Relay 127.0.0.1:6432" in b.eval("document.body.innerText")

@@ -392,27 +392,29 @@ def group_totals(rows: list[Row], g: Group) -> dict[str, Any]:
             "t0": span[0].t, "t1": span[-1].t}
 
 
-def to_json(ladder: Ladder) -> dict[str, Any]:
-    def row(r: Row) -> dict[str, Any]:
-        letters: dict[str, int] = {}
-        for name, n in r.msgs:
-            c = code(name)
-            letters[c] = letters.get(c, 0) + n
-        return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
-                "kind": r.kind, "bytes": r.nbytes, "window": r.win,
-                "messages": letters, "message_sequence": [list(m) for m in r.msgs],
-                "details": [{"message": d.name, "sqlstate": d.code, "text": d.text}
-                            for d in r.details],
-                "partial": r.partial, "marks": list(r.marks), "label": label(r)}
+def row_json(r: Row) -> dict[str, Any]:
+    letters: dict[str, int] = {}
+    for name, n in r.msgs:
+        c = code(name)
+        letters[c] = letters.get(c, 0) + n
+    return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
+            "kind": r.kind, "bytes": r.nbytes, "window": r.win,
+            "messages": letters, "message_sequence": [list(m) for m in r.msgs],
+            "details": [{"message": d.name, "sqlstate": d.code, "text": d.text}
+                        for d in r.details],
+            "partial": r.partial, "marks": list(r.marks), "label": label(r)}
 
+
+def to_json(ladder: Ladder) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for it in ladder.items:
         if isinstance(it, Group):
             items.append({"group": {"repetitions": it.reps, "period": it.period,
                                     **group_totals(ladder.rows, it),
-                                    "rows": [row(r) for r in ladder.rows[it.start:it.end]]}})
+                                    "rows": [row_json(r)
+                                             for r in ladder.rows[it.start:it.end]]}})
         else:
-            items.append(row(it))
+            items.append(row_json(it))
     return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
             "items": items, "cut": ladder.cut, "notes": ladder.notes,
             "explain": ladder.explain, "legend": ladder.legend}
