@@ -159,8 +159,10 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     report, got, ladder = prepare(args, analyze, side_lanes)
     if args.explain:
         from pktflow.flow.explain import notes
+        from pktflow.flow.walk import walk
 
-        ladder.explain = notes(ladder)
+        # the conversation step by step, then a sentence on each symbol drawn
+        ladder.explain = walk(ladder) + notes(ladder)
     if fmt == "text":
         if args.output:
             with open(args.output, "w") as fh:
