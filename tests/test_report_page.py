@@ -98,3 +98,38 @@ def test_the_answer_first_at_desktop_and_phone_widths(tmp_path: Path) -> None:
         assert b.eval("document.querySelectorAll('#ladder-svg .arrow').length") > 0
         assert b.eval("document.documentElement.scrollWidth") <= 390  # the ladder scrolls
     assert (tmp_path / "report-1400.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package "
+                                             "chromium)")
+def test_step_through_and_read_what_each_arrow_carries(tmp_path: Path) -> None:
+    """`flow --format html`: the ladder open; "next" steps arrow by arrow; a click on an arrow
+    shows its messages in the order sent, each named in full with what it is and its tag."""
+    from cdp import Browser
+
+    page = tmp_path / "f.html"
+    err = io.StringIO()
+    assert main(["flow", str(CAPTURES / "extended-direct-loopback.pcap"), "--all", "--format",
+                 "html", "-o", str(page)], Env(stdout=io.StringIO(), stderr=err)) == 0
+    with Browser(CHROMIUM or "chromium", tmp_path) as b:
+        b.open(page.as_uri())
+        for _ in range(100):
+            if b.eval("document.querySelectorAll('#ladder-svg .arrow').length"):
+                break
+            time.sleep(0.05)
+        pane = "document.getElementById('pane').innerText"
+        b.eval("document.getElementById('next').click()")
+        assert b.eval(pane).startswith("frame 1,") and "SYN" in b.eval(pane)
+        b.eval("document.getElementById('next').click()")
+        assert b.eval(pane).startswith("frame 2,") and "SYN-ACK" in b.eval(pane)
+        b.eval("document.querySelector('#ladder-svg .arrow[data-frame=\"11\"]')"
+               ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        text = b.eval(pane)
+        assert text.startswith("frame 11,")
+        order = [text.index(name) for name in ("RowDescription", "DataRow", "CommandComplete",
+                                               "ReadyForQuery")]
+        assert order == sorted(order)
+        assert "CommandComplete (SELECT 1)" in text and "one row of a result" in text
+        assert b.eval("document.querySelectorAll('#ladder-svg .arrow.picked').length") == 1
+        b.eval("document.getElementById('next').click()")
+        assert b.eval(pane).startswith("frame 12,")

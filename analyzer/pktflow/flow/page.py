@@ -17,6 +17,7 @@ from typing import Any
 
 from pktflow.flow.ladder import (Group, Ladder, Phase, breakdown, group_totals, row_json,
                                  span_totals)
+from pktflow.flow.legend import MEANING, TCP_WORDS, family
 from pktflow.rates import format_rate
 from pktflow.report.columns import short_sql
 from pktflow.report.stored import busiest
@@ -49,8 +50,13 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
             items.append({"group": {**group_totals(rows, it), **block(it)}})
         else:
             items.append(row_json(it))
+    # what each message drawn is, for the reader's pane beside the ladder
+    names = {family(n) for r in rows for n, _ in r.msgs}
+    kinds = {r.kind for r in rows}
     return {"title": ladder.title, "lanes": ladder.lanes, "items": items,
-            "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes}
+            "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes,
+            "meaning": {n: MEANING.get(n, "") for n in sorted(names)},
+            "kinds": {k: " ".join(TCP_WORDS[k]) for k in sorted(kinds) if k in TCP_WORDS}}
 
 
 def _ms(a: float | None, b: float | None) -> str:
@@ -112,7 +118,8 @@ def _answer(report: dict[str, Any], top: list[tuple[int, dict[str, Any]]],
             f"({escape(cid)}#{i}): {q.get('response_bytes') or 0:,} B; server "
             f"{_ms(q.get('sent_s'), q.get('first_response_s'))} ms, transfer "
             f"{_ms(q.get('first_response_s'), q.get('last_response_s'))} ms, "
-            f"{format_rate(q.get('goodput_bps'))}"
+            + (f"{format_rate(q['goodput_bps'])}" if q.get("goodput_bps")
+               else "too small for a rate")
             + ("" if cost is None else f"; the relay added {cost:,.2f} ms") + ".</p>")
     if not out:
         out.append("<p>Nothing here carried enough data to judge what limited it.</p>")
@@ -181,8 +188,40 @@ function el(tag, attrs, text) {
   return e;
 }
 function n(x) { return x.toLocaleString('en-US'); }
+let picked = null, shown = [];
+function family(name) {
+  if (name.startsWith('Authentication')) return 'Authentication';
+  if (name.startsWith('SASL') || name.startsWith('GSSResponse')) return 'PasswordMessage';
+  return name;
+}
+function pick(r) {
+  picked = r.frame;
+  document.querySelectorAll('#ladder-svg .arrow.picked').forEach(a => a.classList.remove('picked'));
+  const a = document.querySelector(`#ladder-svg .arrow[data-frame="${r.frame}"]`);
+  if (a) { a.classList.add('picked'); a.scrollIntoView({block: 'nearest', inline: 'nearest'}); }
+  const pane = document.getElementById('pane');
+  const lines = [`<b>frame ${r.frame}</b>, ${r.t.toFixed(6)} s, ${r.connection}: ${L.lanes[r.from]} → ${L.lanes[r.to]}`,
+                 `${r.kind}, ${n(r.bytes)} B, window ${n(r.window)}` + (r.marks.length ? `, ${r.marks.join(', ')}` : ''),
+                 L.kinds[r.kind] ? esc(L.kinds[r.kind]) : ''];
+  const details = r.details.slice();
+  r.message_sequence.forEach(([name, k]) => {
+    const mine = details.filter(d => d.message === name).slice(0, k);
+    mine.forEach(d => details.splice(details.indexOf(d), 1));
+    const extra = mine.map(d => (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
+    lines.push(`<b>${esc(name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[family(name)] || '')}`);
+  });
+  if (r.partial) lines.push('… the last message goes on in a later segment');
+  pane.innerHTML = lines.filter(Boolean).map(x => `<div>${x}</div>`).join('');
+}
+function esc(t) { return t.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]); }
+function stepBy(d) {
+  if (!shown.length) return;
+  const i = shown.findIndex(r => r.frame === picked);
+  pick(shown[Math.max(0, Math.min(shown.length - 1, i < 0 ? 0 : i + d))]);
+}
 function draw() {
   drawn = true;
+  shown = [];
   const realTime = document.getElementById('realtime').checked;
   const scale = parseFloat(document.getElementById('zoom').value);
   const svg = document.getElementById('ladder-svg');
@@ -199,7 +238,9 @@ function draw() {
   }
   function arrow(r, parent, lead) {
     step(r.t);
-    const g = el('g', {class: 'arrow', 'data-frame': r.frame});
+    const g = el('g', {class: 'arrow' + (picked === r.frame ? ' picked' : ''), 'data-frame': r.frame});
+    g.addEventListener('click', () => pick(r));
+    shown.push(r);
     g.appendChild(el('title', {}, `frame ${r.frame}, ${r.t.toFixed(6)} s, ${r.connection}: ${r.label}`));
     g.appendChild(el('text', {x: 8, y: y + 4, class: 't'}, lead));
     const col = r.marks.length ? '#c0392b' : (r.kind === 'data' ? '#1f6fb2' : '#2e8b57');
@@ -264,6 +305,8 @@ function firstT() {
 }
 const box = document.getElementById('ladder-box');
 box.addEventListener('toggle', () => { if (box.open && !drawn) draw(); });
+document.getElementById('prev').addEventListener('click', () => stepBy(-1));
+document.getElementById('next').addEventListener('click', () => stepBy(1));
 document.getElementById('realtime').addEventListener('change', () => { if (drawn) draw(); });
 document.getElementById('zoom').addEventListener('input', () => { if (drawn) draw(); });
 if (box.open) draw();
@@ -285,6 +328,10 @@ td:first-child,th:first-child{white-space:nowrap;overflow-wrap:normal}
 .verdict{background:#f4f8fc;border-left:4px solid #1f6fb2;padding:.4em .8em;margin:.4em 0}
 .controls{margin:.5em 0}figure{margin:1em 0}figure svg,figure img{max-width:100%;height:auto}
 summary{cursor:pointer;font-weight:bold}
+#pane{position:sticky;top:0;z-index:1;background:#fffbe8;border:1px solid #e0c060;
+padding:.4em .6em;margin:.4em 0;font-size:.9em;min-height:2.5em}
+#ladder-svg .arrow{cursor:pointer}#ladder-svg .arrow.picked line{stroke-width:3.5}
+#ladder-svg .arrow.picked text.l{font-weight:bold}
 """
 
 
@@ -318,11 +365,14 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
         f"<h1>pktflow: {escape(ladder.title)}</h1>{''.join(parts)}"
         f"<section id='flow'><details id='ladder-box'{' open' if ladder_open else ''}>"
         f"<summary>Ladder diagram: {len(ladder.rows):,} packets, folded (drawn when "
-        "opened)</summary><p>Click a folded block's header (▸) to open it; hover an arrow "
-        "for its frame and details. <code>pktflow flow --expand</code> draws every packet."
+        "opened)</summary><p>Click a folded block's header (▸) to open it; click an arrow "
+        "for what it carries. <code>pktflow flow --expand</code> draws every packet."
         "</p><div class='controls'><label><input type='checkbox' id='realtime'> space rows by "
         "real time</label> <label>zoom <input type='range' id='zoom' min='0.5' max='4' "
-        "step='0.1' value='1'></label> <span id='status'></span></div>"
+        "step='0.1' value='1'></label> <button id='prev' type='button'>◀ previous</button> "
+        "<button id='next' type='button'>next ▶</button> <span id='status'></span></div>"
+        "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
+        "messages in the order sent, what each is, and the packet's TCP fields.</div>"
         f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'></svg>"
         f"</div>{notes}{legend}</details></section>"
         f"<script type='application/json' id='ladder'>{data}</script>"
