@@ -111,10 +111,57 @@ def test_many_captures_in_parallel_keep_order_and_errors(tmp_path: Path) -> None
     missing = tmp_path / "missing.pcap"
     argv = [str(p) for p in caps[:2]] + [str(missing)] + [str(p) for p in caps[2:]]
     code, out, err = cli("analyze", "--format", "jsonl", *argv)
-    files = [json.loads(line)["capture"]["file"] for line in out.splitlines()]
-    assert files == [str(p) for p in caps]
+    lines = [json.loads(line) for line in out.splitlines()]
+    files = [x["capture"]["file"] if "capture" in x else x["file"] for x in lines]
+    assert files == argv  # one line per input, the missing one's too, in input order
+    assert lines[2] == {"schema": "pktflow.error/1", "file": str(missing),
+                        "message": f"{missing}: no such file", "reason": "no such file",
+                        "frame": None, "offset": None, "exit_code": int(ExitCode.NO_FILE)}
     assert code == ExitCode.NO_FILE
     assert err.strip().splitlines() == [f"pktflow: {missing}: no such file"]
+
+
+@pytest.mark.parametrize("cores", [1, 4], ids=["one process", "in parallel"])
+def test_jsonl_lines_match_inputs_with_two_unreadable(
+        tmp_path: Path, cores: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`analyze --format jsonl a b c d`, b missing and d not a capture: four lines, in input
+    order, each failure a line naming its file, exit code and reason; the exit code is the
+    worst, as before."""
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a capture\n")
+    argv = [str(DIRECT), str(tmp_path / "gone.pcap"), str(DIRECT), str(text)]
+    code, out, err = cli("analyze", "--format", "jsonl", *argv)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 4
+    assert [x["schema"] for x in lines] == ["pktflow.report/1", "pktflow.error/1",
+                                           "pktflow.report/1", "pktflow.error/1"]
+    assert [lines[1]["file"], lines[3]["file"]] == [argv[1], argv[3]]
+    assert (lines[1]["exit_code"], lines[3]["exit_code"]) == (ExitCode.NO_FILE,
+                                                              ExitCode.NOT_A_CAPTURE)
+    assert lines[3]["reason"].startswith("not a pcap or pcapng capture")
+    assert code == ExitCode.NOT_A_CAPTURE and len(err.strip().splitlines()) == 2
+
+
+def test_jsonl_keeps_a_line_for_an_input_that_hit_a_bug(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug on one input (here a stand-in) is that input's line, not the end of the run."""
+    import pktflow.cli
+
+    real = pktflow.cli.analyze
+
+    def flaky(path: str, *a: object, **k: object) -> object:
+        if path == "boom.pcap":
+            raise ZeroDivisionError("stand-in")
+        return real(path, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    monkeypatch.setattr(pktflow.cli, "analyze", flaky)
+    code, out, _ = cli("analyze", "--format", "jsonl", str(DIRECT), "boom.pcap")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [x["schema"] for x in lines] == ["pktflow.report/1", "pktflow.error/1"]
+    assert lines[1]["exit_code"] == ExitCode.INTERNAL == code
+    assert "ZeroDivisionError" in lines[1]["reason"]
 
 
 def test_many_captures_in_parallel_with_stored_reports(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ def test_direct_seqscan_fits_one_screen_and_shows_the_study_pattern() -> None:
     assert sum("8,192 B" in ln for ln in repeated) == 2
     assert sum("ACK 16,384 B" in ln for ln in repeated) == 1
     assert any(" Q " in ln for ln in lines[:5])  # the request opens the diagram
-    assert any("C Z" in ln for ln in lines)  # CommandComplete and ReadyForQuery close it
+    # CommandComplete with its tag as sent, and ReadyForQuery, close it
+    assert any("D×18 C(SELECT 10000) Z" in ln for ln in lines)
 
 
 @pytest.mark.parametrize("width", [80, 100, 120])
@@ -105,22 +107,56 @@ def test_plain_and_styled_ladders_read_the_same(width: int) -> None:
         assert all(len(line) <= width for line in texts[0].splitlines())
 
 
-def test_many_clients_share_one_lane() -> None:
-    """More than MAX_SIDE_LANES client endpoints (pgbench's five; a storm's 20,000) are drawn
-    as one lane, with a note; every packet is still drawn, between the right lanes."""
-    from pktflow.flow.ladder import MAX_SIDE_LANES
-
+def test_transaction_pooled_clients_get_a_lane_each() -> None:
+    """pgbench's five clients through PgBouncer in transaction mode: a lane each (drawings
+    give up to MAX_DRAWN_SIDE_LANES), so which client's transaction rides which server leg
+    reads off the diagram; every packet between its own client's lane and the pooler."""
     capture = str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap")
+    report = analyze(capture)
     doc = flow_json(capture, "--all")
-    clients = {f"{c['client']['ip']}:{c['client']['port']}"
-               for c in analyze(capture)["connections"] if c["role"] == "front"}
-    assert len(clients) > MAX_SIDE_LANES
-    assert doc["lanes"][0] == f"clients ({len(clients):,} endpoints)"
-    assert len(doc["lanes"]) == 3 and doc["lanes"][1].startswith("pooler")
+    fronts = {c["id"]: f"client {c['client']['ip']}:{c['client']['port']}"
+              for c in report["connections"] if c["role"] == "front"}
+    assert len(set(fronts.values())) == 5
+    lanes = doc["lanes"]
+    assert lanes[:5] == sorted(set(fronts.values()), key=lanes.index)
+    assert lanes[5].startswith("pooler") and lanes[6].startswith("server")
+    assert not doc["notes"]
+    pooler = 5
+    for r in rows(doc):
+        ends = {r["from"], r["to"]}
+        if r["connection"] in fronts:
+            assert ends == {lanes.index(fronts[r["connection"]]), pooler}, r
+        else:
+            assert ends == {pooler, 6}, r
+
+
+def test_many_clients_share_one_lane(tmp_path: Path) -> None:
+    """More client endpoints than a drawing gives lanes (a storm's 20,000; here 14) are drawn
+    as one lane, with a note; every packet is still drawn, between the right lanes. A terminal
+    gives as many as its width fits: pgbench's five share one at 120 columns."""
+    from craft import LINKTYPE_ETHERNET, frame, tcp_segment, write_pcap
+
+    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES
+
+    packets = []
+    for i in range(MAX_DRAWN_SIDE_LANES + 2):
+        packets.append(tcp_segment(b"x" * 100, sport=40000 + i, seq=1, ack=1, flags="PA"))
+        packets.append(tcp_segment(src="10.0.0.2", dst="10.0.0.1", sport=5432, dport=40000 + i,
+                                   seq=1, ack=101, flags="A"))
+    path = write_pcap(tmp_path / "many.pcap", [frame(p, LINKTYPE_ETHERNET) for p in packets])
+    doc = flow_json(str(path), "--all")
+    assert doc["lanes"] == [f"clients ({MAX_DRAWN_SIDE_LANES + 2} endpoints)",
+                            "server 10.0.0.2:5432"]
     assert any("drawn as one lane" in n for n in doc["notes"])
     drawn = rows(doc)
-    assert {(r["from"], r["to"]) for r in drawn} <= {(0, 1), (1, 0), (1, 2), (2, 1)}
-    assert len({r["frame"] for r in drawn}) == len(drawn)
+    assert len(drawn) == len(packets)
+    assert {(r["from"], r["to"]) for r in drawn} == {(0, 1), (1, 0)}
+    code, out, _ = cli("flow", str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap"), "--all",
+                       width=120)
+    assert code == 0 and "clients (5 endpoints)" in out and "drawn as one lane" in out
+    code, out, _ = cli("flow", str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap"), "--all",
+                       width=200)
+    assert code == 0 and "clients (5 endpoints)" not in out and out.count("client") >= 5
 
 
 def test_pooled_seqscan_has_three_lanes_and_shows_the_resplit() -> None:
@@ -225,7 +261,14 @@ def test_html_report_in_a_real_browser(tmp_path: Path) -> None:
                          text)
     with Browser(CHROMIUM or "chromium", tmp_path) as b:
         b.open(page.as_uri())
-        n0 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+        # the ladder is drawn when its box is opened, not with the page
+        assert b.eval("document.querySelectorAll('#ladder-svg .arrow').length") == 0
+        b.eval("document.querySelector('#ladder-box summary').click()")
+        for _ in range(100):  # the toggle event comes after the click returns
+            n0 = b.eval("document.querySelectorAll('#ladder-svg .arrow').length")
+            if n0:
+                break
+            time.sleep(0.05)
         groups = b.eval("document.querySelectorAll('#ladder-svg .group').length")
         assert n0 > 0 and groups > 0
         assert "Relay 127.0.0.1:6432" in b.eval("document.body.innerText")

@@ -271,7 +271,7 @@ def test_best_and_worst_100ms_as_a_dict_of_counts(tmp_path: Path, seed: int) -> 
         return
     (bi, bb), (wi, wb) = best_and_worst(ref, int((last - first) * 10))
     start = f.packets[0][1]
-    assert out["best_100ms"]["bps"] == bb * 10
+    assert out["best_100ms"]["bps"] == bb * 80  # bits per second
     assert out["best_100ms"]["start_s"] == pytest.approx(first + bi / 10 - start, abs=1e-5)
-    assert out["worst_100ms"]["bps"] == wb * 10
+    assert out["worst_100ms"]["bps"] == wb * 80
     assert out["worst_100ms"]["start_s"] == pytest.approx(first + wi / 10 - start, abs=1e-5)

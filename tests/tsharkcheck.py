@@ -75,6 +75,16 @@ _PGSQL_NAMES = {
     "Parse completion": "ParseComplete", "Bind completion": "BindComplete",
     "Error": "ErrorResponse", "Notice": "NoticeResponse",
 }
+# Names the per-frame order compares as well (tshark's words for every message it names).
+_PGSQL_ORDER_NAMES = _PGSQL_NAMES | {
+    "Describe": "Describe", "Close completion": "CloseComplete", "Close": "Close",
+    "Authentication request": "Authentication", "Password message": "PasswordMessage",
+    "Row description": "RowDescription", "Empty query": "EmptyQueryResponse",
+    "Parameter description": "ParameterDescription", "No data": "NoData",
+    "Portal suspended": "PortalSuspended", "Flush": "Flush", "Copy failure": "CopyFail",
+    "Notification response": "NotificationResponse", "Function call": "FunctionCall",
+    "Function call response": "FunctionCallResponse", "Cancel request": "CancelRequest",
+}
 
 
 def tshark_pgsql_counts(path: Path, ports: list[int]) -> dict[tuple[int, int], dict[str, int]]:
@@ -109,3 +119,89 @@ def pktflow_pgsql_counts(report: dict) -> dict[tuple[int, int], dict[str, int]]:
             if counts:
                 out[key] = counts
     return out
+
+
+Sequence = list[tuple[str, int]]
+
+
+def fold(names: list[str]) -> Sequence:
+    """Consecutive repeats folded: [D, D, C] -> [(D, 2), (C, 1)]."""
+    out: Sequence = []
+    for n in names:
+        if out and out[-1][0] == n:
+            out[-1] = (n, out[-1][1] + 1)
+        else:
+            out.append((n, 1))
+    return out
+
+
+def tshark_pgsql_frames(path: Path, ports: list[int]) -> dict[int, Sequence]:
+    """Per frame: the PostgreSQL messages tshark's pgsql dissector shows in it, in order,
+    consecutive repeats folded. tshark reassembles a message across segments and shows it in
+    the frame that completes it; out-of-order segments are reassembled too. Authentication
+    requests are one name to tshark ("Authentication request"). A frame with a type tshark
+    cannot name maps to None (the caller decides)."""
+    cmd = [TSHARK or "tshark", "-n", "-r", str(path), "-o", "tcp.reassemble_out_of_order:TRUE",
+           "-T", "fields", "-e", "frame.number", "-e", "pgsql.type"]
+    for p in ports:
+        cmd += ["-d", f"tcp.port=={p},pgsql"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res: dict[int, Sequence] = {}
+    for line in out.splitlines():
+        frame, _, types = line.partition("\t")
+        if not types:
+            continue
+        names = [_PGSQL_ORDER_NAMES.get(t, f"?{t}") for t in types.split(",")]
+        res[int(frame)] = fold(names)
+    return res
+
+
+def pktflow_pgsql_frames(flow: dict) -> dict[int, Sequence]:  # type: ignore[type-arg]
+    """The same from a flow JSON document (`flow --all --expand --format json`): each item's
+    message_sequence, authentication requests under one name as tshark has them, and the
+    server's one-byte answer to SSLRequest and TLS records left out (tshark's pgsql does not
+    show them; tshark_tls_frames compares the records)."""
+    res: dict[int, Sequence] = {}
+    for it in flow["items"]:
+        for row in it["group"]["rows"] if "group" in it else [it]:
+            names: list[str] = []
+            for name, n in row["message_sequence"]:
+                if name.startswith(("Encryption", "TLS")):  # not pgsql messages to tshark
+                    continue
+                if name.startswith("Authentication"):
+                    name = "Authentication"
+                names += [name] * n
+            if names:
+                res[row["frame"]] = fold(names)
+    return res
+
+
+_TLS_NAMES = {"20": "TLSChangeCipherSpec", "21": "TLSAlert", "22": "TLSHandshake",
+              "23": "TLSApplicationData", "24": "TLSHeartbeat"}
+
+
+def tshark_tls_frames(path: Path) -> dict[int, Sequence]:
+    """Per frame: the TLS records tshark shows completed in it, by content type, folded.
+    tshark lists plaintext records' content types and TLS 1.3's encrypted records' opaque
+    types in two fields; in a TLS 1.3 stream the plaintext ones come first."""
+    cmd = [TSHARK or "tshark", "-n", "-r", str(path), "-T", "fields", "-e", "frame.number",
+           "-e", "tls.record.content_type", "-e", "tls.record.opaque_type"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res: dict[int, Sequence] = {}
+    for line in out.splitlines():
+        frame, plain, opaque = (line.split("\t") + ["", ""])[:3]
+        types = [t for t in (plain.split(",") + opaque.split(",")) if t]
+        if types:
+            res[int(frame)] = fold([_TLS_NAMES.get(t, "TLSRecord") for t in types])
+    return res
+
+
+def pktflow_tls_frames(flow: dict) -> dict[int, Sequence]:  # type: ignore[type-arg]
+    """The TLS records of a flow JSON document's items, per frame."""
+    res: dict[int, Sequence] = {}
+    for it in flow["items"]:
+        for row in it["group"]["rows"] if "group" in it else [it]:
+            seq = [(n, k) for n, k in row["message_sequence"] if n.startswith("TLS")]
+            if seq:
+                res[row["frame"]] = [(n, k) for n, k in seq]
+    return res

@@ -18,6 +18,8 @@ from pktflow.errors import ExitCode, PktflowError
 from pktflow.pipeline import Options, analyze
 from pktflow.report.stored import COMPACT, INDENTED, json_pieces
 
+ERROR_SCHEMA = "pktflow.error/1"  # a jsonl line for an input that gave no report
+
 
 class Env:
     """Where a run writes: the process's streams, or a test's."""
@@ -96,19 +98,34 @@ def _store(args: argparse.Namespace) -> str:
     return INDENTED if args.format == "json" else COMPACT
 
 
-def _worker(job: tuple[str, bool, str]) -> tuple[str, Any]:
-    """One capture in a worker process: the report, or the error's line and exit code (an
-    exception object would lose its fields crossing the process boundary)."""
-    path, postgres, store = job
+def _failure(path: str, exc: BaseException) -> dict[str, Any]:
+    """A capture that gave no report: what stderr says, and the same as fields (a jsonl line
+    of its own, so that output lines match inputs)."""
+    if isinstance(exc, PktflowError):
+        exc.file = exc.file or path  # named, when what failed was not the file
+        return {"message": exc.one_line(), "reason": exc.reason, "frame": exc.frame,
+                "offset": exc.offset, "exit_code": int(exc.exit_code)}
+    reason = f"internal error: {type(exc).__name__}: {exc}"
+    return {"message": f"{path}: {reason}; rerun with --debug and report it", "reason": reason,
+            "frame": None, "offset": None, "exit_code": int(ExitCode.INTERNAL)}
+
+
+def _worker(job: tuple[str, bool, str, bool]) -> tuple[str, Any]:
+    """One capture in a worker process: the report, or its failure's fields (an exception
+    object would lose its fields crossing the process boundary)."""
+    path, postgres, store, debug = job
     try:
         return "ok", analyze(path, Options(decode_postgres=postgres, store=store))
     except PktflowError as exc:
-        exc.file = exc.file or path
-        return "error", (exc.one_line(), int(exc.exit_code))
+        return "error", _failure(path, exc)
+    except Exception as exc:  # a bug on one input must not lose the others' lines
+        if debug:
+            raise
+        return "error", _failure(path, exc)
 
 
 def _reports(args: argparse.Namespace, env: Env) -> Any:
-    """(path, report or None, error line, exit code) per capture, in the order given. Several
+    """(path, report or None, failure or None) per capture, in the order given. Several
     captures are analysed in parallel, one process per core: each analysis is one Python
     thread's work, so processes are what use the machine."""
     paths = args.captures
@@ -116,20 +133,23 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
     if workers < 2:
         for path in paths:
             try:
-                yield path, _analyze_one(path, args, env, _store(args)), None, 0
+                yield path, _analyze_one(path, args, env, _store(args)), None
             except PktflowError as exc:
-                exc.file = exc.file or path  # named, when what failed was not the file
-                yield path, None, exc.one_line(), int(exc.exit_code)
+                yield path, None, _failure(path, exc)
+            except Exception as exc:
+                if args.debug or len(paths) == 1:
+                    raise  # one input: main's own one-line report of a bug
+                yield path, None, _failure(path, exc)
         return
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        jobs = [(p, not args.no_postgres, _store(args)) for p in paths]
+        jobs = [(p, not args.no_postgres, _store(args), args.debug) for p in paths]
         for path, (status, value) in zip(paths, pool.map(_worker, jobs)):
             if status == "ok":
-                yield path, value, None, 0
+                yield path, value, None
             else:
-                yield path, None, value[0], value[1]
+                yield path, None, value
 
 
 def _write(out: IO[str], pieces: Iterator[str]) -> None:
@@ -165,10 +185,13 @@ def write_json(report: dict[str, Any], out: IO[str]) -> None:
 
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     worst = ExitCode.OK
-    for path, report, error, code in _reports(args, env):
+    for path, report, failure in _reports(args, env):
         if report is None:
-            print(f"pktflow: {error}", file=env.stderr)
-            worst = max(worst, ExitCode(code))
+            print(f"pktflow: {failure['message']}", file=env.stderr)
+            worst = max(worst, ExitCode(failure["exit_code"]))
+            if args.format == "jsonl":  # a line for every input, in input order
+                env.stdout.write(json.dumps({"schema": ERROR_SCHEMA, "file": path, **failure},
+                                            separators=(",", ":")) + "\n")
             continue
         if args.format == "json":
             write_json(report, env.stdout)

@@ -1,5 +1,6 @@
 //! The packets of chosen connections within a time span, for a diagram: what each packet was
-//! and which PostgreSQL messages each segment completed, in wire order. A second, selective
+//! and which PostgreSQL messages each segment completed, in wire order (a message belongs to
+//! the segment that ends it, as tshark's reassembly attributes it). A second, selective
 //! pass with the analysis pass's engine and rules, so connections and numbers are the same.
 
 use std::cell::RefCell;
@@ -11,6 +12,9 @@ use serde::Serialize;
 
 use crate::capture::Item;
 use crate::capture::{Capture, OpenError};
+use crate::pgwire::facts::Encryption;
+use crate::pgwire::messages::Name;
+use crate::pgwire::tls::{record_name, RecordWalk};
 use crate::pgwire::{Conversation, ConversationFacts};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
@@ -19,8 +23,17 @@ use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine
 #[derive(Serialize)]
 pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8);
 
-/// Messages a segment completed: each name and how many, in the order first met.
+/// Messages a segment completed, in wire order, consecutive repeats folded: name and count.
 pub type Label = Vec<(String, u64)>;
+
+/// What a diagram shows of a message beside its name: a command tag as sent, an error's or
+/// notice's SQLSTATE and message.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Detail {
+    pub name: String,
+    pub code: Option<String>,
+    pub text: String,
+}
 
 /// What the diagram draws.
 #[derive(Serialize, Default)]
@@ -28,6 +41,8 @@ pub struct Collected {
     pub events: Vec<Event>,
     /// (connection, frame, messages completed in that frame: name and count)
     pub labels: Vec<(u64, u64, Label)>,
+    /// (connection, frame, details of the tags, errors and notices it completed, in order)
+    pub details: Vec<(u64, u64, Vec<Detail>)>,
     /// (connection, frame) of segments that ended inside a message
     pub partial: Vec<(u64, u64)>,
     /// each selected connection's engine facts and PostgreSQL facts (roles, for the lanes)
@@ -44,6 +59,7 @@ struct Shared {
     max_events: usize,
     events: Vec<Event>,
     labels: BTreeMap<(u64, u64), Label>,
+    details: BTreeMap<(u64, u64), Vec<Detail>>,
     partial: BTreeSet<(u64, u64)>,
     cut: bool,
 }
@@ -53,46 +69,11 @@ pub struct Recorder {
     number: u64,
     conversation: Conversation,
     shared: Rc<RefCell<Shared>>,
-    /// per direction: its control messages' counts when last compared, and how many
-    seen: [Vec<(String, u64)>; 2],
-    named: [u64; 2],
-}
-
-impl Recorder {
-    /// The messages direction d completed since `before` (named, rows, copies): control
-    /// messages from their counts (compared only when one came), DataRows and CopyDatas from
-    /// their totals, as most segments hold only those.
-    fn completed(&mut self, d: usize, before: (u64, u64, u64)) -> Label {
-        let Some((named, rows, copies, _)) = self.conversation.side_progress(d) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        if let (Some(seen), Some(last)) = (self.seen.get_mut(d), self.named.get_mut(d)) {
-            if named != *last {
-                let now = self.conversation.side_counts(d);
-                for (name, n) in &now {
-                    if name == "DataRow" || name == "CopyData" {
-                        continue;
-                    }
-                    let was = seen.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v);
-                    if *n != was {
-                        out.push((name.clone(), n.saturating_sub(was)));
-                    }
-                }
-                *seen = now;
-                *last = named;
-            }
-        }
-        for (name, n) in [
-            ("DataRow", rows - before.1),
-            ("CopyData", copies - before.2),
-        ] {
-            if n > 0 {
-                out.push((name.to_string(), n));
-            }
-        }
-        out
-    }
+    /// Per direction, the latest frame whose bytes were fed: segments held back for a hole
+    /// are fed when the frame filling it comes, and what they complete belongs to that frame.
+    fed: [u64; 2],
+    /// Per direction, TLS records walked once TLS took over (named by content type).
+    tls: [RecordWalk; 2],
 }
 
 impl PacketObserver for Recorder {
@@ -116,24 +97,50 @@ impl PacketObserver for Recorder {
 
 impl StreamSink for Recorder {
     fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
-        let before = self
-            .conversation
-            .side_progress(d)
-            .map_or((0, 0, 0), |(n, r, c, _)| (n, r, c));
+        let tls_before = self.conversation.encryption() == Encryption::Tls;
         self.conversation
             .feed(d, data, offset, frame, ts, start_seen);
-        let done = self.completed(d, before);
+        let (mut steps, details) = self.conversation.take_trail(d).unwrap_or_default();
+        // TLS from here on (after the server's 'S'), or from the first byte (direct TLS)
+        let tls_now = self.conversation.encryption() == Encryption::Tls;
+        if tls_before || (tls_now && data.first() == Some(&0x16)) {
+            if let Some(walk) = self.tls.get_mut(d) {
+                walk.feed(data, |t| match steps.last_mut() {
+                    Some((last, n)) if *last == Name::Known(record_name(t)) => *n += 1,
+                    _ => steps.push((Name::Known(record_name(t)), 1)),
+                });
+            }
+        }
         let partial = self.conversation.side_progress(d).is_some_and(|p| p.3);
+        let frame = match self.fed.get_mut(d) {
+            Some(last) => {
+                *last = (*last).max(frame);
+                *last
+            }
+            None => frame,
+        };
         let key = (self.number, frame);
         let mut s = self.shared.borrow_mut();
-        if !done.is_empty() {
+        if !steps.is_empty() {
+            // a frame fed in pieces (a hole filled) continues its label: the bytes are
+            // consecutive in the stream, so a repeat across the join folds too
             let label = s.labels.entry(key).or_default();
-            for (name, n) in done {
-                match label.iter_mut().find(|(k, _)| *k == name) {
-                    Some((_, count)) => *count += n,
-                    None => label.push((name, n)),
+            for (name, n) in steps {
+                match label.last_mut() {
+                    Some((last, count)) if *last == *name.label() => *count += n,
+                    _ => label.push((name.text(), n)),
                 }
             }
+        }
+        if !details.is_empty() {
+            s.details
+                .entry(key)
+                .or_default()
+                .extend(details.into_iter().map(|x| Detail {
+                    name: x.name.text(),
+                    code: x.code,
+                    text: x.text,
+                }));
         }
         if partial {
             s.partial.insert(key);
@@ -144,6 +151,11 @@ impl StreamSink for Recorder {
 
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
         self.conversation.gap(d, offset, length, frame, ts);
+        if self.conversation.encryption() == Encryption::Tls {
+            if let Some(walk) = self.tls.get_mut(d) {
+                walk.gap(); // record boundaries lost with the bytes
+            }
+        }
     }
 
     fn finish(&mut self) {
@@ -200,12 +212,14 @@ impl Handler for Picker {
         if !self.numbers.contains(&meta.number) {
             return Maybe(None);
         }
+        let mut conversation = Conversation::new();
+        conversation.record_trail();
         Maybe(Some(Recorder {
             number: meta.number,
-            conversation: Conversation::new(),
+            conversation,
             shared: Rc::clone(&self.shared),
-            seen: [Vec::new(), Vec::new()],
-            named: [0, 0],
+            fed: [0, 0],
+            tls: Default::default(),
         }))
     }
 }
@@ -301,6 +315,7 @@ fn collect_from(
     let s = shared.take();
     out.events = s.events;
     out.labels = s.labels.into_iter().map(|((n, f), l)| (n, f, l)).collect();
+    out.details = s.details.into_iter().map(|((n, f), l)| (n, f, l)).collect();
     out.partial = s.partial.into_iter().collect();
     out.cut = s.cut;
     out.records = capture.stats().packets;

@@ -64,10 +64,12 @@ def add_subparser(sub: Any) -> None:
                     help="write to this file (default: stdout)")
 
 
-def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any, Any]:
-    """The analysis report, the selective pass over the chosen span, and its ladder."""
+def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None
+            ) -> tuple[dict[str, Any], Any, Any]:
+    """The analysis report, the selective pass over the chosen span, and its ladder, with up
+    to `side_lanes` client (or server) lanes drawn apart (a drawing's default without)."""
     from pktflow.flow.events import collect
-    from pktflow.flow.ladder import build
+    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
     from pktflow.flow.select import select
 
     report = analyze(args.capture)
@@ -75,13 +77,29 @@ def prepare(args: argparse.Namespace, analyze: Any) -> tuple[dict[str, Any], Any
         sel = select(report, query=args.query, connections=args.connection, t_from=args.t_from,
                      t_to=args.t_to, whole=args.all)
         if sel.t1 < sel.t0:
+            if args.t_to is None:
+                raise UsageError(f"no packets in the selection ({sel.title}): the capture "
+                                 f"ends at {sel.t1:.6g} s")
             raise UsageError(f"--from {sel.t0} is after --to {sel.t1}")
     except UsageError as exc:
         exc.file = exc.file or args.capture  # name the file, as every error does
         raise
     start = report["capture"]["first_ts"] or 0.0
     got = collect(args.capture, sel.conn_ids, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6)
-    return report, got, build(report, got, sel.conn_ids, sel.title)
+    if not got.events:
+        # a diagram of nothing is a selection that missed: say which, as an error
+        raise UsageError(f"no packets in the selection ({sel.title})", file=args.capture)
+    return report, got, build(report, got, sel.conn_ids, sel.title,
+                              MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes)
+
+
+def _terminal_side_lanes(width: int) -> int:
+    """Client (or server) lanes a terminal this wide draws apart: the lanes that fit at
+    LANE_MIN columns each, less the pooler's and the server's."""
+    from pktflow.flow.ladder import MAX_SIDE_LANES
+    from pktflow.flow.text import GUTTER, LANE_MIN
+
+    return max(MAX_SIDE_LANES, (width - GUTTER) // LANE_MIN + 1 - 2)
 
 
 def _plots_available() -> bool:
@@ -93,16 +111,21 @@ def _plots_available() -> bool:
 
 
 def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    from pktflow.flow.svg import html
+    from pktflow.flow.page import html
 
     report, got, ladder = prepare(args, analyze)
     figures = []
     if _plots_available():
         from pktflow.flow.plots import render
 
-        svg_text = render(report, got, ladder.title, "svg").decode()
-        figures.append(("time-sequence graph and bytes in flight of the drawn span",
-                        svg_text[svg_text.index("<svg"):]))
+        import base64
+
+        # a picture, not SVG: an SVG's size grows with the segments drawn (0.9 MB for a
+        # 20,000-row pg_dump), a PNG's with the figure's size only
+        png = base64.b64encode(render(report, got, ladder.title, "png")).decode()
+        alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
+               "time of the drawn span")
+        figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
     else:
         ladder.notes.append("plots need matplotlib (pip install matplotlib)")
     args.output.write_text(html(ladder, report, figures))
@@ -125,29 +148,38 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
 
 def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    report, got, ladder = prepare(args, analyze)
-    if args.explain:
-        from pktflow.flow.explain import notes
-
-        ladder.explain = notes(ladder)
     fmt = args.format
+    side_lanes = None
     if fmt == "text":
         from rich.console import Console
 
+        width = env.width or 120 if args.output else Console(file=env.stdout,
+                                                             width=env.width).width
+        side_lanes = _terminal_side_lanes(width)
+    report, got, ladder = prepare(args, analyze, side_lanes)
+    if args.explain:
+        from pktflow.flow.explain import notes
+        from pktflow.flow.walk import walk
+
+        # the conversation step by step, then a sentence on each symbol drawn
+        ladder.explain = walk(ladder) + notes(ladder)
+    if fmt == "text":
         if args.output:
             with open(args.output, "w") as fh:
-                render_text(ladder, Console(file=fh, width=env.width or 120), args)
+                render_text(ladder, Console(file=fh, width=width), args)
         else:
-            render_text(ladder, Console(file=env.stdout, width=env.width), args)
+            render_text(ladder, Console(file=env.stdout, width=width), args)
         return 0
     if fmt == "json":
         from pktflow.flow.ladder import to_json
 
         out = json.dumps(to_json(ladder), indent=2) + "\n"
     elif fmt in ("svg", "html"):
-        from pktflow.flow.svg import html, svg
+        from pktflow.flow.page import html
+        from pktflow.flow.svg import svg
 
-        out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report)
+        out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report,
+                                                                        ladder_open=True)
     else:
         from pktflow.flow.sequence import mermaid, plantuml
 

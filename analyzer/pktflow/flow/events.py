@@ -10,39 +10,11 @@ from typing import NamedTuple
 
 from pktflow import _core
 from pktflow.capture.problems import open_error
-from pktflow.pgwire.messages import BACKEND, FRONTEND
+from pktflow.flow.legend import Detail
 from pktflow.pgwire.report import frontend_direction
 from pktflow.pipeline import LINGER_S, SETTLED_LINGER_S
 
 MAX_EVENTS = 200_000  # packets kept for one diagram; past it the diagram says it was cut
-
-_CODES = {name: chr(t) for t, name in FRONTEND.items()} | \
-    {name: chr(t) for t, name in BACKEND.items()}
-
-
-def short_code(name: str) -> str:
-    """"DataRow" -> "D", as the protocol documentation's type bytes; untyped messages keep a
-    short name."""
-    if name in _CODES:
-        return _CODES[name]
-    if name.startswith("Authentication"):
-        return "R"
-    if name.startswith(("SASL", "GSS")) or name == "PasswordMessage":
-        return "p"
-    return {"StartupMessage": "Startup", "SSLRequest": "SSLRequest",
-            "GSSENCRequest": "GSSENCRequest", "CancelRequest": "Cancel"}.get(name, name)
-
-
-# The order messages take in a segment, per role, so labels read like the protocol flows.
-_ORDER = {c: i for i, c in enumerate(
-    ["Startup", "SSLRequest", "GSSENCRequest", "Cancel", "R", "p", "K", "v", "S", "Q", "P", "1",
-     "B", "2", "t", "n", "T", "G", "H", "W", "D", "d", "c", "f", "s", "E", "I", "C", "N", "A",
-     "F", "V", "3", "X", "Z"])}
-
-
-def ordered(codes: dict[str, int]) -> tuple[tuple[str, int], ...]:
-    return tuple(sorted(codes.items(), key=lambda kv: _ORDER.get(kv[0], 99)))
-
 
 class Event(NamedTuple):
     conn: str
@@ -61,7 +33,9 @@ class Collected:
     def __init__(self, t0: float, t1: float) -> None:
         self.t0, self.t1 = t0, t1
         self.events: list[Event] = []
+        # per (connection, frame): the messages it completed, in wire order, repeats folded
         self.labels: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}
+        self.details: dict[tuple[str, int], tuple[Detail, ...]] = {}
         self.partial: set[tuple[str, int]] = set()
         self.swapped: dict[str, bool] = {}
         self.cut = False
@@ -79,15 +53,14 @@ def collect(path: str, conn_ids: set[str], t0: float, t1: float,
         raise open_error(exc.args[0], path) from None
     out.events = [Event(f"c{e[0]}", *e[1:]) for e in got["events"]]
     out.cut = got["cut"]
-    # Labels: the messages each segment completed, as short codes in the protocol's order.
+    # Labels: the messages each segment completed, as the core ordered them (wire order).
     interned: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]] = {}
     for number, frame, messages in got["labels"]:
-        codes: dict[str, int] = {}
-        for name, count in messages:
-            c = short_code(name)
-            codes[c] = codes.get(c, 0) + count
-        label = ordered(codes)
+        label = tuple((name, count) for name, count in messages)
         out.labels[(f"c{number}", frame)] = interned.setdefault(label, label)
+    for number, frame, details in got["details"]:
+        out.details[(f"c{number}", frame)] = tuple(
+            Detail(d["name"], d["code"], d["text"]) for d in details)
     out.partial = {(f"c{number}", frame) for number, frame in got["partial"]}
     for number, tcp, postgres in got["connections"]:
         front = None if postgres is None else frontend_direction(postgres)

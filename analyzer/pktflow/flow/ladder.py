@@ -7,12 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pktflow._core import ACK, FILLS_HOLE, FIN, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS, RST, SYN
+from pktflow._core import (ACK, FILLS_HOLE, FIN, KEEPALIVE, OUT_OF_ORDER, PARTIAL_RETRANS,
+                           RETRANS, RST, SYN)
 from pktflow.flow.events import Collected
+from pktflow.flow.legend import Detail, code, legend, tokens
 from pktflow.report.stored import by_id
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
-MAX_SIDE_LANES = 3  # client (or server) lanes drawn apart; more share one lane
+# Client (or server) endpoints drawn on lanes of their own; more share one lane, with a note.
+# A drawing (SVG, HTML, JSON, Mermaid) has room for a pooler's clients in transaction mode,
+# each on its lane so that the multiplexing shows; a terminal fits what its width allows
+# (flow/cli.py), at least MAX_SIDE_LANES.
+MAX_SIDE_LANES = 3
+MAX_DRAWN_SIDE_LANES = 12
 
 
 class Row(NamedTuple):
@@ -21,13 +28,17 @@ class Row(NamedTuple):
     conn: str
     src: int  # lane index
     dst: int
-    kind: str  # data | ack | window | dupack | syn | fin | rst
-    nbytes: int  # payload bytes (data) or bytes newly acknowledged (ack)
+    kind: str  # data | ack | window | dupack | keepalive | probe | syn | syn-ack | fin | rst
+    nbytes: int  # payload bytes (data) or bytes newly acknowledged (ack; 0: ACK-only)
     win: int
-    msgs: tuple[tuple[str, int], ...]  # PostgreSQL messages completed in the segment
+    # PostgreSQL messages completed in the segment, by name, in wire order, repeats folded
+    msgs: tuple[tuple[str, int], ...]
     partial: bool  # the segment ends inside a message
     marks: tuple[str, ...]  # "retransmission", "out-of-order", "zero-window", ...
     win_raw: bool = False  # the sender's window scale is unknown: `win` is the raw field
+    details: tuple[Detail, ...] = ()  # command tags, errors' SQLSTATE and message
+    to_server: bool = False  # sent toward the server: frontend messages
+    acks: str = ""  # what an ACK-only acknowledges: "SYN-ACK", "FIN" (or nothing)
 
     @property
     def signature(self) -> tuple[Any, ...]:
@@ -69,20 +80,26 @@ class Ladder:
     cut: bool = False
     notes: list[str] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)  # teaching mode's sentences
+    legend: list[str] = field(default_factory=list)  # every symbol drawn, explained
 
 
 def label(row: Row, *, windows: bool = True) -> str:
-    """The text on an arrow: "8,192 B  D×71…" or "ACK 16,384 B  win 1,658"."""
+    """The text on an arrow: "8,192 B  D×71…", "ACK 16,384 B  win 1,658", "SYN-ACK"."""
+    win = f"  win {row.win:,}{' raw' if row.win_raw else ''}" if windows else ""
     if row.kind == "data":
-        msgs = " ".join(c if n == 1 else f"{c}×{n:,}" for c, n in row.msgs)
+        msgs = " ".join(tokens(row.msgs, row.details))
         text = f"{row.nbytes:,} B" + (f"  {msgs}" if msgs else "") + ("…" if row.partial else "")
     elif row.kind == "ack":
-        text = f"ACK {row.nbytes:,} B" + (f"  win {row.win:,}{' raw' if row.win_raw else ''}"
-                                          if windows else "")
+        text = (f"ACK {row.nbytes:,} B" if row.nbytes else "ACK") + \
+            (f" of {row.acks}" if row.acks else "") + win
     elif row.kind == "window":
         text = f"window update {row.win:,}{' raw' if row.win_raw else ''}"
     elif row.kind == "dupack":
         text = "dup ACK"
+    elif row.kind == "keepalive":
+        text = "keep-alive"
+    elif row.kind == "probe":
+        text = "window probe"
     else:
         text = row.kind.upper()
     for m in row.marks:
@@ -90,7 +107,7 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(sel: list[dict[str, Any]]
+def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES
                 ) -> tuple[list[str], dict[str, tuple[int, int]], list[str]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes;
     notes on lanes merged. `sel`: the connections drawn."""
@@ -117,10 +134,11 @@ def _lane_names(sel: list[dict[str, Any]]
     notes = []
     shared: dict[str, str] = {}  # endpoint -> the lane it shares
     for side, role in ((clients, "clients"), (servers, "servers")):
-        if len(side) > MAX_SIDE_LANES:  # a storm's 20,000 clients: one lane, not 20,000
+        if len(side) > side_lanes:  # a storm's 20,000 clients: one lane, not 20,000
             shared.update(dict.fromkeys(side, f"{role} ({len(side):,} endpoints)"))
-            notes.append(f"the {len(side):,} {role} are drawn as one lane; --connection draws "
-                         f"chosen connections apart")
+            notes.append(f"the {len(side):,} {role} are drawn as one lane (this drawing gives "
+                         f"a lane each to {side_lanes} at most); --connection draws chosen "
+                         f"connections apart")
     lanes = list(dict.fromkeys(shared.get(name, name) for name in
                                clients + ([pooler] if pooler else []) + servers))
     index = {name: i for i, name in enumerate(lanes)}
@@ -128,7 +146,8 @@ def _lane_names(sel: list[dict[str, Any]]
                    for k, (a, b) in ends.items()}, notes
 
 
-def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str) -> Ladder:
+def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str,
+          side_lanes: int = MAX_SIDE_LANES) -> Ladder:
     # what is drawn of each connection: a stored report's are decoded one at a time (a
     # storm's 20,000, decoded and kept, were 600 MB)
     drawn: list[dict[str, Any]] = []
@@ -138,13 +157,17 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                       "server": c["server"]})
         raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
                    if not d.get("window_scale_known"))
-    lanes, ends, lane_notes = _lane_names(drawn)
+    lanes, ends, lane_notes = _lane_names(drawn, side_lanes)
     start = report["capture"]["first_ts"] or 0.0
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
     sent_end: dict[tuple[str, int], int] = {}
     last_win: dict[tuple[str, int], int] = {}
     first_seq: dict[tuple[str, int], int] = {}  # where the drawn data of a direction begins
+    fin_acked: set[tuple[str, int]] = set()
+    syn_acked: set[tuple[str, int]] = set()
+    syn_seen: set[tuple[str, int]] = set()  # (conn, direction) whose SYN was drawn
+    fin_at: dict[tuple[str, int], int] = {}  # (conn, direction) -> its FIN's sequence number
     for ev in got.events:
         if ev.conn not in ends:
             continue
@@ -154,56 +177,98 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
         t = round(ev.ts - start, 6)
         marks: list[str] = []
         win_raw = (ev.conn, from_client) in raw
+        here, peer = (ev.conn, ev.d), (ev.conn, 1 - ev.d)
+
+        def row(kind: str, nbytes: int = 0, **kw: Any) -> None:
+            rows.append(Row(t, ev.frame, ev.conn, src, dst, kind, nbytes, ev.win,
+                            kw.pop("msgs", ()), kw.pop("partial", False), tuple(marks),
+                            win_raw, to_server=from_client, **kw))
+
         if ev.win == 0 and not ev.flags & (SYN | RST):
             marks.append("zero window")
         if ev.flags & SYN:
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, "syn", 0, ev.win, (), False,
-                            tuple(marks)))
+            syn_seen.add(here)
+            row("syn-ack" if ev.flags & ACK else "syn")
             continue
         if ev.flags & RST:
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, "rst", 0, ev.win, (), False, ()))
+            marks.clear()
+            row("rst")
             continue
-        peer = (ev.conn, 1 - ev.d)
-        acked = 0
+        # what an ACK acknowledges: bytes of data, the peer's SYN-ACK (the handshake's last
+        # step) or its FIN (one sequence number each, not bytes)
+        acked, of = 0, ""
         if ev.flags & ACK and ev.ack >= 0:
+            fin = fin_at.get(peer)
+            data_ack = ev.ack - 1 if fin is not None and ev.ack > fin else ev.ack
             prev = last_ack.get(peer, first_seq.get(peer))
-            if prev is not None and ev.ack > prev:
-                acked = ev.ack - prev
-            if prev is None or ev.ack > prev:
-                last_ack[peer] = ev.ack
-        if ev.end > ev.seq:
+            if prev is not None and data_ack > prev:
+                acked = data_ack - prev
+            if prev is None or data_ack > prev:
+                last_ack[peer] = data_ack
+            if fin is not None and ev.ack == fin + 1 and here not in fin_acked:
+                fin_acked.add(here)
+                of = "FIN"
+            elif ev.ack == 0 and peer in syn_seen and here not in syn_acked:
+                syn_acked.add(here)
+                of = "SYN-ACK" if from_client else "SYN"
+        if ev.end > ev.seq and not ev.kind & KEEPALIVE:
             if ev.kind & (RETRANS | PARTIAL_RETRANS):
                 marks.append("retransmission")
             if ev.kind & FILLS_HOLE:
                 marks.append("out of order")
             elif ev.kind & OUT_OF_ORDER:
                 marks.append("after a hole")
+            if ev.flags & FIN:
+                marks.append("FIN")
+                fin_at[here] = ev.end
             key = (ev.conn, ev.frame)
-            first_seq.setdefault((ev.conn, ev.d), ev.seq)
-            sent_end[(ev.conn, ev.d)] = max(sent_end.get((ev.conn, ev.d), 0), ev.end)
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, "data", ev.end - ev.seq, ev.win,
-                            got.labels.get(key, ()), key in got.partial, tuple(marks)))
+            first_seq.setdefault(here, ev.seq)
+            sent_end[here] = max(sent_end.get(here, 0), ev.end)
+            row("data", ev.end - ev.seq, msgs=got.labels.get(key, ()),
+                partial=key in got.partial, details=got.details.get(key, ()))
+        elif ev.kind & KEEPALIVE or (ev.end == ev.seq and ev.seq == sent_end.get(here, 0) - 1
+                                     and not ev.flags & FIN):
+            # one sequence number back, empty or one byte: a keep-alive (tshark's rule), or
+            # while the peer's window is zero the sender's window probe
+            row("probe" if last_win.get(peer) == 0 else "keepalive")
         elif ev.flags & FIN:
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, "fin", 0, ev.win, (), False, ()))
-        elif acked:
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, "ack", acked, ev.win, (), False,
-                            tuple(marks), win_raw))
-        elif ev.flags & ACK:
-            wkey = (ev.conn, ev.d)
+            fin_at[here] = ev.seq
+            row("fin")
+        elif acked or of:
+            row("ack", acked, acks=of)
+        else:
+            wkey = here
             if last_win.get(wkey) is not None and ev.win != last_win[wkey]:
-                rows.append(Row(t, ev.frame, ev.conn, src, dst, "window", 0, ev.win, (), False,
-                                tuple(marks), win_raw))
+                row("window")
             elif sent_end.get(peer, 0) > last_ack.get(peer, 0):
-                rows.append(Row(t, ev.frame, ev.conn, src, dst, "dupack", 0, ev.win, (), False,
-                                tuple(marks)))
-        last_win[(ev.conn, ev.d)] = ev.win
+                row("dupack")
+            else:
+                row("ack")  # ACK-only: nothing new acknowledged, the same window
+        last_win[here] = ev.win
     ladder = Ladder(title, lanes, rows, cut=got.cut, notes=lane_notes)
+    ladder.legend = symbols(rows)
     ladder.items = collapse(rows)
     ladder.phases = phases(rows, ladder.items)
     if got.cut:
         ladder.notes.append("the diagram was cut: more packets than it keeps; select a query "
                             "or a time range")
     return ladder
+
+
+def symbols(rows: list[Row]) -> list[str]:
+    """The legend of these rows: each message letter by sender, each kind of packet, each
+    mark, in the order first drawn."""
+    used: dict[tuple[bool, str], None] = {}
+    kinds: dict[str, None] = {}
+    for r in rows:
+        for name, _ in r.msgs:
+            used.setdefault((r.to_server, name))
+        kinds.setdefault("ack-only" if r.kind == "ack" and not r.nbytes else r.kind)
+        for m in r.marks:
+            kinds.setdefault(m)
+        if r.win_raw and r.kind in ("ack", "window"):
+            kinds.setdefault("raw")
+    return legend(used, kinds)
 
 
 def collapse(rows: list[Row]) -> list[Row | Group]:
@@ -235,7 +300,7 @@ def collapse(rows: list[Row]) -> list[Row | Group]:
     return items
 
 
-BULK = frozenset({"D", "d"})
+BULK = frozenset({"DataRow", "CopyData", "TLSApplicationData"})
 MIN_PHASE_ROWS = 8
 
 
@@ -246,7 +311,7 @@ def _bulk_direction(r: Row) -> bool | None:
         if any(c not in BULK for c, _ in r.msgs):
             raise KeyError(r.frame)
         return r.dst < r.src
-    if r.kind in ("ack", "window", "dupack"):
+    if r.kind in ("ack", "window", "dupack", "keepalive", "probe"):
         return None
     raise KeyError(r.frame)
 
@@ -327,21 +392,29 @@ def group_totals(rows: list[Row], g: Group) -> dict[str, Any]:
             "t0": span[0].t, "t1": span[-1].t}
 
 
-def to_json(ladder: Ladder) -> dict[str, Any]:
-    def row(r: Row) -> dict[str, Any]:
-        return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
-                "kind": r.kind, "bytes": r.nbytes, "window": r.win,
-                "messages": dict(r.msgs), "partial": r.partial, "marks": list(r.marks),
-                "label": label(r)}
+def row_json(r: Row) -> dict[str, Any]:
+    letters: dict[str, int] = {}
+    for name, n in r.msgs:
+        c = code(name)
+        letters[c] = letters.get(c, 0) + n
+    return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
+            "kind": r.kind, "bytes": r.nbytes, "window": r.win,
+            "messages": letters, "message_sequence": [list(m) for m in r.msgs],
+            "details": [{"message": d.name, "sqlstate": d.code, "text": d.text}
+                        for d in r.details],
+            "partial": r.partial, "marks": list(r.marks), "label": label(r)}
 
+
+def to_json(ladder: Ladder) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for it in ladder.items:
         if isinstance(it, Group):
             items.append({"group": {"repetitions": it.reps, "period": it.period,
                                     **group_totals(ladder.rows, it),
-                                    "rows": [row(r) for r in ladder.rows[it.start:it.end]]}})
+                                    "rows": [row_json(r)
+                                             for r in ladder.rows[it.start:it.end]]}})
         else:
-            items.append(row(it))
+            items.append(row_json(it))
     return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
             "items": items, "cut": ladder.cut, "notes": ladder.notes,
-            "explain": ladder.explain}
+            "explain": ladder.explain, "legend": ladder.legend}

@@ -1,5 +1,8 @@
 """Plots of the drawn span (matplotlib): the time-sequence graph (Stevens/tcptrace style) per
-direction of data, bytes in flight against the advertised window, and bytes per ACK.
+direction of data, bytes in flight against the advertised window, throughput and round-trip
+time over time (tcptrace's tput and rtt graphs), a relay's legs on one time axis, and bytes per
+ACK. The time panels share one axis, spanning the data drawn (from the selection's first packet
+to the ACK of its last data byte), not the teardown that may follow.
 
 Works from the same selective pass as the ladder (flow.events), so a plot and a diagram of the
 same selection show the same packets.
@@ -59,6 +62,28 @@ def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:
     return series
 
 
+# Throughput is averaged over this many segments (tcptrace's tput graph averages too): one
+# segment's bytes over the gap to the next is a burst's rate, not the transfer's.
+TPUT_SEGMENTS = 10
+
+
+def data_span(got: Collected, series: list[dict[str, Any]], start: float
+              ) -> tuple[float, float] | None:
+    """ms from the capture's first packet: the selection's first packet to the ACK of the
+    last data byte of the plotted directions (their last segment if never acknowledged)."""
+    if not series or not got.events:
+        return None
+    lo = (got.events[0].ts - start) * 1000
+    hi = lo
+    for s in series:
+        segs = s["seg"] + s["retr"]
+        top = max(e for _, _, e in segs)
+        last = max(t for t, _, _ in segs)
+        acked = next((t for t, a in s["ack"] if a >= top), None)
+        hi = max(hi, last if acked is None else acked)
+    return lo, hi
+
+
 def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
     import matplotlib
 
@@ -69,19 +94,78 @@ def figure(report: dict[str, Any], got: Collected, title: str) -> Any:
     series = [s for s in every if len(s["seg"]) + len(s["retr"]) >= 4][:3] or every[:1]
     relay_view = len({s["title"].split()[0] for s in series}) > 1
     n = max(1, len(series))
-    rows = n + 2 + (1 if relay_view else 0)
-    fig, axes = plt.subplots(rows, 1, figsize=(11, 3.0 * rows), squeeze=False)
-    for ax, s in zip(axes[:, 0], series):
+    timed = n + 3 + (1 if relay_view else 0)  # panels on the shared time axis
+    rows = timed + 1
+    # constrained layout keeps the figure's title above the first panel's
+    fig, axes = plt.subplots(rows, 1, figsize=(11, 2.8 * rows), squeeze=False,
+                             layout="constrained")
+    time_axes = [axes[i, 0] for i in range(timed)]
+    for ax in time_axes[1:]:
+        ax.sharex(time_axes[0])
+    for ax, s in zip(time_axes, series):
         _time_sequence(ax, s)
     if series:
-        _in_flight(axes[n, 0], series[0])
-        _acks(axes[n + 1, 0], series[0])
+        _in_flight(time_axes[n], series[0])
+        _throughput(time_axes[n + 1], series)
+        _rtt(time_axes[n + 2], series)
+        _acks(axes[timed, 0], series[0])
     if relay_view:
-        _relay(axes[n + 2, 0], series)
-    axes[n, 0].set_xlabel("ms from the first packet of the capture")
+        _relay(time_axes[n + 3], series)
+    span = data_span(got, series, report["capture"]["first_ts"] or 0.0)
+    if span is not None:
+        lo, hi = span
+        pad = max((hi - lo) * 0.02, 0.005)
+        time_axes[0].set_xlim(lo - pad, hi + pad)
+    time_axes[-1].set_xlabel("ms from the first packet of the capture")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
+
+
+def _throughput(ax: Any, series: list[dict[str, Any]]) -> None:
+    """Each direction's rate over time in Mbit/s: new bytes over the last TPUT_SEGMENTS
+    segments, as tcptrace's throughput graph averages them."""
+    for s, color in zip(series, ("#1f6fb2", "#c07000", "#2e8b57")):
+        segs = sorted(s["seg"])
+        xs, ys = [], []
+        for i in range(TPUT_SEGMENTS, len(segs)):
+            t0, t1 = segs[i - TPUT_SEGMENTS][0], segs[i][0]
+            if t1 > t0:
+                nbytes = sum(e - q for _, q, e in segs[i - TPUT_SEGMENTS + 1:i + 1])
+                xs.append(t1)
+                ys.append(nbytes * 8 / ((t1 - t0) / 1000) / 1e6)
+        if xs:
+            ax.plot(xs, ys, ".-", color=color, markersize=2, linewidth=0.8, label=s["title"])
+    ax.set_title(f"throughput over time (Mbit/s, each point over the last {TPUT_SEGMENTS} "
+                 f"segments)", fontsize=9, loc="left")
+    ax.set_ylabel("Mbit/s")
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
+
+
+def _rtt(ax: Any, series: list[dict[str, Any]]) -> None:
+    """Round-trip time over time, as seen at the capture point: from a segment to the first
+    ACK covering its end; retransmitted bytes give no sample (Karn)."""
+    for s, color in zip(series, ("#1f6fb2", "#c07000", "#2e8b57")):
+        resent = {e for _, _, e in s["retr"]}
+        acks = s["ack"]
+        xs, ys, j = [], [], 0
+        for t, _, e in sorted(s["seg"], key=lambda x: x[2]):
+            while j < len(acks) and (acks[j][1] < e or acks[j][0] < t):
+                j += 1
+            if j == len(acks):
+                break
+            if e not in resent:
+                xs.append(acks[j][0])
+                ys.append(acks[j][0] - t)
+        if xs:
+            ax.plot(xs, ys, ".", color=color, markersize=3, label=s["title"])
+    ax.set_title("round-trip time over time, as seen at the capture point (segment -> its "
+                 "ACK)", fontsize=9, loc="left")
+    ax.set_ylabel("ms")
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper left")
+    ax.grid(alpha=0.3)
 
 
 def _time_sequence(ax: Any, s: dict[str, Any]) -> None:
@@ -164,7 +248,6 @@ def _relay(ax: Any, series: list[dict[str, Any]]) -> None:
         ax.step(xs, ys, where="post", color=color, label=s["title"])
     ax.set_title("relay view: each leg's progress on one time axis", fontsize=9, loc="left")
     ax.set_ylabel("KiB sent")
-    ax.set_xlabel("ms from the first packet of the capture")
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
 

@@ -32,6 +32,22 @@ def _span_after(report: dict[str, Any], conn_ids: set[str], last: float) -> floa
     return min([last + TAIL_S, *[t - 1e-6 for t in nxt]])
 
 
+def _order(conn: str) -> tuple[int, str]:
+    """c2 before c10."""
+    return (int(conn[1:]) if conn[1:].isdigit() else 0, conn)
+
+
+def _span(t_from: float | None, t_to: float | None) -> str:
+    """The time span asked for, as a title says it: ", 0.050 s to 0.070 s"."""
+    if t_from is not None and t_to is not None:
+        return f", {t_from:.6g} s to {t_to:.6g} s"
+    if t_from is not None:
+        return f", from {t_from:.6g} s"
+    if t_to is not None:
+        return f", up to {t_to:.6g} s"
+    return ""
+
+
 def _query(report: dict[str, Any], conn: str, index: int) -> dict[str, Any]:
     for c in by_id(report["connections"], {conn}):
         qs = c.get("queries") or []
@@ -62,10 +78,14 @@ def select(report: dict[str, Any], *, query: str | None = None,
             raise UsageError(f"no connection {', '.join(unknown)} in the capture "
                              f"(it has {', '.join(sorted(known)) or 'none'})")
         ids = set(connections)
+        which = f"connection{'s' if len(ids) > 1 else ''} {', '.join(sorted(ids, key=_order))}"
         return Selection(ids, t_from or 0.0, end if t_to is None else t_to,
-                         f"connections {', '.join(sorted(ids))}")
-    if whole or t_from is not None or t_to is not None:
-        return Selection(known, t_from or 0.0, end if t_to is None else t_to, "whole capture")
+                         which + _span(t_from, t_to))
+    if t_from is not None or t_to is not None:
+        return Selection(known, t_from or 0.0, end if t_to is None else t_to,
+                         "every connection" + _span(t_from, t_to))
+    if whole:
+        return Selection(known, 0.0, end, "whole capture")
     if query:
         conn, _, idx = query.partition("#")
         if not idx.isdigit():

@@ -13,6 +13,7 @@ from pktflow.flow.ladder import (Group, Ladder, Phase, Row, breakdown, group_tot
                                   span_totals)
 
 GUTTER = 20  # "  12.345 ms  #12345 " before the lanes
+LANE_MIN = 24  # columns between two lanes at least: past it the diagram is wider than asked
 _UNIT = re.compile(r"(\d) (B|ms|s)\b")
 
 
@@ -23,7 +24,7 @@ def _style(r: Row) -> str:
         return "red"
     if r.kind == "data":
         return "cyan"
-    if r.kind in ("syn", "fin"):
+    if r.kind in ("syn", "syn-ack", "fin"):
         return "magenta"
     return "green"
 
@@ -31,7 +32,7 @@ def _style(r: Row) -> str:
 class _Canvas:
     def __init__(self, lanes: list[str], width: int) -> None:
         self.lanes = lanes
-        area = max(width - GUTTER, 24 * max(1, len(lanes) - 1))
+        area = max(width - GUTTER, LANE_MIN * max(1, len(lanes) - 1))
         self.width = area
         n = len(lanes)
         self.x = [round(i * (area - 1) / max(1, n - 1)) for i in range(n)] if n > 1 else [0]
@@ -191,6 +192,14 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
     out.flush()
     for n in ladder.notes:
         console.print(Text(n, "yellow"))
+    if ladder.legend:
+        # indented and wrapped here, so that every line stays right of the margin
+        width = max(40, console.width)
+        console.print(Text("  Legend", "bold"))
+        for line in ladder.legend:
+            console.print(Text("\n".join(textwrap.wrap(
+                line.strip(), width, initial_indent="    " if line.startswith(" ") else "  ",
+                subsequent_indent="      ", break_on_hyphens=False)), "dim"))
     if ladder.explain:
         console.print(Text("\nWhat you see", "bold"))
         for line in ladder.explain:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from pktflow.findings import Finding
+from pktflow.rates import bits_per_second
 
 # Reasons a connection is not PostgreSQL (their decision's frame is None when it came at the
 # end); the others are malformed framing.
@@ -115,11 +116,12 @@ def _query(q: dict[str, Any], start: float) -> dict[str, Any]:
 
 
 def _goodput(q: dict[str, Any]) -> int | None:
-    """Response bytes per second from the first response byte to the last."""
+    """Response bits per second from the first response byte to the last; None for a
+    response too small to measure (rates.py)."""
     first, last = q["first_response_ts"], q["last_response_ts"]
-    if first is None or last is None or last <= first:
+    if first is None or last is None:
         return None
-    return round(q["response_bytes"] / (last - first))
+    return bits_per_second(q["response_bytes"], last - first, q["response_segments"])
 
 
 def conversation_findings(facts: dict[str, Any], conn_id: str) -> list[Finding]:

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pktflow.compare import CONNECTION_METRICS, METRICS
+from pktflow.rates import format_rate
 
 MAX_QUERIES = 5  # the biggest responses; the JSON has all
 
@@ -18,10 +19,7 @@ def _v(value: Any, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "bit/s":
-        for u, div in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-            if value >= div:
-                return f"{value / div:,.1f} {u}"
-        return f"{value:,.0f} bit/s"
+        return format_rate(value)
     if isinstance(value, float):
         return f"{value:,.2f}{' ' + unit if unit else ''}"
     if isinstance(value, int):

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from pktflow.rates import format_rate
 from pktflow.report.columns import fits, short_sql, table, widths
 
 MAX_QUERY_ROWS = 30  # queries shown per connection: beyond, those with the largest responses
@@ -18,16 +19,6 @@ def _ms(a: float | None, b: float | None) -> str:
     if a is None or b is None:
         return "-"
     return f"{(b - a) * 1000:,.1f}"
-
-
-def _rate(nbytes: int, a: float | None, b: float | None) -> str:
-    if a is None or b is None or b <= a:
-        return "-"
-    bps = nbytes / (b - a)
-    for unit, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if bps >= div:
-            return f"{bps / div:,.1f} {unit}"
-    return f"{bps:,.0f} B/s"
 
 
 def protocol_line(conn: dict[str, Any]) -> Text | None:
@@ -79,7 +70,7 @@ def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None
         rows.append(["-" if sent is None else f"{sent:.3f}", sql,
                      "-" if q.get("rows") is None else f"{q['rows']:,}",
                      f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
-                     _rate(q.get("response_bytes", 0), first, last),
+                     format_rate(q.get("goodput_bps")),
                      f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}"])
     full = widths(_HEADS, rows)
     if fits(full, 1, width):

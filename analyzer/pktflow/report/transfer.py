@@ -9,6 +9,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from pktflow.rates import format_rate
+
 _LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "loss": "red",
                 "latency": "yellow", "none": "dim"}
 
@@ -26,15 +28,6 @@ def _n(v: float | int | None, unit: str = "") -> str:
     if isinstance(v, float) and not v.is_integer():
         return f"{v:,.1f}{unit}"
     return f"{int(v):,}{unit}"
-
-
-def _bps(v: float | None) -> str:
-    if not v:
-        return "-"
-    for unit, div in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if v * 8 >= div:
-            return f"{v * 8 / div:,.1f} {unit}"
-    return f"{v * 8:,.0f} bit/s"
 
 
 def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
@@ -76,7 +69,7 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     if rtt:
         table.add_row("RTT", f"min {_ms(rtt.get('min'))}, median {_ms(rtt.get('median'))}, "
                              f"p95 {_ms(rtt.get('p95'))} ({rtt.get('samples', 0):,} samples)")
-    table.add_row("goodput", _bps(d.get("goodput_bps")))
+    table.add_row("goodput", format_rate(d.get("goodput_bps")))
     return Group(head, table)
 
 

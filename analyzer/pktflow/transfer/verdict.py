@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pktflow.findings import Finding
+from pktflow.rates import bits_per_second
 
 MIN_BYTES = 64 * 1024  # below this a direction carries too little to judge
 MIN_SEGMENTS = 20
@@ -35,18 +36,21 @@ def pattern(f: dict[str, Any]) -> str:
     return f"1 ACK per {segs} {unit}, {nbytes:,} B ({share:.0%} of ACKs)"
 
 
-def _goodput(f: dict[str, Any]) -> tuple[float, dict[str, Any] | None, dict[str, Any] | None]:
+def _goodput(f: dict[str, Any]
+             ) -> tuple[int | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The direction's rate in bits per second (None when too small to measure), and its best
+    and worst 100 ms bins."""
     first = f["first_ts"]
     if first is None:
-        return 0.0, None, None
+        return None, None, None
     span = f["last_ts"] - first
-    rate = f["data_bytes"] / span if span > 0 else 0.0
+    rate = bits_per_second(f["data_bytes"], span, f["segments"])
     g = f["goodput"]
     if not g["bins"] or span < 0.2:
         return rate, None, None
     best, worst = g["best"], g["worst"]  # worst: an empty bin if there is one
-    return (rate, {"bps": best["bytes"] * 10, "start_ts": first + best["index"] / 10},
-            {"bps": worst["bytes"] * 10, "start_ts": first + worst["index"] / 10})
+    return (rate, {"bps": best["bytes"] * 80, "start_ts": first + best["index"] / 10},
+            {"bps": worst["bytes"] * 80, "start_ts": first + worst["index"] / 10})
 
 
 def verdict(f: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +150,7 @@ def direction_json(f: dict[str, Any], start: float = 0.0) -> dict[str, Any]:
                     "segments_median": fl["segments_median"],
                     "end_reasons": dict(fl["end_reasons"])},
         "rtt_ms": rtt,
-        "goodput_bps": round(rate),
+        "goodput_bps": rate,
         "best_100ms": best,
         "worst_100ms": worst,
         "idle_periods": {"count": idle["count"], "total_s": round(idle["total_s"], 6),

@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::counts::Counts;
+use super::counts::{Counts, Drained};
 use super::facts::{
     DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
 };
@@ -223,11 +223,22 @@ impl Conversation {
         self.protocol
     }
 
-    /// Direction d's message counts so far, in first-seen order (for per-segment labels).
-    pub fn side_counts(&self, d: usize) -> Vec<(String, u64)> {
-        self.sides.get(d).map_or_else(Vec::new, |s| {
-            s.counts.items().map(|(n, k)| (n.text(), k)).collect()
-        })
+    /// Whether TLS or GSSAPI took over the connection (decoding stopped there).
+    pub fn encryption(&self) -> Encryption {
+        self.encryption
+    }
+
+    /// Keep each side's messages in wire order for `take_trail` (a diagram's pass).
+    pub fn record_trail(&mut self) {
+        for s in &mut self.sides {
+            s.counts.trail.get_or_insert_with(Box::default);
+        }
+    }
+
+    /// The messages direction d completed since the last call, in wire order with consecutive
+    /// repeats folded, and the details kept of them; None unless `record_trail` was called.
+    pub fn take_trail(&mut self, d: usize) -> Option<Drained> {
+        Some(self.sides.get_mut(d)?.counts.trail.as_mut()?.drain())
     }
 
     /// Direction d's (named messages, DataRows, CopyDatas) counted so far, and whether its
@@ -261,6 +272,9 @@ impl Conversation {
                 .unwrap_or(usize::MAX)
                 .min(data.len());
             s.skip -= start as i64;
+            if let (0, Some(t)) = (s.skip, s.counts.trail.as_mut()) {
+                t.complete_held();
+            }
             if start == data.len() {
                 return;
             }
@@ -313,6 +327,10 @@ impl Conversation {
         };
         if s.state == State::Stopped {
             return;
+        }
+        // a message held for the trail that ends in (or is cut by) the gap ends in no segment
+        if let Some(t) = s.counts.trail.as_mut() {
+            t.held = None;
         }
         if s.skip >= length && s.buf.is_empty() {
             s.skip = s.skip.saturating_sub(length); // inside a counted body: no boundary was lost

@@ -234,6 +234,15 @@ impl Conversation {
             }
         }
         self.sides[d].counts.count(name);
+        if let (b'C' | b'E' | b'N', Some(trail)) = (t, self.sides[d].counts.trail.as_mut()) {
+            // what a diagram shows of them: the tag as sent, the SQLSTATE and message
+            if t == b'C' {
+                trail.detail(name, None, &lossy(rstrip_nul(body)));
+            } else {
+                let err = error_fields(body);
+                trail.detail(name, err.code, err.message.as_deref().unwrap_or(""));
+            }
+        }
         if t == b'R' {
             return; // authentication belongs to the session, not to a query
         }

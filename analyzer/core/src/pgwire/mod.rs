@@ -3,7 +3,7 @@
 //! (facts.rs); Python turns them into the report's keys and findings.
 
 pub mod conversation;
-mod counts;
+pub mod counts;
 pub mod facts;
 pub mod framing;
 mod handle;

@@ -64,6 +64,10 @@ impl Conversation {
                 match buf.first() {
                     None => return 0,
                     Some(b'S') => {
+                        if let Some(t) = self.sides[d].counts.trail.as_mut() {
+                            // not a message to count, but a diagram names it
+                            t.push(Name::Known("EncryptionAccepted"), 1);
+                        }
                         self.encrypted(Encryption::Tls, frame, Some(asked));
                         return buf.len();
                     }

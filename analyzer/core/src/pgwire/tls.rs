@@ -1,4 +1,5 @@
-//! A TLS ClientHello as a connection's first bytes: PostgreSQL 17's direct TLS.
+//! A TLS ClientHello as a connection's first bytes: PostgreSQL 17's direct TLS. And the record
+//! headers of a TLS stream, for a diagram's names of its segments.
 //!
 //! With `sslnegotiation=direct` a PostgreSQL 17 client skips the SSLRequest and starts TLS at
 //! once, offering ALPN "postgresql" (the server requires it). Only the record's plaintext
@@ -93,6 +94,80 @@ pub fn ascii_text(name: &[u8]) -> String {
 
 /// A ClientHello record offering these ALPN names (None: no ALPN extension), after an
 /// extension of `pad` bytes.
+/// The largest record a peer may send: 2^14 bytes of plaintext plus 2,048 of expansion.
+const MAX_RECORD: usize = (1 << 14) + 2048;
+
+/// A TLS record's name by its content type (the record header's, the "opaque type" of TLS
+/// 1.3's encrypted records: ApplicationData).
+pub fn record_name(content_type: u8) -> &'static str {
+    match content_type {
+        20 => "TLSChangeCipherSpec",
+        21 => "TLSAlert",
+        22 => "TLSHandshake",
+        23 => "TLSApplicationData",
+        24 => "TLSHeartbeat",
+        _ => "TLSRecord",
+    }
+}
+
+/// A TLS stream walked by its 5-byte record headers (content type, version, length), bodies
+/// skipped and never read. A record is reported when its last byte comes, as tshark shows it
+/// in the frame that completes it. A header that cannot be one (a length past MAX_RECORD, a
+/// version not 3.x) or a gap ends the walk: boundaries can no longer be known.
+#[derive(Debug, Default)]
+pub struct RecordWalk {
+    head: [u8; 5],
+    have: usize,
+    /// body bytes of the current record still to come
+    body: usize,
+    dead: bool,
+}
+
+impl RecordWalk {
+    /// Walk `data`, calling `done` with the content type of each record it completes.
+    pub fn feed(&mut self, data: &[u8], mut done: impl FnMut(u8)) {
+        let mut pos = 0;
+        while pos < data.len() && !self.dead {
+            if self.have == self.head.len() {
+                let take = self.body.min(data.len() - pos);
+                self.body -= take;
+                pos += take;
+                if self.body == 0 {
+                    done(self.head[0]);
+                    self.have = 0;
+                }
+                continue;
+            }
+            let take = (self.head.len() - self.have).min(data.len() - pos);
+            if let (Some(to), Some(from)) = (
+                self.head.get_mut(self.have..self.have + take),
+                data.get(pos..pos + take),
+            ) {
+                to.copy_from_slice(from);
+            }
+            self.have += take;
+            pos += take;
+            if self.have == self.head.len() {
+                let len = usize::from(u16::from_be_bytes([self.head[3], self.head[4]]));
+                if self.head[1] != 3 || len > MAX_RECORD {
+                    self.dead = true;
+                    return;
+                }
+                self.body = len;
+                if len == 0 {
+                    done(self.head[0]);
+                    self.have = 0;
+                }
+            }
+        }
+    }
+
+    /// Bytes the capture missed: record boundaries are lost.
+    pub fn gap(&mut self) {
+        self.dead = true;
+    }
+}
+
 #[cfg(test)]
 pub fn tests_hello(alpn: Option<&[&[u8]]>, pad: usize) -> Vec<u8> {
     let mut ext = Vec::new();
@@ -126,6 +201,65 @@ pub fn tests_hello(alpn: Option<&[&[u8]]>, pad: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(t: u8, len: usize) -> Vec<u8> {
+        let mut v = vec![t, 3, 3];
+        v.extend_from_slice(&(len as u16).to_be_bytes());
+        v.extend(std::iter::repeat_n(0xaa, len));
+        v
+    }
+
+    /// Records completed by each piece of `stream` cut at `cuts`.
+    fn walk(stream: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+        let mut w = RecordWalk::default();
+        let mut out = Vec::new();
+        let mut at = 0;
+        for &c in cuts.iter().chain(std::iter::once(&stream.len())) {
+            let mut got = Vec::new();
+            w.feed(&stream[at..c], |t| got.push(t));
+            out.push(got);
+            at = c;
+        }
+        out
+    }
+
+    #[test]
+    fn records_are_named_where_they_end() {
+        let stream = [
+            record(22, 88),
+            record(20, 1),
+            record(23, 300),
+            record(21, 0),
+        ]
+        .concat();
+        assert_eq!(walk(&stream, &[]), [vec![22, 20, 23, 21]]);
+        // cut inside the first header, inside the third body
+        assert_eq!(
+            walk(&stream, &[3, 93 + 6 + 100]),
+            [vec![], vec![22, 20], vec![23, 21]]
+        );
+        // a byte at a time: each record once, in order
+        let cuts: Vec<usize> = (1..stream.len()).collect();
+        let all: Vec<u8> = walk(&stream, &cuts).concat();
+        assert_eq!(all, [22, 20, 23, 21]);
+        assert_eq!(record_name(23), "TLSApplicationData");
+        assert_eq!(record_name(99), "TLSRecord");
+    }
+
+    #[test]
+    fn a_header_that_cannot_be_one_or_a_gap_ends_the_walk() {
+        let mut bad = record(23, 10);
+        bad[1] = 7;
+        let stream = [record(22, 4), bad, record(22, 4)].concat();
+        assert_eq!(walk(&stream, &[]), [vec![22]]);
+        let too_long = [vec![23, 3, 3, 0xff, 0xff], vec![0; 100]].concat();
+        assert_eq!(walk(&too_long, &[]), [Vec::<u8>::new()]);
+        let mut w = RecordWalk::default();
+        w.gap();
+        let mut got = Vec::new();
+        w.feed(&record(22, 4), |t| got.push(t));
+        assert!(got.is_empty());
+    }
 
     #[test]
     fn alpn_names_and_prefixes() {

@@ -28,6 +28,8 @@ impl Conversation {
         let mut pos = pos;
         // bulk messages since the last control message
         let (mut rows, mut copies, mut nbytes) = (0u64, 0u64, 0u64);
+        // the last message counted ends in a later segment (for the trail's attribution)
+        let mut held = false;
         while n.saturating_sub(pos) >= 5 {
             let Some((t, ln)) = header(buf, pos) else {
                 break;
@@ -53,6 +55,7 @@ impl Conversation {
                     // the last one continues in the next segment
                     self.sides[d].skip = (pos - n) as i64;
                     pos = n;
+                    held = true;
                     break;
                 }
                 continue;
@@ -76,6 +79,7 @@ impl Conversation {
                 self.message(d, t, body, ln, frame, ts);
                 self.sides[d].skip = (end - n) as i64;
                 pos = n;
+                held = true;
                 break;
             }
             self.message(d, t, buf.get(body_at..end).unwrap_or(&[]), ln, frame, ts);
@@ -86,6 +90,9 @@ impl Conversation {
         }
         if rows > 0 || copies > 0 {
             self.bulk(d, rows, copies, nbytes, frame, ts);
+        }
+        if let (true, Some(t)) = (held, self.sides[d].counts.trail.as_mut()) {
+            t.hold_last();
         }
         pos
     }

@@ -5,6 +5,7 @@
 mod bounds;
 mod sessions;
 mod streams;
+mod trail;
 
 use super::conversation::{KEEP_CAP, MAX_ERROR_FINDINGS, MAX_QUERIES, SYNC_WINDOW};
 use super::facts::{
