@@ -11,6 +11,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+/// Indentation is copied from here, a slice per line.
+const SPACES: &str = "                                                                ";
+
 /// Deeper than this is refused: json.dumps would hit Python's recursion limit about here.
 const MAX_DEPTH: usize = 900;
 
@@ -25,8 +28,11 @@ struct Writer<'py> {
 impl<'py> Writer<'py> {
     fn newline(&mut self, level: usize) {
         self.out.push('\n');
-        for _ in 0..level {
-            self.out.push_str("  ");
+        let mut rest = 2 * level;
+        while rest > 0 {
+            let n = rest.min(SPACES.len());
+            self.out.push_str(SPACES.get(..n).unwrap_or_default());
+            rest -= n;
         }
     }
 
@@ -52,7 +58,7 @@ impl<'py> Writer<'py> {
     fn int(&mut self, value: &Bound<'py, PyAny>) -> PyResult<()> {
         match value.extract::<i64>() {
             Ok(n) => {
-                let _ = write!(self.out, "{n}");
+                push_int(n, &mut self.out);
                 Ok(())
             }
             Err(_) => {
@@ -231,6 +237,28 @@ fn escape_ascii(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// n in decimal, as int.__repr__ writes it (without core::fmt's machinery: a report has
+/// hundreds of thousands of counters).
+fn push_int(n: i64, out: &mut String) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        if let Some(d) = digits.get_mut(at) {
+            *d = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 || at == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push('-');
+    }
+    out.push_str(std::str::from_utf8(digits.get(at..).unwrap_or_default()).unwrap_or("0"));
+}
+
 /// A finite float as Python's repr writes it: the shortest digits that read back as the same
 /// float, ties between two such forms to even (as CPython's dtoa), placed as `float_repr_style` 'short' places
 /// them: positional for exponents -4 to 15 with at least one digit after the point, else
@@ -342,7 +370,12 @@ pub fn json_text(
 ) -> PyResult<String> {
     let mut writer = Writer {
         py,
-        out: String::with_capacity(256),
+        // a container (a connection's report) is kilobytes: fewer regrowths
+        out: String::with_capacity(if value.is_instance_of::<PyDict>() {
+            16 << 10
+        } else {
+            64
+        }),
         base: depth,
     };
     writer.value(value, 0)?;
