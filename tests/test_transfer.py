@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tcpfeed import Flow, write_capture
+from tcpfeed import ACK, Flow, write_capture
 
 from pktflow.pipeline import analyze
 
@@ -130,8 +130,11 @@ def test_ack_clocked_sender_is_latency_bound(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for _ in range(30):
-        f.send(1, b"c" * SEG, dt=0.0001)  # resumes right after each ACK
-        f.send(1, b"c" * SEG)
+        # full-sized segments (MSS 1460 less 12 bytes of timestamps) without PSH: more data
+        # waited behind them, the sender stopped for the congestion window
+        for i in range(6):
+            f._emit(1, ACK, b"c" * 1448, dt=0.0001 if i == 0 else 0.00001)
+            f.seq[1] = (f.seq[1] + 1448) & 0xFFFFFFFF
         f.ack(0, dt=0.020, win=60000)  # 20 ms round trips, wide-open window
     out = run(f, tmp_path)
     assert out["flights"]["end_reasons"]["cwnd_wait"] >= 28

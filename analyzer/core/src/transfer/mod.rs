@@ -25,12 +25,15 @@ mod analyzer;
 mod exact;
 mod facts;
 mod flow;
+mod limits;
 
 pub use analyzer::TransferAnalyzer;
 pub use facts::{
     AckFacts, BinFacts, Causes, DirectionFacts, EndReasons, FlightFacts, GoodputFacts,
     HistogramFacts, IdleFacts, IdlePeriod, InFlightFacts, RttFacts, TransferFacts, WindowFacts,
+    WriteFacts,
 };
+pub use limits::{ByLimit, LimitFacts, Stretch};
 
 /// Linux's minimum delayed-ACK timeout.
 pub const DELAYED_ACK_S: f64 = 0.040;
