@@ -139,6 +139,7 @@ def test_ack_clocked_sender_is_latency_bound(tmp_path: Path) -> None:
     out = run(f, tmp_path)
     assert out["flights"]["end_reasons"]["cwnd_wait"] >= 28
     assert out["verdict"]["limit"] == "latency"
+    assert out["verdict"]["shares"]["latency"] > 0.9
     assert out["rtt_ms"]["median"] == pytest.approx(20.0, abs=0.5)
 
 

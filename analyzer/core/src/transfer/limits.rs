@@ -9,7 +9,8 @@
 //!   the capture never saw filled, until the ACK passes what was sent by then), or the pause
 //!   ended by a retransmission (the sender waited for a timeout or for duplicate ACKs);
 //! - receiver_window: the receiver's window was zero, or too small for one more largest
-//!   segment beyond the bytes in flight (windows in bytes only when the scale is known);
+//!   segment beyond the bytes in flight (without the handshake's scale, the raw window shifted
+//!   by the least scale the bytes in flight had proved by then);
 //! - sender: the last segment was a short one (its write's tail: the sender had sent all it
 //!   had), or the receiver has sent a request since: the application had nothing to send;
 //! - the last segment was full-sized, so more data was waiting, and the window was open:
@@ -19,8 +20,9 @@
 //!     sample above the least one is queueing at a bottleneck (network), the rest the path's
 //!     own round trip (latency).
 //!
-//! The direction's time ends with the ACK of its last byte: a pause after everything was
-//! acknowledged counts only if more data followed it.
+//! The direction's time ends with its last data segment; the wait from a response's last
+//! segment to the next one, when everything was acknowledged and the receiver sent a request
+//! in it, is the conversation's turn, not transfer time.
 
 use serde::Serialize;
 
@@ -28,6 +30,8 @@ use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
 
 /// The limits, in the report's order.
 pub const LIMITS: usize = 5;
+/// RFC 7323's largest window scale.
+const MAX_SCALE: u8 = 14;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Limit {
@@ -73,8 +77,8 @@ impl<T: Clone> ByLimit<T> {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct LimitFacts {
-    /// Seconds from the first data segment to the ACK of the last byte (or the last event),
-    /// less the turns: the sum of `seconds`.
+    /// Seconds from the first data segment to the last, less the turns: the sum of
+    /// `seconds`.
     pub transfer_s: f64,
     /// Pauses with everything acknowledged in which the receiver sent data (a request)
     /// before the sender's next: the conversation's turns, not part of the transfer.
@@ -94,14 +98,16 @@ pub struct LimitFacts {
     pub recovery_by_hole: u64,
 }
 
-/// What the accounting holds, saved when everything sent was acknowledged: a pause after it
-/// counts only if data follows, so at the end the saved state is what holds.
-#[derive(Clone, Debug)]
+/// What the accounting holds. Kept as it stood at the last data segment: the wait after a
+/// response's last segment (for its ACK, often the receiver's delayed ACK, then for the next
+/// request) is part of a conversation's turn, or of nothing at the end.
+#[derive(Clone, Copy, Debug)]
 struct Books {
     /// Pauses waiting for the peer's request: (count, seconds).
     turns: (u64, f64),
     /// Loss seconds since the current recovery began.
     spurious: f64,
+
     /// Sender seconds with nothing in flight (the kernel's chronographs do not count them
     /// busy).
     sender_idle: f64,
@@ -117,6 +123,7 @@ impl Books {
         Books {
             turns: (0, 0.0),
             spurious: 0.0,
+
             sender_idle: 0.0,
             seconds: [0.0; LIMITS],
             first: [None; LIMITS],
@@ -147,6 +154,7 @@ impl Books {
         if limit == Limit::Loss {
             self.spurious += secs;
         }
+
         match &mut self.run {
             Some((l, s)) if *l == limit => {
                 s.seconds += secs;
@@ -203,6 +211,8 @@ pub(super) struct Chrono {
     high: i64,
     acked: Option<i64>,
     win: Option<i64>,
+    /// The least window scale the bytes in flight have proved so far.
+    scale_lb: u8,
     maxseg: i64,
     last_full: bool,
     peer_spoke: bool,
@@ -215,8 +225,11 @@ pub(super) struct Chrono {
     rtt: Option<f64>,
     rtt_min: Option<f64>,
     books: Books,
-    /// The books when everything sent was last acknowledged, while nothing has followed.
-    saved: Option<(Books, f64)>,
+    /// The books at the last data segment and its time.
+    at_last_data: Option<(Books, f64)>,
+    /// Everything sent was acknowledged since the last data segment.
+    all_acked: bool,
+
     recoveries: [u64; 3],
 }
 
@@ -229,6 +242,7 @@ impl Chrono {
             high: 0,
             acked: None,
             win: None,
+            scale_lb: 0,
             maxseg: 0,
             last_full: false,
             peer_spoke: false,
@@ -238,7 +252,9 @@ impl Chrono {
             rtt: None,
             rtt_min: None,
             books: Books::new(),
-            saved: None,
+            at_last_data: None,
+            all_acked: false,
+
             recoveries: [0; 3],
         }
     }
@@ -247,11 +263,28 @@ impl Chrono {
         self.acked.map_or(0, |a| self.high.wrapping_sub(a)).max(0)
     }
 
+    /// The window in bytes: as advertised when the scale is known, else shifted by the least
+    /// scale the bytes in flight so far prove (the engine's lower bound, as it stood then).
+    fn window(&self, scale_known: bool) -> Option<i64> {
+        let w = self.win?;
+        Some(if scale_known { w } else { w << self.scale_lb })
+    }
+
     fn window_closed(&self, scale_known: bool) -> bool {
-        match self.win {
+        match self.window(scale_known) {
             Some(0) => true,
-            Some(w) if scale_known => self.in_flight().wrapping_add(self.maxseg) > w,
-            _ => false,
+            Some(w) => self.in_flight().wrapping_add(self.maxseg) > w,
+            None => false,
+        }
+    }
+
+    /// Bytes in flight beyond the raw window prove a scale at least this large.
+    fn prove_scale(&mut self) {
+        if let Some(w) = self.win.filter(|&w| w > 0) {
+            let flight = self.in_flight();
+            while self.scale_lb < MAX_SCALE && (w << self.scale_lb) < flight {
+                self.scale_lb += 1;
+            }
         }
     }
 
@@ -339,15 +372,16 @@ impl Chrono {
         if let Event::Data { .. } = e {
             // data after a pause with everything acknowledged: the pause counts, as the
             // conversation's turn if the receiver sent a request in it
-            if let Some((books, since)) = self.saved.take() {
-                if self.peer_spoke {
-                    self.books = books;
-                    self.books.turns.0 += 1;
-                    self.books.turns.1 += ts - since;
-                    self.t = Some(ts);
-                    self.frame = frame;
-                }
+            if let (true, true, Some((books, since))) =
+                (self.all_acked, self.peer_spoke, self.at_last_data)
+            {
+                self.books = books;
+                self.books.turns.0 += 1;
+                self.books.turns.1 += ts - since;
+                self.t = Some(ts);
+                self.frame = frame;
             }
+            self.all_acked = false;
         }
         if matches!(e, Event::Data { again: true, .. }) && !self.recovering() {
             // a recovery begins with the pause this retransmission ends
@@ -428,18 +462,21 @@ impl Chrono {
                 }
             }
         }
+        self.prove_scale();
         self.t = Some(ts);
         self.frame = frame;
-        if self.saved.is_none() && self.in_flight() == 0 {
-            self.saved = Some((self.books.clone(), ts));
+        if self.in_flight() == 0 {
+            self.all_acked = true;
+        }
+        if let Event::Data { .. } = e {
+            self.at_last_data = Some((self.books, ts));
         }
     }
 
     pub fn facts(&self) -> LimitFacts {
-        let (mut books, end) = match &self.saved {
-            Some((b, end)) => (b.clone(), *end),
-            None => (self.books.clone(), self.t.unwrap_or(self.first_ts)),
-        };
+        let (mut books, end) = self
+            .at_last_data
+            .unwrap_or((self.books, self.t.unwrap_or(self.first_ts)));
         books.close_run();
         LimitFacts {
             transfer_s: if self.t.is_some() {

@@ -18,6 +18,8 @@
 //!   (sender_idle).
 //! - In flight: highest byte sent minus highest byte acknowledged, at the capture point
 //!   (tshark's tcp.analysis.bytes_in_flight for new data).
+//! - Writes: the new bytes up to each segment with PSH (Linux ends each send() with it).
+//! - Limits: where the direction's time went (limits.rs).
 //!
 //! Memory is bounded: histograms and capped queues, nothing per packet.
 
