@@ -49,6 +49,17 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", DIRECTION + r"\.verdict\.(summary|evidence_frames(\[\d+\])?)"):
         "the verdict's sentence now quotes the shares of time it is judged on and the frames "
         "of the dominant limit's first and longest runs",
+    (".*", r"\.relays\[\d+\]\.(server_write|forward_write)"):
+        "added: the server's and the relay's habitual write sizes (PSH-delimited), issue 24 "
+        "item 1",
+    (r"(cut-)?(seqscan-10k|pgdump-20k)-(pgbouncer|pgpool)-.*", r"\.relays\[0\]\.verdict\.summary"):
+        "the re-split is read from writes, not segments: 'the server wrote 8,192 bytes at a "
+        "time and the relay wrote them on in 4,096-byte writes' (8,170 for Pgpool-II), on "
+        "loopback and on MTU-1500 captures alike",
+    (r"(cut-)?seqscan-10k-(pgbouncer|pgpool)-bridge(-\d+)?", r"\.relays\[0\]\.verdict\.setting"):
+        "on an MTU-1500 capture the writes show PgBouncer's 4 KB forwarding (pkt_buf) and "
+        "Pgpool-II's 8 KB buffer, which the segments (all 1,448 bytes) hid: the setting names "
+        "them, as on loopback, instead of sending the reader to the front leg's verdict",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",

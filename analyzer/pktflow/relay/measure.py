@@ -110,14 +110,33 @@ class PairStats:
                 self.worst_cost = p
 
 
+def write_unit(legs: list[Leg]) -> int | None:
+    """The write size a leg's sender habitually uses: of the sizes of at least 1 KiB among
+    those that carried the most bytes, the one written most often (the larger among equals).
+    Writes, not segments: on an MTU-1500 path every segment is cut at the MSS, the writes are
+    the programs' own (an 8,192-byte PostgreSQL write, PgBouncer's 4 KB forwarding:
+    mechanics.md). Counted, not weighed: under back-pressure a socket takes several writes as
+    one, and those few large ones carry many bytes but are no program's habit."""
+    counts: dict[int, int] = {}
+    for leg in legs:
+        for k, n in leg.write_sizes.items():
+            if int(k) >= 1024:
+                counts[int(k)] = counts.get(int(k), 0) + n
+    if not counts:
+        return None
+    return max(counts, key=lambda k: (counts[k], k))
+
+
 def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
-                 max_chunk: int | None) -> dict[str, Any]:
+                 writes: tuple[int | None, int | None]) -> dict[str, Any]:
     """One paragraph: how the relay re-splits the data, whether the server waited on it, what it
-    cost, and the setting the evidence points at."""
+    cost, and the setting the evidence points at. `writes`: the server's and the relay's
+    habitual write sizes (write_unit of the back and front legs)."""
     bulk = stats.bulk
     parts: list[str] = []
     setting: str | None = None
     frames: list[int] = []
+    server_unit, relay_unit = writes
     if bulk:
         med_in = _median([p["segment_median_in"] for p in bulk])
         med_out = _median([p["segment_median_out"] for p in bulk])
@@ -126,15 +145,16 @@ def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
             parts.append(f"the server sent bulk responses in {med_in:,.0f}-byte segments "
                          f"(median) and the relay forwarded them in {med_out:,.0f}-byte "
                          f"segments" + (f", {ratio:.2f} out per segment in" if ratio else ""))
-        if max_chunk and med_in and med_out and med_out < med_in and max_chunk < med_in:
-            parts.append(f"its segments habitually stop at {max_chunk:,} bytes (larger ones "
-                         f"are the kernel coalescing queued writes): it reads and forwards "
-                         f"about that much at a time")
-            if 4000 <= max_chunk <= 4096 + 128:
+        if server_unit and relay_unit and relay_unit < server_unit:
+            parts.append(f"the server wrote {server_unit:,} bytes at a time and the relay "
+                         f"wrote them on in {relay_unit:,}-byte writes (PSH-delimited; larger "
+                         f"ones are queued writes taken as one): it reads and forwards about "
+                         f"that much at a time")
+            if 4000 <= relay_unit <= 4096 + 128:
                 setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
                            "8 KB server write into about 4 KB + 4 KB + a small tail; pkt_buf >= "
                            "8256 (8,192 + 64) forwards it whole")
-            elif 7000 <= max_chunk <= 8192:
+            elif 7000 <= relay_unit <= 8192:
                 setting = ("consistent with Pgpool-II, which writes to the client through an "
                            "8,192-byte buffer and flushes before a message that would not fit "
                            "(a fixed buffer in its code, not a configuration setting)")
@@ -217,7 +237,8 @@ def relays_of(legs: list[Leg], kept: Callable[[], Any] = list
             pairs.append(pair)
         max_chunk = forward_chunk([f.q for f, _ in relay.pairs])
         coupling = coupling_json(backs, fronts)
-        verdict = verdict_json(relay, stats, coupling, max_chunk)
+        writes = write_unit(backs), write_unit(fronts)
+        verdict = verdict_json(relay, stats, coupling, writes)
         out.append({
             "host": relay.host, "front_port": relay.front_port,
             "back_ports": relay.back_ports,
@@ -228,6 +249,7 @@ def relays_of(legs: list[Leg], kept: Callable[[], Any] = list
             "pooler_own_queries": [{"connection": r.conn, "query_index": r.index,
                                     "sql": r.q.sql} for r in relay.own][:100],
             "max_forward_chunk": max_chunk,
+            "server_write": writes[0], "forward_write": writes[1],
             "queries": pairs, "coupling": coupling, "verdict": verdict,
         })
         if relay.unmatched_front:
