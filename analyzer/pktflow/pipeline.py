@@ -23,6 +23,7 @@ from pktflow.tcp.findings import connection_findings, direction_name
 from pktflow.tcp.report import connection_json, settle_roles
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.report import transfer_findings, transfer_result
+from pktflow.transfer.verdict import note_capture_point
 
 SCHEMA = "pktflow.report/1"
 # A closed connection silent this long (capture time) is reported and its analyses dropped
@@ -134,6 +135,7 @@ def connection_report(facts: dict[str, Any], start: float) -> tuple[dict[str, An
         dirs["client_to_server"].update(transfer_result(tr, c2s, start))
         dirs["server_to_client"].update(transfer_result(tr, s2c, start))
         out["capture_point"] = capture_point(out)
+        note_capture_point(out)
     found = connection_findings(tcp, swapped)
     if pg is not None:
         found += conversation_findings(pg, conn_id)

@@ -158,6 +158,25 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# the capture point's position -> the direction captured at its receiver
+AT_RECEIVER = {"client": "server_to_client", "server": "client_to_server"}
+
+
+def note_capture_point(conn: dict[str, Any]) -> None:
+    """A direction captured beside its receiver is seen from the far end of the path: its data
+    arrive a one-way delay after they left, bytes in flight are only what the receiver had not
+    yet acknowledged, and the sender's waits for the window or ACKs look shorter than they
+    were. Said in the verdict, where the shares are read."""
+    name = AT_RECEIVER.get(conn["capture_point"]["position"])
+    if name is None:
+        return
+    v = conn["directions"][name].get("verdict") or {}
+    if v.get("limit", "none") != "none":
+        v["summary"] += (". Captured beside the receiver: the sender's waits for its window "
+                         "and ACKs are seen a round trip short, bytes in flight are what the "
+                         "receiver had not yet acknowledged")
+
+
 def limits_json(lim: dict[str, Any]) -> dict[str, Any]:
     """The chronographs as the report keeps them: seconds per limit, frames of the longest."""
     return {"transfer_s": round(lim["transfer_s"], 6),
