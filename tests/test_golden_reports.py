@@ -49,6 +49,10 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", DIRECTION + r"\.verdict\.(summary|evidence_frames(\[\d+\])?)"):
         "the verdict's sentence now quotes the shares of time it is judged on and the frames "
         "of the dominant limit's first and longest runs",
+    (".*", r"\.connections\[\d+\]\.round_trips"):
+        "added: a PostgreSQL conversation of two queries or more says what its round trips "
+        "cost (queries x the handshake's round trip) against the time its responses moved, "
+        "issue 24 item 4",
     (".*", r"\.relays\[\d+\]\.(server_write|forward_write)"):
         "added: the server's and the relay's habitual write sizes (PSH-delimited), issue 24 "
         "item 1",
