@@ -98,9 +98,8 @@ pub struct LimitFacts {
     pub recovery_by_hole: u64,
 }
 
-/// What the accounting holds. Kept as it stood at the last data segment: the wait after a
-/// response's last segment (for its ACK, often the receiver's delayed ACK, then for the next
-/// request) is part of a conversation's turn, or of nothing at the end.
+/// What the accounting holds, up to the last data segment (the intervals after it wait in
+/// Chrono::pending).
 #[derive(Clone, Copy, Debug)]
 struct Books {
     /// Pauses waiting for the peer's request: (count, seconds).
@@ -146,6 +145,13 @@ impl Books {
         }
     }
 
+    fn apply(&mut self, e: &Entry) {
+        self.add(e.limit, e.secs, e.from_ts, e.from, e.to);
+        if e.idle {
+            self.sender_idle += e.secs;
+        }
+    }
+
     /// `secs` of [from_ts, ...) to `limit`, from frame `from` to frame `to`.
     fn add(&mut self, limit: Limit, secs: f64, from_ts: f64, from: u64, to: u64) {
         if let Some(x) = self.seconds.get_mut(limit as usize) {
@@ -175,6 +181,23 @@ impl Books {
         }
     }
 }
+
+/// An interval after the last data segment, held until data follows: the wait after a
+/// response's last segment is the conversation's turn, or at the end of nothing.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    limit: Limit,
+    secs: f64,
+    from_ts: f64,
+    from: u64,
+    to: u64,
+    /// The sender had nothing in flight.
+    idle: bool,
+}
+
+/// Intervals held after the last data segment, at most (a pause with more changes of state
+/// books its oldest at once).
+const MAX_PENDING: usize = 64;
 
 /// One packet as the accounting needs it.
 #[derive(Clone, Copy, Debug)]
@@ -225,8 +248,9 @@ pub(super) struct Chrono {
     rtt: Option<f64>,
     rtt_min: Option<f64>,
     books: Books,
-    /// The books at the last data segment and its time.
-    at_last_data: Option<(Books, f64)>,
+    /// The intervals since the last data segment, and its time.
+    pending: Vec<Entry>,
+    last_data_ts: Option<f64>,
     /// Everything sent was acknowledged since the last data segment.
     all_acked: bool,
 
@@ -252,7 +276,8 @@ impl Chrono {
             rtt: None,
             rtt_min: None,
             books: Books::new(),
-            at_last_data: None,
+            pending: Vec::new(),
+            last_data_ts: None,
             all_acked: false,
 
             recoveries: [0; 3],
@@ -327,20 +352,42 @@ impl Chrono {
         );
         // the congestion window cut by a loss and not yet grown back to the flight before it
         let regrowing = self.regrow_to.is_some_and(|r| self.in_flight() < r);
-        let b = &mut self.books;
-        if loss {
-            b.add(Limit::Loss, gap, t, from, frame);
-        } else if closed {
-            b.add(Limit::ReceiverWindow, gap, t, from, frame);
-        } else if !self.last_full || self.peer_spoke {
-            b.add(Limit::Sender, gap, t, from, frame);
-            if idle {
-                b.sender_idle += gap;
+        let mut book = |limit: Limit, secs: f64, idle: bool| {
+            let e = Entry {
+                limit,
+                secs,
+                from_ts: t,
+                from,
+                to: frame,
+                idle,
+            };
+            if ended_by_data {
+                self.books.apply(&e);
+            } else if let Some(last) = self
+                .pending
+                .last_mut()
+                .filter(|l| l.limit == limit && l.idle == idle)
+            {
+                last.secs += secs;
+                last.to = frame;
+            } else {
+                if self.pending.len() >= MAX_PENDING {
+                    let oldest = self.pending.remove(0);
+                    self.books.apply(&oldest);
+                }
+                self.pending.push(e);
             }
+        };
+        if loss {
+            book(Limit::Loss, gap, false);
+        } else if closed {
+            book(Limit::ReceiverWindow, gap, false);
+        } else if !self.last_full || self.peer_spoke {
+            book(Limit::Sender, gap, idle);
         } else if regrowing && !idle {
-            b.add(Limit::Loss, gap, t, from, frame);
+            book(Limit::Loss, gap, false);
         } else if ended_by_data || idle {
-            b.add(Limit::Network, gap, t, from, frame);
+            book(Limit::Network, gap, false);
         } else {
             // a round trip: the path's own, and queueing above it
             let path = match (self.rtt_min, self.rtt) {
@@ -349,13 +396,13 @@ impl Chrono {
             };
             let queue = gap * (1.0 - path);
             if queue > 0.5 * gap {
-                b.add(Limit::Latency, gap - queue, t, from, frame);
-                b.add(Limit::Network, queue, t, from, frame);
+                book(Limit::Latency, gap - queue, false);
+                book(Limit::Network, queue, false);
             } else {
                 if queue > 0.0 {
-                    b.add(Limit::Network, queue, t, from, frame);
+                    book(Limit::Network, queue, false);
                 }
-                b.add(Limit::Latency, gap - queue, t, from, frame);
+                book(Limit::Latency, gap - queue, false);
             }
         }
     }
@@ -372,14 +419,24 @@ impl Chrono {
         if let Event::Data { .. } = e {
             // data after a pause with everything acknowledged: the pause counts, as the
             // conversation's turn if the receiver sent a request in it
-            if let (true, true, Some((books, since))) =
-                (self.all_acked, self.peer_spoke, self.at_last_data)
-            {
-                self.books = books;
-                self.books.turns.0 += 1;
-                self.books.turns.1 += ts - since;
-                self.t = Some(ts);
-                self.frame = frame;
+            match (self.all_acked && self.peer_spoke, self.last_data_ts) {
+                (true, Some(last)) => {
+                    // from the last data segment, less what an overlong pause booked already
+                    let since = self
+                        .pending
+                        .first()
+                        .map_or(self.t.unwrap_or(last), |e| e.from_ts);
+                    self.pending.clear();
+                    self.books.turns.0 += 1;
+                    self.books.turns.1 += ts - since;
+                    self.t = Some(ts);
+                    self.frame = frame;
+                }
+                _ => {
+                    for e in self.pending.drain(..) {
+                        self.books.apply(&e);
+                    }
+                }
             }
             self.all_acked = false;
         }
@@ -451,6 +508,11 @@ impl Chrono {
                     if let Some((limit @ Limit::Loss, _)) = &mut self.books.run {
                         *limit = Limit::Latency;
                     }
+                    for e in &mut self.pending {
+                        if e.limit == Limit::Loss {
+                            e.limit = Limit::Latency;
+                        }
+                    }
                     self.recovery_until = None;
                     self.regrow_to = None;
                     self.recovery_by_resend = false;
@@ -462,21 +524,22 @@ impl Chrono {
                 }
             }
         }
-        self.prove_scale();
+        if !scale_known {
+            self.prove_scale();
+        }
         self.t = Some(ts);
         self.frame = frame;
         if self.in_flight() == 0 {
             self.all_acked = true;
         }
         if let Event::Data { .. } = e {
-            self.at_last_data = Some((self.books, ts));
+            self.last_data_ts = Some(ts);
         }
     }
 
     pub fn facts(&self) -> LimitFacts {
-        let (mut books, end) = self
-            .at_last_data
-            .unwrap_or((self.books, self.t.unwrap_or(self.first_ts)));
+        // what came after the last data segment is left out
+        let (mut books, end) = (self.books, self.last_data_ts.unwrap_or(self.first_ts));
         books.close_run();
         LimitFacts {
             transfer_s: if self.t.is_some() {

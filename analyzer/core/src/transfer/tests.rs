@@ -952,3 +952,26 @@ fn write_sizes_are_weighted_by_bytes() {
     assert_eq!(w.unended_bytes, 500);
     assert_eq!(facts::quantile_by_bytes(&[], 0.5), None);
 }
+
+#[test]
+fn a_long_pause_of_many_states_before_a_request_still_adds_up() {
+    let mut f = bridge();
+    f.write(8192, 0.000_1);
+    f.ack(0, 4096 << 7, 0.000_1);
+    for i in 0..200 {
+        // window updates that shut and open the window: more states than are held
+        f.ack(0, if i % 2 == 0 { 0 } else { 4096 << 7 }, 0.001);
+    }
+    f.send(0, 50, 0.01); // the next request
+    f.write(8192, 0.001);
+    f.write(8192, 0.001);
+    let l = f.finish().directions[1].limits.clone();
+    let sum = l.seconds.receiver_window
+        + l.seconds.network
+        + l.seconds.loss
+        + l.seconds.latency
+        + l.seconds.sender;
+    assert!((sum - l.transfer_s).abs() < 1e-9, "{l:?}");
+    assert_eq!(l.turns, 1);
+    assert!(l.turns_s > 0.005 && l.turns_s < 0.212, "{l:?}");
+}
