@@ -55,7 +55,7 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     shares, lim = verdict.get("shares") or {}, d.get("limits") or {}
     if shares:
         table.add_row("time", f"{lim.get('transfer_s', 0) * 1e3:,.1f} ms: " + ", ".join(
-            f"{k.replace('_', ' ')} {v:.0%}" for k, v in shares.items() if v >= 0.005))
+            f"{k.replace('_', ' ')} {v:.0%}" for k, v in shares.items() if v >= 0.01))
     writes = d.get("writes") or {}
     if writes.get("count"):
         table.add_row("writes", f"{writes['count']:,}; by bytes: median "
