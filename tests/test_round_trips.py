@@ -90,3 +90,11 @@ def test_without_a_handshake_the_rtt_samples_serve_and_without_them_nothing() ->
     rt = round_trips_json(_conn(qs, None))
     assert rt is not None and rt["round_trips_ms"] is None and "unknown" in rt["summary"]
     assert round_trips_json(_conn(qs[:1], 8.0)) is None
+
+
+def test_a_conversation_the_clock_gives_no_time_has_no_share() -> None:
+    """Found by fuzzing: queries whose times are all equal (or run backwards)."""
+    qs = [{"sent_s": 1.0, "first_response_s": 1.0, "last_response_s": 1.0,
+           "response_bytes": 100} for _ in range(3)]
+    rt = round_trips_json(_conn(qs, 8.0))
+    assert rt is not None and rt["share"] is None and "24.0 ms from the first" in rt["summary"]

@@ -61,11 +61,14 @@ def round_trips_json(conn: dict[str, Any]) -> dict[str, Any] | None:
         out["summary"] = (f"{n} quer{'y' if n == 1 else 'ies'} over {span:,.1f} ms; the round "
                           f"trip is unknown (no handshake, no RTT sample)")
     else:
+        # no share when the capture's clock gives the conversation no time (a damaged or
+        # reordered capture)
+        share = "" if out["share"] is None else f", {out['share']:.0%} of the {span:,.1f} ms"
         out["summary"] = (
             f"{n} quer{'y' if n == 1 else 'ies'} one after another, each a round trip of "
-            f"{rtt:,.3f} ms ({source}): {cost:,.1f} ms, {out['share']:.0%} of the "
-            f"{span:,.1f} ms from the first query to the last response; the responses moved "
-            f"for {moving:,.1f} ms, the bulk ones (64 KB or more) for {bulk:,.1f} ms")
+            f"{rtt:,.3f} ms ({source}): {cost:,.1f} ms{share} from the first query to the last "
+            f"response; the responses moved for {moving:,.1f} ms, the bulk ones (64 KB or "
+            f"more) for {bulk:,.1f} ms")
     return out
 
 
