@@ -64,6 +64,13 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
         "on an MTU-1500 capture the writes show PgBouncer's 4 KB forwarding (pkt_buf) and "
         "Pgpool-II's 8 KB buffer, which the segments (all 1,448 bytes) hid: the setting names "
         "them, as on loopback, instead of sending the reader to the front leg's verdict",
+    (".*", r"\.relays\[\d+\]\.verdict\.(limit|legs|relay_ms|front_leg_ms)"):
+        "added: the relay judged as a component from both legs' limits (client, network, "
+        "pooler, server_network, server), and the client's extra time split between what the "
+        "relay did and the client leg's slower drain, issue 24 item 3",
+    (".*", r"\.relays\[\d+\]\.verdict\.(summary|setting)"):
+        "the relay's verdict says which component set the pace and attributes its added time "
+        "to it; a forwarding unit (pkt_buf) is the setting only where the pooler is the limit",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",
