@@ -48,3 +48,6 @@ def test_the_answer_opens_the_report_and_agrees_with_it(capture: Path) -> None:
         assert advice is not None and " ".join(advice.split()[:4]) in answer
     for relay in report["relays"]:
         assert f"relay {relay['host']}:{relay['front_port']}:" in answer
+        v = relay["verdict"]
+        if v.get("relay_ms") is not None:
+            assert f"the relay itself added {v['relay_ms']:,.2f} ms" in answer

@@ -114,6 +114,17 @@ def _pgbouncer_signature(meta: dict[str, Any], relay: dict[str, Any],
     pkt_buf = meta["pgbouncer_settings"]["pkt_buf"]
     assert bulk["segment_median_out"] <= pkt_buf
     assert relay["max_forward_chunk"] <= pkt_buf
+    # Writes (PSH-delimited) show the programs' own units on any MTU: the server's 8 KB, and
+    # PgBouncer's pkt_buf when it is smaller than a server write.
+    assert relay["server_write"] == 8192
+    if pkt_buf < 8192 + 64:
+        assert 4000 <= relay["forward_write"] <= pkt_buf
+        # named as the setting only where the relay's forwarding is what limits (issue 24:
+        # not by habit); the re-split itself is always said
+        limits_here = relay["verdict"]["limit"] == "pooler"
+        assert ("pkt_buf" in (relay["verdict"]["setting"] or "")) == limits_here
+        assert f"relay wrote them on in {relay['forward_write']:,}-byte writes" in relay[
+            "verdict"]["summary"]
     if meta["network"] == "loopback" and pkt_buf >= 8192 + 64:
         # A buffer that holds a whole server write: no re-split, the ~4 KB pieces are gone
         # and pktflow does not point at pkt_buf.
@@ -124,10 +135,12 @@ def _pgbouncer_signature(meta: dict[str, Any], relay: dict[str, Any],
         # MTU 65,536: segments are the programs' writes, so the re-split shows directly.
         assert bulk["segment_median_in"] == 8192
         assert bulk["segments_out"] > bulk["segments_in"]
-        assert "pkt_buf" in (relay["verdict"]["setting"] or "")
+        assert ("pkt_buf" in (relay["verdict"]["setting"] or "")) == (
+            relay["verdict"]["limit"] == "pooler")
     else:
         # MTU 1,500: both legs are cut at the MSS, so the re-split hides inside full segments
-        # (whether the relay's window to the server also closes varies from run to run).
+        # (whether the relay's window to the server also closes varies from run to run); the
+        # writes above show it.
         assert bulk["segment_median_in"] == bulk["segment_median_out"] == 1448
         assert relay["max_forward_chunk"] <= 1448
 
@@ -136,9 +149,10 @@ def _pgpool_signature(meta: dict[str, Any], relay: dict[str, Any],
                       bulk: dict[str, Any]) -> None:
     # mechanics.md: Pgpool-II writes to the client through an 8,192-byte buffer, flushing
     # before a message that would not fit: message-aligned pieces just under 8 KB.
+    assert 7000 <= relay["forward_write"] < relay["server_write"] == 8192
+    assert "Pgpool-II" in (relay["verdict"]["setting"] or "")
     if meta["network"] == "loopback":
         assert 7000 <= relay["max_forward_chunk"] <= 8192
-        assert "Pgpool-II" in (relay["verdict"]["setting"] or "")
     else:
         assert relay["max_forward_chunk"] <= 1448
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tcpfeed import Flow, write_capture
+from tcpfeed import ACK, SYN, Flow, syn_options, write_capture
 
 from pktflow.pipeline import analyze
 
@@ -130,12 +130,16 @@ def test_ack_clocked_sender_is_latency_bound(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
     for _ in range(30):
-        f.send(1, b"c" * SEG, dt=0.0001)  # resumes right after each ACK
-        f.send(1, b"c" * SEG)
+        # full-sized segments (MSS 1460 less 12 bytes of timestamps) without PSH: more data
+        # waited behind them, the sender stopped for the congestion window
+        for i in range(6):
+            f._emit(1, ACK, b"c" * 1448, dt=0.0001 if i == 0 else 0.00001)
+            f.seq[1] = (f.seq[1] + 1448) & 0xFFFFFFFF
         f.ack(0, dt=0.020, win=60000)  # 20 ms round trips, wide-open window
     out = run(f, tmp_path)
     assert out["flights"]["end_reasons"]["cwnd_wait"] >= 28
     assert out["verdict"]["limit"] == "latency"
+    assert out["verdict"]["shares"]["latency"] > 0.9
     assert out["rtt_ms"]["median"] == pytest.approx(20.0, abs=0.5)
 
 
@@ -255,3 +259,19 @@ def test_verdict_evidence_lists_each_frame_once(path: Path) -> None:
         for name, d in conn["directions"].items():
             frames = (d.get("verdict") or {}).get("evidence_frames") or []
             assert len(frames) == len(set(frames)), (conn["id"], name, frames)
+
+
+def test_a_capture_beside_the_receiver_is_said_in_its_verdict(tmp_path: Path) -> None:
+    """Captured at the client: the SYN-ACK took a 10 ms round trip, the ACK came at once; the
+    server's data are seen from the far end of the path."""
+    f = Flow()
+    f._emit(0, SYN, options=syn_options(), ack=0, win=64240)
+    f.seq[0] += 1
+    f._emit(1, SYN | ACK, options=syn_options(), win=65160, dt=0.010)
+    f.seq[1] += 1
+    f._emit(0, ACK, dt=0.0001)
+    bulk(f, 40)
+    (conn,) = run_report(f, tmp_path)["connections"]
+    assert conn["capture_point"]["position"] == "client"
+    assert "Captured beside the receiver" in conn["directions"]["server_to_client"]["verdict"][
+        "summary"]

@@ -23,6 +23,8 @@ from pktflow.tcp.findings import connection_findings, direction_name
 from pktflow.tcp.report import connection_json, settle_roles
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.report import transfer_findings, transfer_result
+from pktflow.transfer.round_trips import round_trip_findings, round_trips_json
+from pktflow.transfer.verdict import note_capture_point
 
 SCHEMA = "pktflow.report/1"
 # A closed connection silent this long (capture time) is reported and its analyses dropped
@@ -134,9 +136,13 @@ def connection_report(facts: dict[str, Any], start: float) -> tuple[dict[str, An
         dirs["client_to_server"].update(transfer_result(tr, c2s, start))
         dirs["server_to_client"].update(transfer_result(tr, s2c, start))
         out["capture_point"] = capture_point(out)
+        note_capture_point(out)
+        if pg is not None and (rt := round_trips_json(out)) is not None:
+            out["round_trips"] = rt
     found = connection_findings(tcp, swapped)
     if pg is not None:
         found += conversation_findings(pg, conn_id)
+        found += round_trip_findings(out)
     if tr is not None:
         found += transfer_findings(tr, conn_id, lambda d: direction_name(d, swapped))
     return out, found

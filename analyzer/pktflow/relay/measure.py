@@ -94,6 +94,9 @@ class PairStats:
         self.costs = array("d")  # relay costs, ms, where known
         self.worst_wait: dict[str, Any] | None = None  # the last of the longest waits
         self.worst_cost: dict[str, Any] | None = None  # the first of the largest known costs
+        # of each known cost, what the relay did itself: forward the request and the first
+        # response byte (the rest is the front leg draining slower than the back leg)
+        self.own = array("d")
 
     def add(self, p: dict[str, Any]) -> None:
         if (p["segments_in"] or 0) >= BULK_SEGMENTS:
@@ -106,18 +109,94 @@ class PairStats:
         cost = p["relay_cost_ms"]
         if cost is not None:  # the worst among the known: the verdict quotes its numbers
             self.costs.append(cost)
+            first = p["first_byte_delay_ms"]
+            own = cost if delay is None or first is None else min(cost, max(delay + first, 0.0))
+            self.own.append(own)
             if self.worst_cost is None or cost > self.worst_cost["relay_cost_ms"]:
                 self.worst_cost = p
 
 
+def write_unit(legs: list[Leg]) -> int | None:
+    """The write size a leg's sender habitually uses: of the sizes of at least 1 KiB among
+    those that carried the most bytes, the one written most often (the larger among equals).
+    Writes, not segments: on an MTU-1500 path every segment is cut at the MSS, the writes are
+    the programs' own (an 8,192-byte PostgreSQL write, PgBouncer's 4 KB forwarding:
+    mechanics.md). Counted, not weighed: under back-pressure a socket takes several writes as
+    one, and those few large ones carry many bytes but are no program's habit."""
+    counts: dict[int, int] = {}
+    for leg in legs:
+        for k, n in leg.write_sizes.items():
+            if int(k) >= 1024:
+                counts[int(k)] = counts.get(int(k), 0) + n
+    if not counts:
+        return None
+    return max(counts, key=lambda k: (counts[k], k))
+
+
+# A relay judged as a component, from what limited each leg's server -> client direction (the
+# bulk legs: those that carried the most). The front leg is read first: a client that reads
+# slowly or a lossy, slow or distant client path holds the relay's output and, through its full
+# buffers, the back leg too (the back leg then looks window-limited by the relay, though the
+# relay is not the cause). Only when the relay had nothing to send to the client does the back
+# leg say why: the relay not reading (its window held the server: the pooler is the limit),
+# the server's path, or the server producing the rows.
+CLIENT_PATH = ("network", "loss", "latency")
+SETTINGS = {
+    "client": "the client reads more slowly than the relay forwards: look at the client (its "
+              "receive buffer, or an application that stops reading), not at pooler settings",
+    "network": "the path between the client and the relay (its rate, loss or round trips) set "
+               "the pace, not the pooler",
+    "server": "the server producing the rows (plan, CPU, I/O): the relay kept up with it",
+    "server_network": "the path between the relay and the server (its rate, loss or round "
+                      "trips) set the pace",
+    "pooler": "the pooler's own pace: its read and write buffers (PgBouncer pkt_buf, "
+              "tcp_socket_buffer) or its CPU",
+}
+# what each limit means on a leg's server -> client direction
+FRONT_WORDS = {"receiver_window": "the client's receive window", "network": "the network's rate",
+               "loss": "loss recovery", "latency": "round trips",
+               "sender": "the relay having nothing more to send", "none": "nothing"}
+BACK_WORDS = {"receiver_window": "the relay's receive window", "network": "the network's rate",
+              "loss": "loss recovery", "latency": "round trips",
+              "sender": "the server's own pace (producing the rows)", "none": "nothing"}
+
+
+def bulk_limit(legs: list[Leg]) -> str:
+    """The limit of the legs' server -> client direction that carried the most."""
+    judged = [c for c in legs if c.limit != "none"]
+    return max(judged, key=lambda c: c.payload_bytes).limit if judged else "none"
+
+
+def component(front: str, back: str) -> str:
+    """The relay's limit from its legs': client, network, pooler, server_network, server or
+    none."""
+    if front == "receiver_window":
+        return "client"
+    if front in CLIENT_PATH:
+        return "network"
+    if front == "sender" or front == "none" and back != "none":
+        if back == "receiver_window":
+            return "pooler"
+        if back in CLIENT_PATH:
+            return "server_network"
+        if back == "sender":
+            return "server"
+    return "none"
+
+
 def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
-                 max_chunk: int | None) -> dict[str, Any]:
-    """One paragraph: how the relay re-splits the data, whether the server waited on it, what it
-    cost, and the setting the evidence points at."""
+                 writes: tuple[int | None, int | None],
+                 legs: tuple[str, str] = ("none", "none")) -> dict[str, Any]:
+    """One paragraph: how the relay re-splits the data, whether the server waited on it, what
+    limited the relay as a component, what it cost, and the setting the evidence points at.
+    `writes`: the server's and the relay's habitual write sizes (write_unit of the back and
+    front legs); `legs`: what limited the front and the back leg (bulk_limit)."""
+    limit = component(*legs)
     bulk = stats.bulk
     parts: list[str] = []
     setting: str | None = None
     frames: list[int] = []
+    server_unit, relay_unit = writes
     if bulk:
         med_in = _median([p["segment_median_in"] for p in bulk])
         med_out = _median([p["segment_median_out"] for p in bulk])
@@ -126,15 +205,18 @@ def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
             parts.append(f"the server sent bulk responses in {med_in:,.0f}-byte segments "
                          f"(median) and the relay forwarded them in {med_out:,.0f}-byte "
                          f"segments" + (f", {ratio:.2f} out per segment in" if ratio else ""))
-        if max_chunk and med_in and med_out and med_out < med_in and max_chunk < med_in:
-            parts.append(f"its segments habitually stop at {max_chunk:,} bytes (larger ones "
-                         f"are the kernel coalescing queued writes): it reads and forwards "
-                         f"about that much at a time")
-            if 4000 <= max_chunk <= 4096 + 128:
+        if server_unit and relay_unit and relay_unit < server_unit:
+            parts.append(f"the server wrote {server_unit:,} bytes at a time and the relay "
+                         f"wrote them on in {relay_unit:,}-byte writes (PSH-delimited; larger "
+                         f"ones are queued writes taken as one): it reads and forwards about "
+                         f"that much at a time")
+            if limit != "pooler":
+                pass  # a forwarding unit named only where it is what limits
+            elif 4000 <= relay_unit <= 4096 + 128:
                 setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
                            "8 KB server write into about 4 KB + 4 KB + a small tail; pkt_buf >= "
                            "8256 (8,192 + 64) forwards it whole")
-            elif 7000 <= max_chunk <= 8192:
+            elif 7000 <= relay_unit <= 8192:
                 setting = ("consistent with Pgpool-II, which writes to the client through an "
                            "8,192-byte buffer and flushes before a message that would not fit "
                            "(a fixed buffer in its code, not a configuration setting)")
@@ -144,10 +226,6 @@ def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
     if coupling["back_window_zero_events"]:
         parts.append(coupling["summary"])
         frames += coupling["evidence_frames"][:3]
-        if setting is None:
-            setting = ("the relay drains to the client more slowly than the server produces: "
-                       "look at the front leg's verdict (client, network) before pooler "
-                       "settings such as tcp_socket_buffer")
     waits = sorted(stats.waits)
     worst = stats.worst_wait
     if len(waits) >= 10 and len(relay.front) > len(relay.back) and worst is not None:
@@ -165,15 +243,39 @@ def verdict_json(relay: Relay, stats: PairStats, coupling: dict[str, Any],
                                   "busy at once: PgBouncer's default_pool_size (or Pgpool-II's "
                                   "num_init_children) sets how many server connections serve "
                                   "them")
+    front, back = legs
+    if limit == "pooler":
+        parts.append(f"the relay set the pace: on the front leg {FRONT_WORDS[front]} limited "
+                     f"it, while on the back leg {BACK_WORDS[back]} held the server: it read "
+                     f"no faster than it wrote")
+    elif limit in ("client", "network"):
+        parts.append(f"the client leg set the pace ({FRONT_WORDS[front]} limited it), and the "
+                     f"relay passed that back to the server")
+    elif limit != "none":
+        parts.append(f"the relay kept up: it waited on the server leg, limited by "
+                     f"{BACK_WORDS[back]}")
     costs = stats.costs
     worst = stats.worst_cost
+    total = sum(costs)
+    own = sum(stats.own) if limit in ("client", "network") else total
+    n = f"{len(costs):,} matched quer{'y' if len(costs) == 1 else 'ies'}"
     if costs and worst is not None:
-        parts.append(f"the relay added {sum(costs):,.2f} ms over {len(costs):,} matched "
-                     f"quer{'y' if len(costs) == 1 else 'ies'} (most: {worst['relay_cost_ms']:,.2f}"
-                     f" ms, {worst['through_relay_ms']:,.2f} ms through the relay vs "
-                     f"{worst['back_leg_ms']:,.2f} ms on the back leg)")
+        if limit in ("client", "network"):
+            parts.append(f"of the {total:,.2f} ms the client waited beyond the server leg over "
+                         f"{n}, the relay itself added {own:,.2f} ms (forwarding each request "
+                         f"and its first byte) and the client leg's slower drain "
+                         f"{total - own:,.2f} ms")
+        else:
+            parts.append(f"the relay added {total:,.2f} ms over {n} (most: "
+                         f"{worst['relay_cost_ms']:,.2f} ms, {worst['through_relay_ms']:,.2f} ms "
+                         f"through the relay vs {worst['back_leg_ms']:,.2f} ms on the back leg)")
+    if setting is None and limit != "none":
+        setting = SETTINGS[limit]
     summary = "; ".join(parts) + "." if parts else "no bulk response went through the relay."
-    return {"summary": summary[0].upper() + summary[1:], "setting": setting,
+    return {"summary": summary[0].upper() + summary[1:], "setting": setting, "limit": limit,
+            "legs": {"front": front, "back": back},
+            "relay_ms": round(own, 3) if costs else None,
+            "front_leg_ms": round(total - own, 3) if costs else None,
             "evidence_frames": sorted(set(frames))[:12]}
 
 
@@ -217,7 +319,9 @@ def relays_of(legs: list[Leg], kept: Callable[[], Any] = list
             pairs.append(pair)
         max_chunk = forward_chunk([f.q for f, _ in relay.pairs])
         coupling = coupling_json(backs, fronts)
-        verdict = verdict_json(relay, stats, coupling, max_chunk)
+        writes = write_unit(backs), write_unit(fronts)
+        verdict = verdict_json(relay, stats, coupling, writes,
+                               (bulk_limit(fronts), bulk_limit(backs)))
         out.append({
             "host": relay.host, "front_port": relay.front_port,
             "back_ports": relay.back_ports,
@@ -228,6 +332,7 @@ def relays_of(legs: list[Leg], kept: Callable[[], Any] = list
             "pooler_own_queries": [{"connection": r.conn, "query_index": r.index,
                                     "sql": r.q.sql} for r in relay.own][:100],
             "max_forward_chunk": max_chunk,
+            "server_write": writes[0], "forward_write": writes[1],
             "queries": pairs, "coupling": coupling, "verdict": verdict,
         })
         if relay.unmatched_front:

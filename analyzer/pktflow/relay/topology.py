@@ -145,13 +145,15 @@ class Leg:
 
     __slots__ = ("id", "client", "server", "_queries", "_reread", "zero_window_periods",
                  "zero_window_total_s", "evidence_frames", "bytes_acked_median",
-                 "flight_bytes_median")
+                 "flight_bytes_median", "write_sizes", "limit", "payload_bytes")
 
     def __init__(self, cid: str, client: tuple[str, int], server: tuple[str, int],
                  queries: list[LegQuery] | None, reread: Reread | None,
                  zero_window_periods: int, zero_window_total_s: float,
                  evidence_frames: tuple[int, ...], bytes_acked_median: int | None,
-                 flight_bytes_median: int | None) -> None:
+                 flight_bytes_median: int | None,
+                 write_sizes: dict[str, int] | None = None, limit: str = "none",
+                 payload_bytes: int = 0) -> None:
         """`queries`, or (None) `reread` to read them again when matching needs them; the
         rest is of the leg's server -> client direction, for coupling_json."""
         self.id = cid
@@ -165,6 +167,12 @@ class Leg:
         self.evidence_frames = evidence_frames
         self.bytes_acked_median = bytes_acked_median
         self.flight_bytes_median = flight_bytes_median
+        # the server -> client sender's writes that carried the most bytes: {size: writes}
+        self.write_sizes = write_sizes or {}
+        # what limited the server -> client direction (its verdict), and how much it carried:
+        # a relay is judged as a component from both legs' limits
+        self.limit = limit
+        self.payload_bytes = payload_bytes
 
     @property
     def queries(self) -> tuple[LegQuery, ...]:
@@ -195,7 +203,9 @@ def relay_leg(conn: dict[str, Any], reread: Reread | None = None) -> Leg | None:
                window.get("zero_window_periods") or 0, window.get("zero_window_total_s") or 0.0,
                tuple(verdict.get("evidence_frames") or ()),
                (s2c.get("acks") or {}).get("bytes_acked_median"),
-               (s2c.get("flights") or {}).get("bytes_median"))
+               (s2c.get("flights") or {}).get("bytes_median"),
+               (s2c.get("writes") or {}).get("sizes_by_bytes"),
+               verdict.get("limit") or "none", s2c.get("payload_bytes") or 0)
 
 
 class QueryRef:

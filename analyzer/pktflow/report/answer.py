@@ -68,16 +68,36 @@ def render_answer(report: dict[str, Any],
     if len(transfers) > MAX_LINES:
         lines.append(Text(f"... and {len(transfers) - MAX_LINES} smaller transfers", "dim"))
     for relay in report.get("relays") or []:
-        v = relay.get("verdict") or {}
-        setting = v.get("setting")
-        line = Text(f"relay {relay['host']}:{relay['front_port']}: ")
-        line.append(_first_sentence(v.get("summary") or ""))
-        if setting:
-            line.append(f" Setting: {setting}.")
-        lines.append(line)
+        lines.append(_relay_line(relay))
     if not lines:
         return None
     return Group(Text("What limited it", "bold underline"), *lines)
+
+
+# the relay's verdict.limit -> who set the pace, as the answer says it
+COMPONENT = {"client": "the client", "network": "the client's network path",
+             "pooler": "the pooler itself", "server_network": "the server's network path",
+             "server": "the server"}
+
+
+def _relay_line(relay: dict[str, Any]) -> Text:
+    v = relay.get("verdict") or {}
+    line = Text(f"relay {relay['host']}:{relay['front_port']}: ")
+    who = COMPONENT.get(v.get("limit") or "")
+    if who is None:
+        line.append(_first_sentence(v.get("summary") or ""))
+    else:
+        line.append("set the pace: ")
+        line.append(who, "bold")
+        own, drain = v.get("relay_ms"), v.get("front_leg_ms")
+        if own is not None:
+            line.append(f"; the relay itself added {own:,.2f} ms")
+            if drain:
+                line.append(f", the client leg {drain:,.2f} ms")
+        line.append(".")
+    if v.get("setting"):
+        line.append(f" Look at {v['setting']}.")
+    return line
 
 
 def _first_sentence(summary: str) -> str:

@@ -12,7 +12,7 @@ from rich.text import Text
 from pktflow.rates import format_rate
 
 _LIMIT_STYLE = {"receiver_window": "yellow", "sender": "cyan", "loss": "red",
-                "latency": "yellow", "none": "dim"}
+                "latency": "yellow", "network": "magenta", "none": "dim"}
 
 
 def _ms(v: float | None) -> str:
@@ -45,6 +45,16 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="dim")
     table.add_column()
+    shares, lim = verdict.get("shares") or {}, d.get("limits") or {}
+    if shares:
+        table.add_row("time", f"{lim.get('transfer_s', 0) * 1e3:,.1f} ms: " + ", ".join(
+            f"{k.replace('_', ' ')} {v:.0%}" for k, v in shares.items() if v >= 0.01))
+    writes = d.get("writes") or {}
+    if writes.get("count"):
+        table.add_row("writes", f"{writes['count']:,}; by bytes: median "
+                                f"{_n(writes.get('size_median_by_bytes'))} B (10%-90%: "
+                                f"{_n(writes.get('size_p10_by_bytes'))}-"
+                                f"{_n(writes.get('size_p90_by_bytes'))} B)")
     pattern = d.get("pattern") or ""
     table.add_row("ACK cadence", f"{pattern}  (median {_n(acks.get('bytes_acked_median'))} B, "
                                  f"{_n(acks.get('segments_per_ack_median'))} segments per ACK, "

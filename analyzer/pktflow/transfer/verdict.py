@@ -53,60 +53,154 @@ def _goodput(f: dict[str, Any]
             {"bps": worst["bytes"] * 80, "start_ts": first + worst["index"] / 10})
 
 
+# The limits, in the order the core's chronographs list them (transfer/limits.rs).
+LIMITS = ("receiver_window", "network", "loss", "latency", "sender")
+# The rule naming the dominant limit mirrors the kernel's (pktflow.lab.kernel.dominant_limit),
+# so a verdict can be checked against the lab's ground truth: the receiver's window when it
+# held the sender at least half of the time the sender had data to send ("busy": the transfer
+# less the time the sender had nothing in flight and nothing waiting); else loss when at least
+# 1% of the segments were sent again or filled a hole the capture never saw (each loss cuts
+# the congestion window: at that rate recoveries and the regrowth after them set the pace) and
+# recovery took a tenth of the busy time or more (two stray retransmissions in a fast
+# transfer cost nothing); else the sender when it had nothing to send longer than data waited
+# (network and latency together: the kernel's "network", data waiting unsent behind the
+# congestion window or a rate limit), otherwise the larger of network and latency.
+HALF = 0.5
+LOSS_SHARE = 0.01
+LOSS_TIME = 0.1
+
+
+def _frames(s: dict[str, Any] | None) -> str:
+    if not s:
+        return ""
+    return (f"; longest {s['seconds'] * 1e3:,.1f} ms, frames {s['from_frame']}-"
+            f"{s['to_frame']}")
+
+
+def limit_shares(lim: dict[str, Any]) -> dict[str, float]:
+    """Each limit's share of the transfer time (0.0 each when it took no time)."""
+    total = lim["transfer_s"]
+    secs = lim["seconds"]
+    return {k: round(secs[k] / total, 3) if total > 0 else 0.0 for k in LIMITS}
+
+
+def dominant(f: dict[str, Any]) -> tuple[str, float]:
+    """The dominant limit by the rule above, and the busy seconds it was judged against."""
+    lim = f["limits"]
+    secs = lim["seconds"]
+    busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
+    if busy > 0 and secs["receiver_window"] >= HALF * busy:
+        return "receiver_window", busy
+    if (_lost(f) >= LOSS_SHARE * max(1, f["segments"]) and busy > 0
+            and secs["loss"] >= LOSS_TIME * busy):
+        return "loss", busy
+    if secs["sender"] >= secs["network"] + secs["latency"]:
+        return "sender", busy
+    return ("network" if secs["network"] >= secs["latency"] else "latency"), busy
+
+
+def _lost(f: dict[str, Any]) -> int:
+    """Segments sent again, and holes the capture never saw filled but the ACKs passed."""
+    return int(f["retransmitted_segments"]) + int(f["limits"]["recovery_by_hole"])
+
+
 def verdict(f: dict[str, Any]) -> dict[str, Any]:
-    fl, w = f["flights"], f["window"]
-    reasons, flights = fl["end_reasons"], max(1, fl["count"])
-    data_bytes, segments, retrans = f["data_bytes"], f["segments"], f["retransmitted_segments"]
+    data_bytes, segments = f["data_bytes"], f["segments"]
     if data_bytes < MIN_BYTES or segments < MIN_SEGMENTS:
-        return {"limit": "none", "summary": f"too little data to judge ({data_bytes:,} bytes "
-                f"in {segments} segments)", "evidence_frames": []}
-    pat = pattern(f)
-    if retrans / segments > 0.01:
-        return {"limit": "loss", "summary": f"{retrans:,} of {segments:,} segments were "
-                f"retransmitted ({retrans / segments:.1%}): loss recovery sets the pace",
-                "evidence_frames": [f["first_frame"], f["last_frame"]]}
-    full = reasons["window_full"]
-    span = max(f["last_ts"] - (f["first_ts"] or f["last_ts"]), 1e-9)
-    zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
-    # a brief zero window now and then is not what sets the pace; a real share of the time is
-    if zero_total >= 0.05 * span or full >= 0.3 * flights:
-        # a frame can both shut the window and fill it: listed once
-        evidence = (list(dict.fromkeys(w["zero_frames"][:5] + w["full_frames"][:5]))
-                    or [f["first_frame"]])
-        zero = (f" and fell to zero {zero_periods} time(s) for {zero_total * 1e3:,.1f} ms "
-                f"in all" if zero_periods else "")
-        how = ("judged by zero windows only: the window scale is unknown"
-               if not w["scaled"] else f"{full} of {fl['count']} flights ended with the "
-               f"window full")
-        return {"limit": "receiver_window", "summary":
-                f"the receiver's window limited the sender ({how}){zero}: the receiving "
-                f"application did not read as fast as data arrived. If the receiver is psql, it "
-                f"was busy printing; if it is a pooler, its buffer settings (PgBouncer pkt_buf, "
-                f"tcp_socket_buffer) set how much it takes per read.",
-                "evidence_frames": evidence}
-    if reasons["cwnd_wait"] >= 0.3 * flights:
+        return {"limit": "none", "shares": None, "summary": f"too little data to judge "
+                f"({data_bytes:,} bytes in {segments} segments)", "evidence_frames": []}
+    lim, w = f["limits"], f["window"]
+    shares = limit_shares(lim)
+    limit, busy = dominant(f)
+    total_ms = lim["transfer_s"] * 1e3
+    longest, first = lim["longest"][limit], lim["first"][limit]
+    share = shares[limit]
+    head = (f"{share:.0%} of the transfer's {total_ms:,.1f} ms" + _frames(longest))
+    out: dict[str, Any] = {"limit": limit, "shares": shares}
+    if limit == "receiver_window":
+        zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
+        busy_share = lim["seconds"]["receiver_window"] / busy
+        if zero_periods:
+            out["receiver"] = "application"
+            why = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
+                   f"in all: the receiving application stopped reading (psql printing, a "
+                   f"slow client, a pooler waiting on its own client)")
+        else:
+            out["receiver"] = "buffer"
+            why = (f"the window filled but never shut (at most {w['max'] or 0:,} bytes): the "
+                   f"receiver kept reading, its buffer held less than the path can carry; a "
+                   f"larger receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
+        summary = (f"the receiver's window held the sender {head} ({busy_share:.0%} of the "
+                   f"time it had data to send); {why}")
+    elif limit == "loss":
+        lost = _lost(f)
+        summary = (f"{lost:,} of {segments:,} segments were lost or sent again "
+                   f"({lost / segments:.1%}); {lim['recoveries']} recoveries (from "
+                   f"retransmissions, duplicate ACKs or SACKs, data beyond a hole) and the "
+                   f"congestion window's regrowth after them took {head}")
+    elif limit == "network":
+        summary = (f"data was waiting and the window open, yet it left at the path's pace "
+                   f"{head}: a bottleneck rate (a link, a shaper, pacing) set the pace, not "
+                   f"the sender or the receiver")
+    elif limit == "latency":
         rtt = _ms(f["rtt"]["median_us"])
-        return {"limit": "latency", "summary":
-                f"the sender waited for ACKs with the receive window open in "
-                f"{reasons['cwnd_wait']} of {fl['count']} flights (median flight "
-                f"{fl['bytes_median'] or 0:,} B, RTT median {rtt} ms): the congestion "
-                f"window and the round-trip time set the pace",
-                "evidence_frames": fl["end_frames"]["cwnd_wait"][:5]}
-    inf = f["in_flight"]
-    ratio_max = inf["max_ratio_to_window"]
-    ratio = f" ({ratio_max:.0%} of the window)" if w["scaled"] and ratio_max else ""
-    if zero_periods:
-        ratio += (f"; the window fell to zero {zero_periods} time(s), "
-                  f"{zero_total * 1e3:,.2f} ms in all, too briefly to set the pace")
-    return {"limit": "sender", "summary":
-            f"the window never limited it: at most {inf['max']:,} bytes in flight{ratio}. "
-            f"Flights ended with an ACK arriving while the sender was still sending "
-            f"({reasons['ack_arrived']}) or with the sender idle ({reasons['sender_idle']}), so "
-            f"the sender set the pace (for a server: producing the rows). The ACK pattern "
-            f"({pat}) is delayed-ACK pacing, not a round-trip limit.",
-            # the most in flight can be at the first or the last segment: each frame once
-            "evidence_frames": list(dict.fromkeys((f["first_frame"], inf["max_frame"],
-                                                   f["last_frame"])))}
+        summary = (f"the sender waited for ACKs with data waiting and the window open {head}: "
+                   f"round trips (RTT median {rtt} ms) times a congestion window still small "
+                   f"(slow start, or regrowing) set the pace")
+    else:
+        summary = (f"the sender had nothing more to send {head}: its application set the pace "
+                   f"(for a server: producing the rows; for a pooler: what its other leg "
+                   f"brought); the window and the network kept up. The ACK pattern "
+                   f"({pattern(f)}) is delayed-ACK pacing, not a round-trip limit")
+    others = ", ".join(f"{k.replace('_', ' ')} {shares[k]:.0%}" for k in LIMITS
+                       if k != limit and shares[k] >= 0.01)
+    if others:
+        summary += f" (the rest: {others})"
+    out["summary"] = summary
+    out["evidence_frames"] = list(dict.fromkeys(
+        x for s in (first, longest) if s for x in (s["from_frame"], s["to_frame"])))
+    return out
+
+
+# the capture point's position -> the direction captured at its receiver
+AT_RECEIVER = {"client": "server_to_client", "server": "client_to_server"}
+
+
+def note_capture_point(conn: dict[str, Any]) -> None:
+    """A direction captured beside its receiver is seen from the far end of the path: its data
+    arrive a one-way delay after they left, bytes in flight are only what the receiver had not
+    yet acknowledged, and the sender's waits for the window or ACKs look shorter than they
+    were. Said in the verdict, where the shares are read."""
+    name = AT_RECEIVER.get(conn["capture_point"]["position"])
+    if name is None:
+        return
+    v = conn["directions"][name].get("verdict") or {}
+    if v.get("limit", "none") != "none":
+        v["summary"] += (". Captured beside the receiver: the sender's waits for its window "
+                         "and ACKs are seen a round trip short, bytes in flight are what the "
+                         "receiver had not yet acknowledged")
+
+
+def limits_json(lim: dict[str, Any]) -> dict[str, Any]:
+    """The chronographs as the report keeps them: seconds per limit, frames of the longest."""
+    return {"transfer_s": round(lim["transfer_s"], 6),
+            "seconds": {k: round(lim["seconds"][k], 6) for k in LIMITS},
+            "sender_idle_s": round(lim["sender_idle_s"], 6),
+            "turns": lim["turns"], "turns_s": round(lim["turns_s"], 6),
+            "recoveries": lim["recoveries"],
+            "longest": {k: None if s is None else {"from_frame": s["from_frame"],
+                                                   "to_frame": s["to_frame"],
+                                                   "seconds": round(s["seconds"], 6)}
+                        for k, s in lim["longest"].items()}}
+
+
+def writes_json(w: dict[str, Any]) -> dict[str, Any]:
+    """The sender's writes (PSH-delimited), sizes weighted by bytes."""
+    return {"count": w["count"], "size_p10_by_bytes": w["p10_by_bytes"],
+            "size_median_by_bytes": w["median_by_bytes"],
+            "size_p90_by_bytes": w["p90_by_bytes"],
+            "sizes_by_bytes": {str(v): c for v, c in w["top_by_bytes"]},
+            "unended_bytes": w["unended_bytes"]}
 
 
 def _waiting_for(p: dict[str, Any]) -> str:
@@ -159,6 +253,8 @@ def direction_json(f: dict[str, Any], start: float = 0.0) -> dict[str, Any]:
                                     "waiting_for": _waiting_for(p),
                                     "start_s": round(p["start_ts"] - start, 6)}
                                    for p in idle["first"]]},
+        "writes": writes_json(f["writes"]),
+        "limits": limits_json(f["limits"]),
         "verdict": verdict(f),
     }
 

@@ -3,8 +3,8 @@
 
 use super::direction::{note, Direction};
 use super::facts::{ClosedBy, ConnectionFacts, Endpoint, RoleSource};
-use super::observe::{Observed, PacketObserver, StreamSink};
-use super::options::parse_syn_options;
+use super::observe::{Observed, PacketObserver, StreamSink, SACK_ABOVE, SACK_DUPLICATE};
+use super::options::{first_sack_block, parse_syn_options};
 use super::reassembly::Payload;
 use crate::packet::{TcpPacket, ACK, FIN, RST, SYN};
 
@@ -249,10 +249,26 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
             self.settled = true;
             out.settled = true;
         }
-        let scale_known = if d == 0 {
-            [mine.wscale_known, peer.wscale_known]
+        let (scale_known, mss) = if d == 0 {
+            (
+                [mine.wscale_known, peer.wscale_known],
+                [mine.syn.and_then(|s| s.mss), peer.syn.and_then(|s| s.mss)],
+            )
         } else {
-            [peer.wscale_known, mine.wscale_known]
+            (
+                [peer.wscale_known, mine.wscale_known],
+                [peer.syn.and_then(|s| s.mss), mine.syn.and_then(|s| s.mss)],
+            )
+        };
+        let sack = match first_sack_block(p.options) {
+            Some((left, _)) if ack_rel >= 0 => {
+                if peer.unwrap(left) < ack_rel {
+                    SACK_DUPLICATE
+                } else {
+                    SACK_ABOVE
+                }
+            }
+            _ => 0,
         };
         analyses.on_packet(&Observed {
             d,
@@ -265,6 +281,8 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
             flags,
             kind,
             scale_known,
+            mss,
+            sack,
         });
         out
     }

@@ -33,7 +33,15 @@ pub struct Observed {
     pub kind: u8,
     /// Whether each direction's window scale is proven by the handshake (so far).
     pub scale_known: [bool; 2],
+    /// The MSS each side announced in its SYN (so far; None without one).
+    pub mss: [Option<u16>; 2],
+    /// The packet's first SACK block: SACK_ABOVE (beyond the ACK: the receiver holds data past
+    /// a hole), SACK_DUPLICATE (below it: D-SACK, a segment arrived twice), or 0.
+    pub sack: u8,
 }
+
+pub const SACK_ABOVE: u8 = 1;
+pub const SACK_DUPLICATE: u8 = 2;
 
 /// Facts about one direction known at the end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -52,11 +52,55 @@ pub fn parse_syn_options(raw: &[u8]) -> SynOptions {
     out
 }
 
+const SACK: u8 = 5;
+
+/// The first SACK block (left, right edges as raw sequence numbers) of a packet's options,
+/// None without one; malformed options end the reading as above.
+pub fn first_sack_block(raw: &[u8]) -> Option<(u32, u32)> {
+    let mut i = 0usize;
+    while let Some(&kind) = raw.get(i) {
+        if kind == EOL {
+            break;
+        }
+        if kind == NOP {
+            i += 1;
+            continue;
+        }
+        let length = usize::from(*raw.get(i + 1)?);
+        if length < 2 || i + length > raw.len() {
+            break;
+        }
+        if kind == SACK {
+            let b = raw.get(i + 2..i + 10)?;
+            let (l, r) = b.split_at(4);
+            return Some((
+                u32::from_be_bytes(l.try_into().ok()?),
+                u32::from_be_bytes(r.try_into().ok()?),
+            ));
+        }
+        i += length;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The options Linux offers: MSS, SACK permitted, timestamps, NOP, window scale.
+    #[test]
+    fn sack_blocks() {
+        // NOP NOP TS(10) NOP NOP SACK(10): one block
+        let mut raw = vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 1, 5, 10];
+        raw.extend_from_slice(&100u32.to_be_bytes());
+        raw.extend_from_slice(&200u32.to_be_bytes());
+        assert_eq!(first_sack_block(&raw), Some((100, 200)));
+        for cut in 0..raw.len() {
+            assert_eq!(first_sack_block(&raw[..cut]), None);
+        }
+        assert_eq!(first_sack_block(&[5, 2]), None);
+    }
+
     fn linux(mss: u16, wscale: u8) -> Vec<u8> {
         let mut v = vec![2, 4];
         v.extend_from_slice(&mss.to_be_bytes());

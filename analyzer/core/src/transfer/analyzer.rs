@@ -73,9 +73,16 @@ impl PacketObserver for TransferAnalyzer {
         let has_data = p.end > p.seq;
         let [f0, f1] = &mut self.flows;
         let (mine, theirs) = if d == 0 { (f0, f1) } else { (f1, f0) };
+        // the MSS the receiver of each direction's data announced
+        if let Some(m) = p.mss.get(1 - d).copied().flatten() {
+            mine.mss = Some(i64::from(m));
+        }
+        if let Some(m) = p.mss.get(d).copied().flatten() {
+            theirs.mss = Some(i64::from(m));
+        }
         if p.ack >= 0 {
             // this packet's window and ACK speak about the other direction's data
-            theirs.ack(p.frame, p.ts, p.ack, p.win, p.flags, has_data);
+            theirs.ack(p.frame, p.ts, p.ack, p.win, p.flags, has_data, p.sack);
         }
         if has_data {
             if mine.first_ts.is_none() && self.handshake.is_none() {
@@ -83,7 +90,7 @@ impl PacketObserver for TransferAnalyzer {
                     self.handshake = Some(synack - syn);
                 }
             }
-            mine.data(p.frame, p.ts, p.seq, p.end, p.kind);
+            mine.data(p.frame, p.ts, p.seq, p.end, p.kind, p.flags);
         }
     }
 

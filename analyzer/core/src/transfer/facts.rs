@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::exact::trunc;
 use super::flow::Flow;
+use super::limits::LimitFacts;
 use super::{TransferAnalyzer, TOP_K};
 use crate::histogram::{quantile_of, Histogram};
 
@@ -43,6 +44,63 @@ pub struct DirectionFacts {
     pub rtt: RttFacts,
     pub goodput: GoodputFacts,
     pub idle_periods: IdleFacts,
+    pub writes: WriteFacts,
+    /// Where the transfer time went, per limit.
+    pub limits: LimitFacts,
+}
+
+/// The sender's application writes: new bytes up to each segment with PSH.
+#[derive(Clone, Debug, Serialize)]
+pub struct WriteFacts {
+    pub count: u64,
+    /// Quantiles of the write sizes weighted by bytes: half the bytes went in writes of
+    /// `median_by_bytes` or smaller (a few large writes and many small ones are not summarised
+    /// by the small ones' size).
+    pub p10_by_bytes: Option<i64>,
+    pub median_by_bytes: Option<i64>,
+    pub p90_by_bytes: Option<i64>,
+    /// The TOP_K sizes carrying the most bytes: [size, writes], most bytes first.
+    pub top_by_bytes: Vec<(i64, u64)>,
+    /// New bytes after the last PSH (a write not ended in the capture).
+    pub unended_bytes: i64,
+}
+
+/// The first value at which the cumulative bytes (value x count) reach q of the total.
+pub(super) fn quantile_by_bytes(values: &[(i64, u64)], q: f64) -> Option<i64> {
+    let weight = |&(v, n): &(i64, u64)| (v.max(0) as f64) * (n as f64);
+    let total: f64 = values.iter().map(weight).sum();
+    if total <= 0.0 {
+        return values.first().map(|&(v, _)| v);
+    }
+    let mut acc = 0.0;
+    for e in values {
+        acc += weight(e);
+        if acc >= q * total {
+            return Some(e.0);
+        }
+    }
+    values.last().map(|&(v, _)| v)
+}
+
+impl WriteFacts {
+    fn of(h: &Histogram, unended: i64) -> Self {
+        let values = h.values();
+        let mut top = values.clone();
+        // most bytes first; among equals the smaller size
+        top.sort_by(|a, b| {
+            let (wa, wb) = (a.0 as i128 * a.1 as i128, b.0 as i128 * b.1 as i128);
+            wb.cmp(&wa).then(a.0.cmp(&b.0))
+        });
+        top.truncate(TOP_K);
+        WriteFacts {
+            count: h.n(),
+            p10_by_bytes: quantile_by_bytes(&values, 0.1),
+            median_by_bytes: quantile_by_bytes(&values, 0.5),
+            p90_by_bytes: quantile_by_bytes(&values, 0.9),
+            top_by_bytes: top,
+            unended_bytes: unended,
+        }
+    }
 }
 
 /// A Histogram's answers.
@@ -274,6 +332,8 @@ impl Flow {
                 waiting_s: self.idle_waiting,
                 first: self.idle.clone(),
             },
+            writes: WriteFacts::of(&self.write_sizes, self.write_cur),
+            limits: self.chrono.facts(),
         }
     }
 }

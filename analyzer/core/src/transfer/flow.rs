@@ -7,13 +7,17 @@ use std::collections::VecDeque;
 
 use super::exact::{int_div, trunc};
 use super::facts::IdlePeriod;
+use super::limits::{Chrono, Event};
 use super::{
     ACK_CLOCK_S, CONTINUOUS_S, DELAYED_ACK_S, IDLE_S, MAX_BINS, MAX_FRAMES_KEPT, MAX_IDLE_KEPT,
     MAX_OUTSTANDING,
 };
 use crate::histogram::{Bins, Histogram, Quantiles};
-use crate::packet::{FIN, RST};
-use crate::tcp::observe::{NEW, RETRANS};
+use crate::packet::{FIN, PSH, RST};
+use crate::tcp::observe::{FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS};
+
+/// The MSS of an Ethernet path without options (1500 - 40).
+const ETHERNET_MSS: i64 = 1460;
 
 /// Why a flight ended, in the order the report lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +110,16 @@ pub(super) struct Flow {
     /// Whether the receiver's window scale is known (its windows are then bytes).
     pub scale_known: bool,
     pub full_frames: Vec<u64>,
+    /// The MSS the receiver announced in its SYN.
+    pub mss: Option<i64>,
+    /// The latest RTT sample (seconds).
+    rtt_last: Option<f64>,
+    /// Where the transfer time went.
+    pub chrono: Chrono,
+    /// The application's writes: new bytes up to a segment with PSH (Linux marks the last
+    /// segment of each send()), and the bytes of the one not yet ended.
+    pub write_sizes: Histogram,
+    pub write_cur: i64,
 }
 
 impl Flow {
@@ -164,6 +178,11 @@ impl Flow {
             maxseg: 0,
             scale_known,
             full_frames: Vec::new(),
+            mss: None,
+            rtt_last: None,
+            chrono: Chrono::new(),
+            write_sizes: Histogram::default(),
+            write_cur: 0,
         }
     }
 
@@ -196,8 +215,30 @@ impl Flow {
     }
 
     /// A data segment [seq, end) of this direction.
-    pub fn data(&mut self, frame: u64, ts: f64, seq: i64, end: i64, kind: u8) {
+    pub fn data(&mut self, frame: u64, ts: f64, seq: i64, end: i64, kind: u8, flags: u8) {
         let n = end.wrapping_sub(seq);
+        if kind & KEEPALIVE == 0 {
+            // full-sized: within the IP and TCP options' 40 bytes of the receiver's MSS; one
+            // above it is several merged by offloads (or a loopback write), full unless a
+            // write ends in it (PSH). Without the MSS: the largest so far, above an Ethernet
+            // MSS only without PSH.
+            let full = match self.mss {
+                Some(m) => n.saturating_add(40) >= m && (n <= m || flags & PSH == 0),
+                None => n >= self.maxseg && (n <= ETHERNET_MSS || flags & PSH == 0),
+            };
+            self.chrono.event(
+                frame,
+                ts,
+                Event::Data {
+                    seq,
+                    end,
+                    again: kind & (RETRANS | PARTIAL_RETRANS | FILLS_HOLE) != 0,
+                    beyond_hole: kind & OUT_OF_ORDER != 0,
+                    full,
+                },
+                self.scale_known,
+            );
+        }
         let first_ts = match self.first_ts {
             None => {
                 self.first_ts = Some(ts);
@@ -229,6 +270,7 @@ impl Flow {
             let new = end.wrapping_sub(seq.max(self.high));
             self.data_bytes = self.data_bytes.wrapping_add(new);
             self.high = end;
+            self.write_cur = self.write_cur.wrapping_add(new);
             let x = (ts - first_ts) * 10.0;
             // int(x) < MAX_BINS exactly when x is
             if x < MAX_BINS as f64 {
@@ -244,6 +286,10 @@ impl Flow {
                 self.out.pop_front();
             }
             self.out.push_back((end, ts));
+        }
+        if flags & PSH != 0 && end >= self.high && self.write_cur > 0 {
+            self.write_sizes.add(self.write_cur);
+            self.write_cur = 0;
         }
         self.fl_bytes = self.fl_bytes.wrapping_add(n);
         self.fl_segs += 1;
@@ -273,7 +319,16 @@ impl Flow {
 
     /// A packet of the other direction, whose ACK and window speak about this one's data.
     #[allow(clippy::too_many_arguments)]
-    pub fn ack(&mut self, frame: u64, ts: f64, ack: i64, win: i64, flags: u8, has_data: bool) {
+    pub fn ack(
+        &mut self,
+        frame: u64,
+        ts: f64,
+        ack: i64,
+        win: i64,
+        flags: u8,
+        has_data: bool,
+        sack: u8,
+    ) {
         if win == 0 {
             if self.zero_since.is_none() && flags & (RST | FIN) == 0 {
                 self.zero_since = Some(ts);
@@ -293,6 +348,7 @@ impl Flow {
                 self.win_max = Some(win);
             }
         }
+        let mut duplicate = false;
         if ack > self.acked {
             if self.acked >= 0 {
                 self.advance(frame, ts, ack);
@@ -304,9 +360,26 @@ impl Flow {
                 self.window_updates += 1;
             } else if win == self.win_prev && self.high > ack {
                 self.duplicates += 1;
+                duplicate = true;
             }
         }
         self.win_prev = win;
+        if flags & RST == 0 {
+            self.chrono.event(
+                frame,
+                ts,
+                Event::Ack {
+                    ack,
+                    win,
+                    duplicate,
+                    sack,
+                    peer_data: has_data,
+                    rtt: self.rtt_last,
+                    rtt_min: self.rtt_min,
+                },
+                self.scale_known,
+            );
+        }
     }
 
     /// An ACK acknowledging bytes not acknowledged before.
@@ -323,6 +396,7 @@ impl Flow {
             if end > self.karn_upto {
                 // Karn: no sample from retransmitted data
                 let rtt = ts - sent;
+                self.rtt_last = Some(rtt);
                 self.rtt.add(trunc(rtt * 1e6));
                 if self.rtt_min.is_none_or(|m| rtt < m) {
                     self.rtt_min = Some(rtt);

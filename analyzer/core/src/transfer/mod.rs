@@ -18,6 +18,8 @@
 //!   (sender_idle).
 //! - In flight: highest byte sent minus highest byte acknowledged, at the capture point
 //!   (tshark's tcp.analysis.bytes_in_flight for new data).
+//! - Writes: the new bytes up to each segment with PSH (Linux ends each send() with it).
+//! - Limits: where the direction's time went (limits.rs).
 //!
 //! Memory is bounded: histograms and capped queues, nothing per packet.
 
@@ -25,12 +27,15 @@ mod analyzer;
 mod exact;
 mod facts;
 mod flow;
+mod limits;
 
 pub use analyzer::TransferAnalyzer;
 pub use facts::{
     AckFacts, BinFacts, Causes, DirectionFacts, EndReasons, FlightFacts, GoodputFacts,
     HistogramFacts, IdleFacts, IdlePeriod, InFlightFacts, RttFacts, TransferFacts, WindowFacts,
+    WriteFacts,
 };
+pub use limits::{ByLimit, LimitFacts, Stretch};
 
 /// Linux's minimum delayed-ACK timeout.
 pub const DELAYED_ACK_S: f64 = 0.040;

@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::packet::{ACK, FIN, PSH, RST, SYN};
-use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, NEW, RETRANS};
+use crate::tcp::observe::{
+    DirectionInfo, Observed, PacketObserver, NEW, RETRANS, SACK_ABOVE, SACK_DUPLICATE,
+};
 
 const SEG: i64 = 8192;
 const T0: f64 = 1_700_000_000.0;
@@ -15,6 +17,10 @@ struct Feed {
     frame: u64,
     next: [i64; 2],
     known: [bool; 2],
+    /// The MSS each side announced (None: no SYN option).
+    mss: [Option<u16>; 2],
+    /// The SACK bits the next packet carries.
+    sack: u8,
 }
 
 impl Feed {
@@ -25,6 +31,8 @@ impl Feed {
             frame: 0,
             next: [0, 0],
             known: [false; 2],
+            mss: [None, None],
+            sack: 0,
         }
     }
 
@@ -53,6 +61,8 @@ impl Feed {
             flags,
             kind,
             scale_known: self.known,
+            mss: self.mss,
+            sack: self.sack,
         };
         self.ta.on_packet(&p);
     }
@@ -617,6 +627,8 @@ fn obs(
         flags,
         kind,
         scale_known: [true, true],
+        mss: [None, None],
+        sack: 0,
     }
 }
 
@@ -733,6 +745,8 @@ fn hostile_streams_never_panic() {
                 flags: (r >> 48) as u8,
                 kind: (r >> 56) as u8,
                 scale_known: [(r >> 62) % 2 == 0, (r >> 63) == 0],
+                mss: [Some((r >> 24) as u16), None],
+                sack: (r >> 30) as u8 % 3,
             };
             t.on_packet(&p);
         }
@@ -744,4 +758,220 @@ fn hostile_streams_never_panic() {
         let facts = t.facts();
         assert!(serde_json::to_string(&facts).is_ok());
     }
+}
+
+// -- where the time went (limits.rs) and the writes ----------------------------------------
+
+const MSS: i64 = 1448;
+
+/// A handshake announcing MSS 1460 both ways (1448 bytes of data with timestamps).
+fn bridge() -> Feed {
+    let mut f = Feed::new();
+    f.mss = [Some(1460), Some(1460)];
+    f.handshake();
+    f
+}
+
+impl Feed {
+    fn send_flags(&mut self, d: usize, n: i64, dt: f64, flags: u8) {
+        let seq = self.next[d];
+        self.next[d] += n;
+        self.packet(d, dt, seq, seq + n, self.next[1 - d], 512 << 7, flags, NEW);
+    }
+
+    /// One write of `n` bytes: full segments, the tail with PSH.
+    fn write(&mut self, n: i64, dt: f64) {
+        let mut left = n;
+        let mut gap = dt;
+        while left > 0 {
+            let seg = left.min(MSS);
+            left -= seg;
+            let flags = if left == 0 { ACK | PSH } else { ACK };
+            self.send_flags(1, seg, gap, flags);
+            gap = 0.000_001;
+        }
+    }
+}
+
+fn share(l: &LimitFacts, secs: f64) -> f64 {
+    secs / l.transfer_s
+}
+
+#[test]
+fn an_application_writing_8k_at_its_own_pace_is_the_limit() {
+    let mut f = bridge();
+    for _ in 0..40 {
+        f.write(8192, 0.005); // a write every 5 ms, acknowledged at once
+        f.ack(0, 4096 << 7, 0.0002);
+    }
+    let s2c = &f.finish().directions[1];
+    let l = &s2c.limits;
+    assert!(share(l, l.seconds.sender) > 0.9, "{l:?}");
+    assert_eq!(s2c.writes.count, 40);
+    assert_eq!(s2c.writes.median_by_bytes, Some(8192));
+    assert_eq!(s2c.writes.top_by_bytes, vec![(8192, 40)]);
+}
+
+#[test]
+fn full_trains_with_nothing_in_flight_are_a_rate_limit() {
+    // a token bucket before the capture point: 20 full segments at once every 12 ms, each
+    // train acknowledged at once; a write ends with each train (PSH on a full segment)
+    let mut f = bridge();
+    for _ in 0..30 {
+        for i in 0..20 {
+            let flags = if i == 19 { ACK | PSH } else { ACK };
+            f.send_flags(1, MSS, if i == 0 { 0.012 } else { 0.000_001 }, flags);
+        }
+        f.ack(0, 4096 << 7, 0.0002);
+    }
+    let l = &f.finish().directions[1].limits;
+    assert!(share(l, l.seconds.network) > 0.9, "{l:?}");
+    assert_eq!(l.longest.network.map(|s| s.seconds > 0.011), Some(true));
+}
+
+#[test]
+fn waits_for_acks_with_data_waiting_are_round_trips_and_queueing() {
+    // full segments, a 10 ms wait for each ACK: the path's round trip
+    let mut f = bridge();
+    for _ in 0..20 {
+        for _ in 0..4 {
+            f.send_flags(1, MSS, 0.000_01, ACK);
+        }
+        f.ack(0, 4096 << 7, 0.010);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.latency) > 0.9, "{l:?}");
+    // the same after one quick round trip: the later 10 ms ones are mostly queueing
+    let mut f = bridge();
+    f.send_flags(1, MSS, 0.000_01, ACK);
+    f.ack(0, 4096 << 7, 0.001);
+    for _ in 0..20 {
+        for _ in 0..4 {
+            f.send_flags(1, MSS, 0.000_01, ACK);
+        }
+        f.ack(0, 4096 << 7, 0.010);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(l.seconds.network > 0.8 * l.transfer_s, "{l:?}");
+    assert!(l.seconds.latency > 0.05 * l.transfer_s, "{l:?}");
+}
+
+#[test]
+fn a_full_window_and_a_zero_window_are_the_receivers() {
+    let mut f = bridge();
+    f.ack(0, 11 * MSS, 0.000_1);
+    for _ in 0..20 {
+        // the window takes 11 segments: full, the ACK comes 2 ms later
+        for _ in 0..11 {
+            f.send_flags(1, MSS, 0.000_01, ACK);
+        }
+        f.ack(0, 11 * MSS, 0.002);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.receiver_window) > 0.9, "{l:?}");
+    let mut f = bridge();
+    for _ in 0..10 {
+        f.send_flags(1, MSS, 0.000_01, ACK);
+        f.ack(0, 0, 0.000_1);
+        f.ack(0, 4096 << 7, 0.05); // the reader reads 50 ms later
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.receiver_window) > 0.9, "{l:?}");
+}
+
+#[test]
+fn recovery_is_loss_and_a_spurious_one_is_a_round_trip() {
+    let mut f = bridge();
+    for _ in 0..5 {
+        f.send_flags(1, MSS, 0.000_01, ACK);
+    }
+    let lost = f.next[1] - MSS;
+    f.ack_at(0, lost, 4096 << 7, 0.001); // the last segment is missing
+    f.sack = SACK_ABOVE;
+    f.ack_at(0, lost, 4096 << 7, 0.000_01);
+    f.sack = 0;
+    f.resend(1, lost, MSS, 0.005);
+    f.ack(0, 4096 << 7, 0.001);
+    let l = f.finish().directions[1].limits.clone();
+    assert_eq!(l.recoveries, 1);
+    // from the SACK to the retransmission (the wait for its ACK ends the transfer)
+    assert!(l.seconds.loss >= 0.005 - 1e-9, "{l:?}");
+    // a retransmission the receiver reports as a duplicate (D-SACK): not a loss
+    let mut f = bridge();
+    for _ in 0..5 {
+        f.send_flags(1, MSS, 0.000_01, ACK);
+    }
+    let last = f.next[1] - MSS;
+    f.resend(1, last, MSS, 0.005);
+    f.sack = SACK_DUPLICATE;
+    f.ack(0, 4096 << 7, 0.005);
+    f.sack = 0;
+    f.send_flags(1, MSS, 0.000_1, ACK);
+    let l = f.finish().directions[1].limits.clone();
+    assert!(l.seconds.loss < 1e-9, "{l:?}");
+    assert!(l.seconds.latency > 0.004, "{l:?}");
+}
+
+#[test]
+fn the_peers_requests_are_turns_not_transfer_time() {
+    let mut f = bridge();
+    for _ in 0..3 {
+        f.write(8192, 0.000_1);
+        f.ack(0, 4096 << 7, 0.000_1);
+        f.send(0, 50, 0.5); // the client's next query, half a second later
+        f.ack(1, 4096 << 7, 0.000_1);
+    }
+    f.write(8192, 0.001);
+    f.ack(0, 4096 << 7, 0.000_1);
+    f.ack(0, 4096 << 7, 3.0); // after the end: not counted
+    let l = f.finish().directions[1].limits.clone();
+    assert_eq!(l.turns, 3);
+    assert!(l.turns_s > 1.5 && l.transfer_s < 0.01, "{l:?}");
+    let sum = l.seconds.receiver_window
+        + l.seconds.network
+        + l.seconds.loss
+        + l.seconds.latency
+        + l.seconds.sender;
+    assert!((sum - l.transfer_s).abs() < 1e-9);
+}
+
+#[test]
+fn write_sizes_are_weighted_by_bytes() {
+    let mut f = bridge();
+    for _ in 0..9 {
+        f.write(100, 0.001);
+    }
+    f.write(100_000, 0.001);
+    f.send_flags(1, 500, 0.001, ACK); // a write not ended in the capture
+    let w = f.finish().directions[1].writes.clone();
+    assert_eq!(w.count, 10);
+    // nine small writes and one large: most bytes went in the large one
+    assert_eq!(w.median_by_bytes, Some(100_000));
+    assert_eq!(w.p10_by_bytes, Some(100_000));
+    assert_eq!(w.top_by_bytes.first(), Some(&(100_000, 1)));
+    assert_eq!(w.unended_bytes, 500);
+    assert_eq!(facts::quantile_by_bytes(&[], 0.5), None);
+}
+
+#[test]
+fn a_long_pause_of_many_states_before_a_request_still_adds_up() {
+    let mut f = bridge();
+    f.write(8192, 0.000_1);
+    f.ack(0, 4096 << 7, 0.000_1);
+    for i in 0..200 {
+        // window updates that shut and open the window: more states than are held
+        f.ack(0, if i % 2 == 0 { 0 } else { 4096 << 7 }, 0.001);
+    }
+    f.send(0, 50, 0.01); // the next request
+    f.write(8192, 0.001);
+    f.write(8192, 0.001);
+    let l = f.finish().directions[1].limits.clone();
+    let sum = l.seconds.receiver_window
+        + l.seconds.network
+        + l.seconds.loss
+        + l.seconds.latency
+        + l.seconds.sender;
+    assert!((sum - l.transfer_s).abs() < 1e-9, "{l:?}");
+    assert_eq!(l.turns, 1);
+    assert!(l.turns_s > 0.005 && l.turns_s < 0.212, "{l:?}");
 }
