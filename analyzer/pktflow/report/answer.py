@@ -87,16 +87,17 @@ def _relay_line(relay: dict[str, Any]) -> Text:
     if who is None:
         line.append(_first_sentence(v.get("summary") or ""))
     else:
-        line.append("set the pace: ")
-        line.append(who, "bold")
+        line.append(who[0].upper() + who[1:], "bold")
+        line.append(" set the pace")
         own, drain = v.get("relay_ms"), v.get("front_leg_ms")
         if own is not None:
             line.append(f"; the relay itself added {own:,.2f} ms")
             if drain:
                 line.append(f", the client leg {drain:,.2f} ms")
         line.append(".")
-    if v.get("setting"):
-        line.append(f" Look at {v['setting']}.")
+    setting = v.get("setting")
+    if setting:
+        line.append(f" {setting[0].upper()}{setting[1:]}.")
     return line
 
 
