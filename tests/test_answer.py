@@ -49,5 +49,7 @@ def test_the_answer_opens_the_report_and_agrees_with_it(capture: Path) -> None:
     for relay in report["relays"]:
         assert f"relay {relay['host']}:{relay['front_port']}:" in answer
         v = relay["verdict"]
-        if v.get("relay_ms") is not None:
+        if v.get("relay_ms") is not None and v["limit"] != "none":
             assert f"the relay itself added {v['relay_ms']:,.2f} ms" in answer
+        elif v.get("relay_ms") is not None:  # no bulk transfer to judge: the cost as said
+            assert f"the relay added {v['relay_ms']:,.2f} ms".lower() in answer.lower()

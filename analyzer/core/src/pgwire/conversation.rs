@@ -17,8 +17,8 @@ use super::counts::{Counts, Drained};
 use super::facts::{
     DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
 };
-use super::framing::BoundaryScan;
-use super::messages::Role;
+use super::framing::{header, BoundaryScan, MAX_MESSAGE};
+use super::messages::{name_of, Role};
 use super::names::Names;
 use super::query::Query;
 use crate::tcp::observe::StreamSink;
@@ -165,6 +165,8 @@ pub struct Conversation {
     pub(super) gaps: u64,
     /// `gaps` when the backend stream last had one: what may have hidden a ReadyForQuery
     pub(super) backend_gap_at: u64,
+    /// the message being handled lost the end of its body to a gap (a short snaplen)
+    pub(super) cut_message: bool,
     /// Texts seen (SQL, command tags), shared by the queries that repeat them.
     pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
 }
@@ -203,6 +205,7 @@ impl Conversation {
             query_errors: 0,
             gaps: 0,
             backend_gap_at: 0,
+            cut_message: false,
             texts: std::collections::HashSet::new(),
         }
     }
@@ -335,6 +338,27 @@ impl Conversation {
         if s.skip >= length && s.buf.is_empty() {
             s.skip = s.skip.saturating_sub(length); // inside a counted body: no boundary was lost
             return;
+        }
+        // A message whose header came and whose body the gap cuts (a short snaplen keeps the
+        // first bytes of every segment): its end is known, so no boundary is lost. It is
+        // handled with the body seen (a Query keeps its SQL's start) and the rest skipped.
+        if s.state == State::Typed && s.skip == 0 {
+            let gap_end = offset.saturating_add(length);
+            let start = offset.saturating_sub(s.buf.len() as i64);
+            if let Some((t, ln)) = header(&s.buf, 0) {
+                let end = start.saturating_add(1).saturating_add(ln);
+                if name_of(s.role, t).is_some() && (4..=MAX_MESSAGE).contains(&ln) && end >= gap_end
+                {
+                    let body = s.buf.get(5..).unwrap_or(&[]).to_vec();
+                    s.keep(&[]);
+                    s.skip = end - gap_end;
+                    s.base = gap_end;
+                    self.cut_message = true;
+                    self.message(d, t, &body, ln, frame, ts);
+                    self.cut_message = false;
+                    return;
+                }
+            }
         }
         let cut = length
             .saturating_add(s.buf.len() as i64)

@@ -59,12 +59,20 @@ impl Conversation {
             b'Q' => {
                 self.close_unfinished_after_gap();
                 let sql = intern(&mut self.texts, lossy(rstrip_nul(body)));
-                self.add_query(Query::new(sql, QueryKind::Simple, ts, frame), frame);
+                let mut q = Query::new(sql, QueryKind::Simple, ts, frame);
+                q.sql_truncated |= self.cut_message;
+                self.add_query(q, frame);
             }
             b'P' => {
                 // statement name, SQL: kept as a query would keep it (cut at SQL_CAP + 1
                 // characters, so that the cut still shows)
-                if let Some((stmt, sql)) = two_cstrings(body) {
+                // statement name, then the SQL: a cut one keeps the SQL's start
+                let named = two_cstrings(body).or_else(|| {
+                    let stmt = upto_nul(body);
+                    let rest = body.get(stmt.len() + 1..)?;
+                    self.cut_message.then_some((stmt, rest))
+                });
+                if let Some((stmt, sql)) = named {
                     let sql = lossy(sql);
                     let kept = match sql.char_indices().nth(SQL_CAP + 1) {
                         Some((at, _)) => Cow::Borrowed(sql.get(..at).unwrap_or(&sql)),

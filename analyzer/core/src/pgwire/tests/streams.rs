@@ -237,6 +237,33 @@ fn a_query_whose_end_a_gap_hid_closes_at_the_next_query() {
 }
 
 #[test]
+fn a_message_cut_by_a_short_snaplen_keeps_its_boundary() {
+    // each segment keeps its first bytes only: the Query's SQL is cut, but its length says
+    // where the next message starts, so nothing is lost to a resync
+    let long = format!("SELECT {} FROM t", "x, ".repeat(100));
+    let first = msg(b'Q', &cstr(&long));
+    let second = msg(b'Q', &cstr("SELECT 1"));
+    let mut conv = Conversation::new();
+    conv.feed(0, &startup(), 0, 1, 1.0, true);
+    let at = startup().len() as i64;
+    conv.feed(0, &first[..60], at, 2, 1.1, true);
+    conv.gap(0, at + 60, first.len() as i64 - 60, 2, 1.1);
+    conv.feed(0, &second, at + first.len() as i64, 3, 1.2, true);
+    let back = [auth_ok(), ready(), msg(b'C', &cstr("SELECT 1")), ready()].concat();
+    conv.feed(1, &back, 0, 4, 1.3, true);
+    conv.finish();
+    let f = conv.facts();
+    assert!(f.events.is_empty(), "{:?}", f.events);
+    assert_eq!(f.queries.len(), 2);
+    assert!(f.queries[0].sql_truncated && long.starts_with(&*f.queries[0].sql));
+    assert_eq!(
+        (&*f.queries[1].sql, f.queries[1].sql_truncated),
+        ("SELECT 1", false)
+    );
+    assert_eq!(count(&f, Role::Frontend, "Query"), 2);
+}
+
+#[test]
 fn malformed_framing_is_an_event_with_its_offset() {
     let (front, back) = select_exchange(5);
     let i = back
