@@ -126,13 +126,14 @@ PATTERNS: list[tuple[re.Pattern[str], re.Pattern[str], str, Check]] = [
      "a response cut by a capture gap or by the capture's end has unknown rows (null), not the "
      "DataRows seen so far (a lower bound, still in data_rows)", _unknown_now),
     (re.compile("regression-relay-cost-unknown-worst"), re.compile(
-        r"\.(findings\[\d+\]\.message|connections\[\d+\]\.queries\[\d+\]\.(response_bytes|"
+        r"\.(findings(\[\d+\](\.\w+)?(\[\d+\])?)?|connections\[\d+\]\.queries\[\d+\]\.(response_bytes|"
         r"first_response_s|first_frame|goodput_bps)|relays\[0\]\.queries\[1\]\.("
         r"response_bytes\.back|frames\.back_first|first_byte_delay_ms))"),
      "bytes a backend gap hid count toward the response under way (as the sequence numbers "
      "say), a simple query answered before a backend gap closes when the next Query comes, and "
-     "a stream's resyncs are one finding: this crafted capture has gaps in both directions, so "
-     "its responses are attributed anew", _attributed_anew),
+     "a short snapshot length's cut bytes and resyncs are one finding for the capture: this "
+     "crafted capture has gaps in both directions and cut packets, so its responses are "
+     "attributed anew and its findings folded", _attributed_anew),
 ]
 
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
 from pktflow.capture.problems import damage_reason, open_error
+from pktflow.capture.snaplen import Cut
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.report import conversation_findings, conversation_json, frontend_direction
 from pktflow.relay.measure import relays_of
@@ -109,11 +110,13 @@ class Run:
             Reports() if options.store is None else Connections(options.store))
         # (connection number, its findings) of those with findings
         self.findings_of: list[tuple[int, list[Finding]]] = []
+        self.cut = Cut()  # what a short snapshot length cut: one finding, not one per stream
 
     def report(self, facts: dict[str, Any], core: Any) -> None:
         if self.start is None:
             self.start = core.stats()["first_ts"] or 0.0
         out, found = connection_report(facts, self.start)
+        found = self.cut.fold(facts, found)
         number = facts["tcp"]["number"]
         self.reports.add(number, out)
         if found:  # most have none: a storm's 80,000 empty lists were 10 MB
@@ -203,6 +206,9 @@ def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dic
     capture = capture_json(stats)
     run.findings_of.sort(key=lambda r: r[0])
     findings = capture_findings(capture)
+    if capture["truncated_packets"]:
+        findings = [f for f in findings if f.code != "snaplen"]
+        findings.append(run.cut.finding(capture["truncated_packets"]))
     for _, found in run.findings_of:
         findings.extend(found)
     run.findings_of = []
