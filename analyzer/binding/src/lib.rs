@@ -65,6 +65,29 @@ struct Pass {
     inner: CorePass,
 }
 
+/// The connections one step finished, converted to Python values one at a time as they are
+/// iterated: a step can retire thousands at once (a storm's connections linger, then go
+/// together), and as Python values each is ~30 KB, as the core's facts a fraction of that.
+#[pyclass(unsendable, module = "pktflow._core")]
+struct Finished {
+    left: std::collections::VecDeque<pktflow_core::pass::ConnectionReport>,
+}
+
+#[pymethods]
+impl Finished {
+    fn __len__(&self) -> usize {
+        self.left.len()
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.left.pop_front().map(|c| to_py(py, &c)).transpose()
+    }
+}
+
 #[pymethods]
 impl Pass {
     #[new]
@@ -89,16 +112,13 @@ impl Pass {
         }
     }
 
-    fn step(&mut self, py: Python<'_>) -> PyResult<Option<Vec<Py<PyAny>>>> {
+    fn step(&mut self, py: Python<'_>) -> PyResult<Option<Finished>> {
         let mut done = Vec::new();
         let inner = &mut self.inner;
         if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
             return Ok(None);
         }
-        done.iter()
-            .map(|c| to_py(py, c))
-            .collect::<PyResult<Vec<_>>>()
-            .map(Some)
+        Ok(Some(Finished { left: done.into() }))
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could
@@ -165,6 +185,7 @@ fn collect(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
     m.add_class::<Pass>()?;
+    m.add_class::<Finished>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
     m.add_function(wrap_pyfunction!(json::json_text, m)?)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.

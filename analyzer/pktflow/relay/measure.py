@@ -125,9 +125,8 @@ def write_unit(legs: list[Leg]) -> int | None:
     one, and those few large ones carry many bytes but are no program's habit."""
     counts: dict[int, int] = {}
     for leg in legs:
-        for k, n in leg.write_sizes.items():
-            if int(k) >= 1024:
-                counts[int(k)] = counts.get(int(k), 0) + n
+        for k, n in leg.write_sizes:
+            counts[k] = counts.get(k, 0) + n
     if not counts:
         return None
     return max(counts, key=lambda k: (counts[k], k))
