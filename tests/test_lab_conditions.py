@@ -326,7 +326,9 @@ def test_delay_10ms_is_the_handshake_round_trip(rtt10_pooled: tuple[dict[str, An
     assert h["rtt_ms"] == pytest.approx(tshark_rtt[h["client"]], abs=0.002)
     assert h["synack_to_ack_ms"] > 9.0 and h["syn_to_synack_ms"] < 1.0, h
     line = meta["conditions"]["delay_line_client"]
-    assert line["packets"] > 100 and line["delay_ms"] == 10
+    # the client's packets through the line: its handshake, request and ACKs; how many ACKs
+    # depends on how many segments each covers (69 to 400 seen), so only that it carried them
+    assert line["packets"] > 30 and line["delay_ms"] == 10
     assert line["enobufs"] == line["queue_dropped"] == line["user_dropped"] == 0
     assert line["late_us_median"] < 1000, line
 
