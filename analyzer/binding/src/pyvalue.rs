@@ -277,49 +277,26 @@ impl<'py> Items<'py> {
     }
 }
 
-impl<'py> ser::SerializeSeq for Items<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
+/// serde's four sequence traits differ only in the name of the method that adds an item.
+macro_rules! items_trait {
+    ($trait:ident, $add:ident) => {
+        impl<'py> ser::$trait for Items<'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = Error;
+            fn $add<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.finish()
+            }
+        }
+    };
 }
 
-impl<'py> ser::SerializeTuple for Items<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleStruct for Items<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
-
-impl<'py> ser::SerializeTupleVariant for Items<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+items_trait!(SerializeSeq, serialize_element);
+items_trait!(SerializeTuple, serialize_element);
+items_trait!(SerializeTupleStruct, serialize_field);
+items_trait!(SerializeTupleVariant, serialize_field);
 
 pub struct Map<'py> {
     dict: Bound<'py, PyDict>,
@@ -369,32 +346,25 @@ impl<'py> Struct<'py> {
     }
 }
 
-impl<'py> ser::SerializeStruct for Struct<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
+/// A struct and a struct variant add their fields the same way.
+macro_rules! struct_trait {
+    ($trait:ident) => {
+        impl<'py> ser::$trait for Struct<'py> {
+            type Ok = Bound<'py, PyAny>;
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<()> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<Self::Ok> {
+                self.finish()
+            }
+        }
+    };
 }
 
-impl<'py> ser::SerializeStructVariant for Struct<'py> {
-    type Ok = Bound<'py, PyAny>;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Self::Ok> {
-        self.finish()
-    }
-}
+struct_trait!(SerializeStruct);
+struct_trait!(SerializeStructVariant);
