@@ -211,6 +211,26 @@ def test_too_little_data_gives_no_verdict(tmp_path: Path) -> None:
     assert out["verdict"]["limit"] == "none"
 
 
+def test_many_one_segment_responses_are_no_bulk_transfer(tmp_path: Path) -> None:
+    """A pooler's server connection under a storm: many requests, each answered by one
+    segment. Enough bytes and segments to judge, but each send left at once: no transfer time
+    to share out, so no limit is named (it once said "the sender, 0% of the transfer's
+    0.0 ms")."""
+    f = Flow()
+    f.handshake()
+    for _ in range(60):
+        f.send(0, b"q" * 60, dt=0.002)
+        f.send(1, b"r" * 1400, dt=0.0001)
+        f.ack(0, dt=0.00005)
+    out = run(f, tmp_path)
+    assert out["payload_bytes"] >= 64 * 1024 and out["data_segments"] == 60
+    assert out["limits"]["transfer_s"] == 0.0 and out["limits"]["turns"] == 59
+    v = out["verdict"]
+    assert (v["limit"], v["shares"]) == ("none", None)
+    assert v["summary"].startswith("no bulk transfer to judge: 84,000 bytes in 60 segments")
+    assert "60 sends a turn apart" in v["summary"]
+
+
 @pytest.fixture(scope="module")
 def direct() -> dict[str, Any]:
     return analyze(str(CAPTURES / "seqscan-10k-direct-loopback.pcap"))

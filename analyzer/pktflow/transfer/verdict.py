@@ -110,6 +110,16 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
         return {"limit": "none", "shares": None, "summary": f"too little data to judge "
                 f"({data_bytes:,} bytes in {segments} segments)", "evidence_frames": []}
     lim, w = f["limits"], f["window"]
+    if lim["transfer_s"] <= 0:
+        # Many small responses (a pooler's server connection under a storm): each left in one
+        # instant, so there is no transfer time to share out; the waits between them are the
+        # conversation's round trips (connections[].round_trips), not a limit of this sender.
+        turns = lim["turns"]
+        how = f"{turns + 1:,} sends a turn apart" if turns else "one instant"
+        return {"limit": "none", "shares": None, "summary": f"no bulk transfer to judge: "
+                f"{data_bytes:,} bytes in {segments:,} segments, each send leaving at once "
+                f"({how}); the time between them is the conversation's round trips",
+                "evidence_frames": []}
     shares = limit_shares(lim)
     limit, busy = dominant(f)
     total_ms = lim["transfer_s"] * 1e3
