@@ -14,13 +14,14 @@ import pytest
 from craft import write_pcap
 from rich.console import Console
 from tcpfeed import write_capture
-from test_retire import report, storm
+from test_retire import conversation, report, storm
 
 from pktflow.cli import write_json, write_jsonl
 from pktflow.pipeline import Options, analyze
 from pktflow.report import stored as stored_module
-from pktflow.report.stored import COMPACT, INDENTED, Connections, Spill, Texts
-from pktflow.report.text import render
+from pktflow.report.stored import (COMPACT, INDENTED, Connections, Spill, Texts, TopPairs,
+                                   ranked_pairs)
+from pktflow.report.text import MAX_OVERVIEW, render
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted([*(ROOT / "captures").glob("*.pcap"), *(ROOT / "tests" / "regressions").glob("*.pcap")])
@@ -166,6 +167,65 @@ def test_the_busiest_are_found_without_decoding_the_rest(monkeypatch: pytest.Mon
     top = busiest(conns, 20)
     assert top == busiest(plain["connections"], 20)
     assert sorted(decoded) == sorted(i for i, _ in top)
+
+
+def _uneven_storm(n: int) -> list[tuple]:  # type: ignore[type-arg]
+    """n short connections whose replies differ (1-20 KB, with ties), in connection order."""
+    pkts = [p for i in range(n)
+            for p in conversation(20000 + i, 1000.0 + i, 1000 * (1 + (i * 7) % 20))]
+    return [(i + 1, *p[1:]) for i, p in enumerate(pkts)]
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.stem)
+def test_the_text_report_keeps_only_what_it_draws(capture: Path) -> None:
+    """analyze's text output keeps the reports of the busiest connections and each relay's
+    first matched queries only (Options.keep): it renders exactly as the whole report."""
+    plain = analyze(str(capture))
+    kept = analyze(str(capture), Options(store=COMPACT, keep=MAX_OVERVIEW))
+    assert _text(kept) == _text(plain)
+
+
+def test_kept_busiest_are_those_of_the_whole_report(tmp_path: Path) -> None:
+    """With more connections than it keeps: the same busiest, ties in capture order, and a
+    connection not kept says so when read."""
+    path = write_capture(tmp_path / "uneven.pcap", _uneven_storm(120))
+    plain = analyze(str(path), Options(linger_s=5.0))
+    kept = analyze(str(path), Options(linger_s=5.0, store=COMPACT, keep=MAX_OVERVIEW))
+    conns = kept["connections"]
+    assert len(conns) == len(plain["connections"]) == 120
+    assert stored_module.busiest(conns, MAX_OVERVIEW) == stored_module.busiest(
+        plain["connections"], MAX_OVERVIEW)
+    assert conns.ids() == [c["id"] for c in plain["connections"]]  # type: ignore[attr-defined]
+    assert _text(kept) == _text(plain)
+    # the 101st has the least reply (1 KB) and came once the busiest were all larger
+    with pytest.raises(LookupError, match="c101's report was not kept"):
+        conns[100]
+    unread = 0
+    for i in range(120):
+        try:
+            conns[i]
+        except LookupError:
+            unread += 1
+    assert 0 < unread <= 120 - MAX_OVERVIEW  # some were kept a while, then outranked
+
+
+@pytest.mark.parametrize("keep", [1, 3, 10])
+def test_top_pairs_rank_as_the_whole_list(keep: int) -> None:
+    """A relay's matched queries kept as TopPairs give the first ones in both orders exactly
+    as the whole list (ties in order)."""
+    path = next(p for p in CAPTURES if p.name.startswith("pgbench-txn-pgbouncer"))
+    (relay,) = analyze(str(path))["relays"]
+    pairs = relay["queries"]
+    assert len(pairs) > 3 * keep
+    top = TopPairs(keep)
+    for p in pairs:
+        top.append(p)
+    assert len(top) == len(pairs)
+    assert ranked_pairs(top, keep) == ranked_pairs(pairs, keep)
+    for bulk, key in ((True, "response_bytes"), (False, "relay_cost_ms")):
+        want = sorted(range(len(pairs)), key=lambda i: (
+            -((pairs[i][key]["front"] if bulk else pairs[i][key]) or 0), i))[:keep]
+        assert top.first(keep, bulk) == [pairs[i] for i in want]
 
 
 def test_connections_picked_by_id_decode_only_those(monkeypatch: pytest.MonkeyPatch) -> None:

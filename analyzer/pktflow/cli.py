@@ -83,8 +83,9 @@ def _progress_bar(env: Env, label: str) -> Any:
 
 
 def _analyze_one(path: str, args: argparse.Namespace, env: Env,
-                 store: str | None = None) -> dict[str, Any]:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), store=store)
+                 store: str | None = None, keep: int | None = None) -> dict[str, Any]:
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), store=store,
+                   keep=keep)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
@@ -96,6 +97,16 @@ def _analyze_one(path: str, args: argparse.Namespace, env: Env,
 def _store(args: argparse.Namespace) -> str:
     """How the connections of a report for `args.format` are best kept (report.stored)."""
     return INDENTED if args.format == "json" else COMPACT
+
+
+def _keep(args: argparse.Namespace) -> int | None:
+    """How many connections' reports the output reads: the text report draws only the
+    busiest; JSON writes every one."""
+    if args.format != "text":
+        return None
+    from pktflow.report.text import MAX_OVERVIEW
+
+    return MAX_OVERVIEW
 
 
 def _failure(path: str, exc: BaseException) -> dict[str, Any]:
@@ -110,12 +121,12 @@ def _failure(path: str, exc: BaseException) -> dict[str, Any]:
             "frame": None, "offset": None, "exit_code": int(ExitCode.INTERNAL)}
 
 
-def _worker(job: tuple[str, bool, str, bool]) -> tuple[str, Any]:
+def _worker(job: tuple[str, bool, str, int | None, bool]) -> tuple[str, Any]:
     """One capture in a worker process: the report, or its failure's fields (an exception
     object would lose its fields crossing the process boundary)."""
-    path, postgres, store, debug = job
+    path, postgres, store, keep, debug = job
     try:
-        return "ok", analyze(path, Options(decode_postgres=postgres, store=store))
+        return "ok", analyze(path, Options(decode_postgres=postgres, store=store, keep=keep))
     except PktflowError as exc:
         return "error", _failure(path, exc)
     except Exception as exc:  # a bug on one input must not lose the others' lines
@@ -133,7 +144,7 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
     if workers < 2:
         for path in paths:
             try:
-                yield path, _analyze_one(path, args, env, _store(args)), None
+                yield path, _analyze_one(path, args, env, _store(args), _keep(args)), None
             except PktflowError as exc:
                 yield path, None, _failure(path, exc)
             except Exception as exc:
@@ -144,7 +155,8 @@ def _reports(args: argparse.Namespace, env: Env) -> Any:
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        jobs = [(p, not args.no_postgres, _store(args), args.debug) for p in paths]
+        jobs = [(p, not args.no_postgres, _store(args), _keep(args), args.debug)
+                for p in paths]
         for path, (status, value) in zip(paths, pool.map(_worker, jobs)):
             if status == "ok":
                 yield path, value, None

@@ -19,7 +19,7 @@ from pktflow.capture.snaplen import Cut
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.pgwire.report import conversation_findings, conversation_json, frontend_direction
 from pktflow.relay.measure import relays_of
-from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts
+from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts, TopPairs
 from pktflow.tcp.findings import connection_findings, direction_name
 from pktflow.tcp.report import connection_json, settle_roles
 from pktflow.transfer.capture_point import capture_point
@@ -49,6 +49,9 @@ class Options(NamedTuple):
     # in this layout (report.stored.COMPACT or INDENTED): the report's "connections" is then
     # a Connections sequence, not a list of dicts
     store: str | None = None
+    # with `store`: keep the reports of only this many of the busiest connections (the text
+    # report draws no more; report.stored.Connections)
+    keep: int | None = None
 
 
 def open_pass(path: str, options: Options) -> Any:
@@ -107,7 +110,7 @@ class Run:
         self.options = options
         self.start: float | None = None
         self.reports: Reports | Connections = (
-            Reports() if options.store is None else Connections(options.store))
+            Reports() if options.store is None else Connections(options.store, options.keep))
         # (connection number, its findings) of those with findings
         self.findings_of: list[tuple[int, list[Finding]]] = []
         self.cut = Cut()  # what a short snapshot length cut: one finding, not one per stream
@@ -224,8 +227,9 @@ def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dic
     reports.sort()
     store = run.options.store
     # a storm's matched queries stored like its connections (2 KB each as dicts), as text
-    kept: Callable[[], Any] = (list if store is None
-                               else partial(Texts, store, PAIR_DEPTH, deflate=False))
+    kept: Callable[[], Any] = (
+        list if store is None else partial(TopPairs, run.options.keep) if run.options.keep
+        else partial(Texts, store, PAIR_DEPTH, deflate=False))
     relays, relay_findings, roles = relays_of(reports.relay_legs(), kept)
     reports.matched(roles)
     findings.extend(relay_findings)

@@ -177,6 +177,10 @@ class Leg:
         self.limit = limit
         self.payload_bytes = payload_bytes
 
+    def rereads(self) -> bool:
+        """Whether its queries are still to be read again from where the report is kept."""
+        return self._reread is not None
+
     @property
     def queries(self) -> tuple[LegQuery, ...]:
         queries = self._queries

@@ -3,15 +3,14 @@ Renders from the report's "relays" list (pktflow.report/1) only."""
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from pktflow.relay.topology import BULK_SEGMENTS
 from pktflow.report.columns import fits, short_sql, table, widths
+from pktflow.report.stored import ranked_pairs
 
 MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
 MAX_LEGS = 12  # connection ids listed per leg
@@ -62,12 +61,8 @@ def render_relay(relay: dict[str, Any], width: int = 120) -> RenderableType:
                          "dim"))
     # Bulk results: the biggest responses tell the transfer's story. Many small statements
     # (transaction pooling): the ones the relay delayed most.
-    bulk = any((p["segments_in"] or 0) >= BULK_SEGMENTS for p in relay["queries"])
+    bulk, pairs = ranked_pairs(relay["queries"], MAX_ROWS)
     order = "biggest responses first" if bulk else "most delayed by the relay first"
-    # the first MAX_ROWS of the sorted list, holding no more (a storm's are stored)
-    pairs = heapq.nsmallest(MAX_ROWS, relay["queries"],
-                            key=lambda p: -(p["response_bytes"]["front"] or 0)
-                            if bulk else -(p["relay_cost_ms"] or 0.0))
     rows = [[f"{p['front']['connection']}#{p['front']['query_index']} via "
              f"{p['back']['connection']}#{p['back']['query_index']}", short_sql(p["sql"]),
              _n(p["rows"]), _f(p["request_delay_ms"]), _f(p["first_byte_delay_ms"]),

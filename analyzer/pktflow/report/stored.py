@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import IO, Any, overload
 
 from pktflow.errors import NoSpaceError
-from pktflow.relay.topology import Leg, relay_leg
+from pktflow.relay.topology import BULK_SEGMENTS, Leg, relay_leg
 from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -210,23 +210,61 @@ class Texts(Sequence[dict[str, Any]]):
 
 class Connections(Texts):
     """The report's "connections" list, stored: `add` in any order, `sort` once all are in;
-    beside each, what relay matching reads of it (until `matched`) and its payload bytes."""
+    beside each, what relay matching reads of it (until `matched`) and its payload bytes.
 
-    def __init__(self, layout: str = COMPACT) -> None:
+    With `keep`, only the reports of the `keep` busiest connections are kept (and those of
+    busy relay legs until matching has read them): the text report draws no more, and a
+    storm's 20,000 reports were a fifth of its analysis to encode and deflate. Every
+    connection's id, payload bytes and role are still there; reading one that was not kept
+    raises LookupError."""
+
+    def __init__(self, layout: str = COMPACT, keep: int | None = None) -> None:
         super().__init__(layout, CONNECTION_DEPTH)
         self._numbers = array("q")  # by position added
         self._payload = array("q")
         self._legs: list[Leg | None] = []
         self._order: array[int] | None = None  # positions in connection order, once sorted
         self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
+        self._keep = keep
+        # with `keep`: where each position's text is among the stored ones (-1: not kept),
+        # and the busiest so far as (payload, -number, position), the least busy first
+        self._where = array("q")
+        self._busiest: list[tuple[int, int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._numbers)
 
     def add(self, number: int, report: dict[str, Any]) -> None:
-        position = len(self)
-        self.append(report)
+        position = len(self._numbers)
+        payload = payload_bytes(report)
         self._numbers.append(number)
-        self._payload.append(payload_bytes(report))
+        self._payload.append(payload)
         # a busy leg's queries are read again from the stored text if matching needs them
-        self._legs.append(relay_leg(report, partial(self._queries_at, position)))
+        leg = relay_leg(report, partial(self._queries_at, position))
+        self._legs.append(leg)
+        if self._keep is None:
+            self.append(report)
+            return
+        # ties go to the earlier connection, as busiest() ranks them
+        rank = (payload, -number, position)
+        kept = leg is not None and leg.rereads() or len(self._busiest) < self._keep
+        if len(self._busiest) < self._keep:
+            heapq.heappush(self._busiest, rank)
+        elif rank > self._busiest[0]:
+            heapq.heapreplace(self._busiest, rank)
+            kept = True
+        self._where.append(super().__len__() if kept else -1)
+        if kept:
+            self.append(report)
+
+    def _stored(self, position: int) -> str:
+        if self._keep is None:
+            return super()._stored(position)
+        where = self._where[position]
+        if where < 0:
+            raise LookupError(f"connection c{self._numbers[position]}'s report was not kept "
+                              f"(only the {self._keep} busiest were)")
+        return super()._stored(where)
 
     def _queries_at(self, position: int) -> list[dict[str, Any]]:
         queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]
@@ -304,6 +342,54 @@ class Reports:
 
     def connections(self) -> list[dict[str, Any]]:
         return [report for _, report in self._items]
+
+
+def _by_bytes(pair: dict[str, Any]) -> float:
+    return -(pair["response_bytes"]["front"] or 0)
+
+
+def _by_cost(pair: dict[str, Any]) -> float:
+    return -(pair["relay_cost_ms"] or 0.0)
+
+
+class TopPairs:
+    """A relay's matched queries when only the text report reads them: how many, whether any
+    was a bulk response, and the `keep` first by each of ranked_pairs' orders (a storm's
+    20,000 were stored and decoded twice to draw 15)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.count = 0
+        self.bulk = False
+        # per order: (-key, -position, pair), the last in that order on top
+        self._tops: tuple[list[tuple[float, int, dict[str, Any]]], ...] = ([], [])
+
+    def __len__(self) -> int:
+        return self.count
+
+    def append(self, pair: dict[str, Any]) -> None:
+        self.bulk = self.bulk or (pair["segments_in"] or 0) >= BULK_SEGMENTS
+        for top, key in zip(self._tops, (_by_bytes, _by_cost)):
+            item = (-key(pair), -self.count, pair)
+            if len(top) < self.keep:
+                heapq.heappush(top, item)
+            elif item[:2] > top[0][:2]:  # a smaller key (ties: the earlier stays)
+                heapq.heapreplace(top, item)
+        self.count += 1
+
+    def first(self, n: int, bulk: bool) -> list[dict[str, Any]]:
+        top = self._tops[0 if bulk else 1]
+        return [p for _, _, p in sorted(top, key=lambda t: (-t[0], -t[1]))[:n]]
+
+
+def ranked_pairs(pairs: Sequence[dict[str, Any]] | TopPairs, n: int
+                 ) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether a relay carried bulk responses, and its first n matched queries: the biggest
+    responses first if so, else those the relay delayed most (ties in order), holding n."""
+    if isinstance(pairs, TopPairs):
+        return pairs.bulk, pairs.first(n, pairs.bulk)
+    bulk = any((p["segments_in"] or 0) >= BULK_SEGMENTS for p in pairs)
+    return bulk, heapq.nsmallest(n, pairs, key=_by_bytes if bulk else _by_cost)
 
 
 def connection_ids(conns: Sequence[dict[str, Any]]) -> list[str]:
