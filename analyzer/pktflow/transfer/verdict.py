@@ -196,6 +196,7 @@ def limits_json(lim: dict[str, Any]) -> dict[str, Any]:
     return {"transfer_s": round(lim["transfer_s"], 6),
             "seconds": {k: round(lim["seconds"][k], 6) for k in LIMITS},
             "sender_idle_s": round(lim["sender_idle_s"], 6),
+            "ack_tail_s": round(lim["ack_tail_s"], 6),
             "turns": lim["turns"], "turns_s": round(lim["turns_s"], 6),
             "recoveries": lim["recoveries"],
             "longest": {k: None if s is None else {"from_frame": s["from_frame"],

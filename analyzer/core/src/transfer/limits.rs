@@ -88,6 +88,9 @@ pub struct LimitFacts {
     /// Of the sender's seconds, those with nothing in flight: the rest of the transfer is
     /// what Linux's chronographs count as busy.
     pub sender_idle_s: f64,
+    /// Waits for the ACK of a send's last segment that are left out of the transfer (before
+    /// a turn, and after the last data): Linux counts them busy, as data was in flight.
+    pub ack_tail_s: f64,
     /// The first and the longest run of each limit (None: it never held).
     pub first: ByLimit<Option<Stretch>>,
     pub longest: ByLimit<Option<Stretch>>,
@@ -110,6 +113,8 @@ struct Books {
     /// Sender seconds with nothing in flight (the kernel's chronographs do not count them
     /// busy).
     sender_idle: f64,
+    /// Waits for the last ACK before a turn.
+    ack_tail: f64,
     seconds: [f64; LIMITS],
     first: [Option<Stretch>; LIMITS],
     longest: [Option<Stretch>; LIMITS],
@@ -124,6 +129,7 @@ impl Books {
             spurious: 0.0,
 
             sender_idle: 0.0,
+            ack_tail: 0.0,
             seconds: [0.0; LIMITS],
             first: [None; LIMITS],
             longest: [None; LIMITS],
@@ -245,6 +251,10 @@ pub(super) struct Chrono {
     regrow_to: Option<i64>,
     /// The current recovery began with a retransmission.
     recovery_by_resend: bool,
+    /// What held the sender in the pause that retransmission ended, had it not been sent:
+    /// the receiver's window when it was closed (the receiver withheld its ACK and the
+    /// sender probed), else the round trip. A spurious retransmission's time goes there.
+    spurious_as: Limit,
     rtt: Option<f64>,
     rtt_min: Option<f64>,
     books: Books,
@@ -253,6 +263,8 @@ pub(super) struct Chrono {
     last_data_ts: Option<f64>,
     /// Everything sent was acknowledged since the last data segment.
     all_acked: bool,
+    /// When everything sent was last acknowledged.
+    acked_ts: Option<f64>,
 
     recoveries: [u64; 3],
 }
@@ -273,12 +285,14 @@ impl Chrono {
             recovery_until: None,
             regrow_to: None,
             recovery_by_resend: false,
+            spurious_as: Limit::Latency,
             rtt: None,
             rtt_min: None,
             books: Books::new(),
             pending: Vec::new(),
             last_data_ts: None,
             all_acked: false,
+            acked_ts: None,
 
             recoveries: [0; 3],
         }
@@ -427,6 +441,7 @@ impl Chrono {
                         .first()
                         .map_or(self.t.unwrap_or(last), |e| e.from_ts);
                     self.pending.clear();
+                    self.books.ack_tail += self.ack_tail(last);
                     self.books.turns.0 += 1;
                     self.books.turns.1 += ts - since;
                     self.t = Some(ts);
@@ -443,6 +458,11 @@ impl Chrono {
         if matches!(e, Event::Data { again: true, .. }) && !self.recovering() {
             // a recovery begins with the pause this retransmission ends
             self.books.spurious = 0.0;
+            self.spurious_as = if self.window_closed(scale_known) {
+                Limit::ReceiverWindow
+            } else {
+                Limit::Latency
+            };
         }
         self.account(frame, ts, &e, scale_known);
         match e {
@@ -499,18 +519,22 @@ impl Chrono {
                 self.rtt_min = rtt_min;
                 if sack & SACK_DUPLICATE != 0 && self.recovery_by_resend {
                     // the receiver had the data: the retransmission was spurious, and the
-                    // time since it began was a wait for a late ACK, a round trip
-                    let x = self.books.spurious;
-                    let [_, _, loss, latency, _] = &mut self.books.seconds;
-                    *loss -= x;
-                    *latency += x;
+                    // time since it began was a wait for a late ACK: a round trip, or the
+                    // receiver's window when it was closed
+                    let (x, to) = (self.books.spurious, self.spurious_as);
+                    if let Some(loss) = self.books.seconds.get_mut(Limit::Loss as usize) {
+                        *loss -= x;
+                    }
+                    if let Some(held) = self.books.seconds.get_mut(to as usize) {
+                        *held += x;
+                    }
                     self.books.spurious = 0.0;
                     if let Some((limit @ Limit::Loss, _)) = &mut self.books.run {
-                        *limit = Limit::Latency;
+                        *limit = to;
                     }
                     for e in &mut self.pending {
                         if e.limit == Limit::Loss {
-                            e.limit = Limit::Latency;
+                            e.limit = to;
                         }
                     }
                     self.recovery_until = None;
@@ -529,11 +553,20 @@ impl Chrono {
         }
         self.t = Some(ts);
         self.frame = frame;
-        if self.in_flight() == 0 {
+        if self.in_flight() == 0 && !self.all_acked {
             self.all_acked = true;
+            self.acked_ts = Some(ts);
         }
         if let Event::Data { .. } = e {
             self.last_data_ts = Some(ts);
+        }
+    }
+
+    /// From the data segment at `last` until everything was acknowledged, if it was.
+    fn ack_tail(&self, last: f64) -> f64 {
+        match self.acked_ts {
+            Some(a) if self.all_acked && a > last => a - last,
+            _ => 0.0,
         }
     }
 
@@ -541,6 +574,9 @@ impl Chrono {
         // what came after the last data segment is left out
         let (mut books, end) = (self.books, self.last_data_ts.unwrap_or(self.first_ts));
         books.close_run();
+        if let Some(last) = self.last_data_ts {
+            books.ack_tail += self.ack_tail(last);
+        }
         LimitFacts {
             transfer_s: if self.t.is_some() {
                 (end - self.first_ts - books.turns.1).max(0.0)
@@ -551,6 +587,7 @@ impl Chrono {
             turns_s: books.turns.1,
             seconds: ByLimit::of(&books.seconds),
             sender_idle_s: books.sender_idle,
+            ack_tail_s: books.ack_tail,
             first: ByLimit::of(&books.first),
             longest: ByLimit::of(&books.longest),
             recoveries: self.recoveries.iter().sum(),

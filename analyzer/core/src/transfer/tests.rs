@@ -913,6 +913,52 @@ fn recovery_is_loss_and_a_spurious_one_is_a_round_trip() {
 }
 
 #[test]
+fn a_spurious_probe_into_a_full_window_is_the_receivers_time() {
+    // the sender filled the window; the receiver, its buffer full, withheld its ACK for
+    // 12 ms; the sender probed with its last segment (a tail loss probe), which the ACK
+    // reported as a duplicate (D-SACK): the wait was the receiver's window, as Linux's
+    // chronograph counts it, not a loss and not a round trip
+    let mut f = bridge();
+    f.ack(0, 11 * MSS, 0.000_1);
+    for _ in 0..11 {
+        f.send_flags(1, MSS, 0.000_01, ACK);
+    }
+    let last = f.next[1] - MSS;
+    f.resend(1, last, MSS, 0.002);
+    f.sack = SACK_DUPLICATE;
+    f.ack(0, 11 * MSS, 0.010);
+    f.sack = 0;
+    f.send_flags(1, MSS, 0.000_1, ACK);
+    let l = f.finish().directions[1].limits.clone();
+    assert!(l.seconds.loss < 1e-9, "{l:?}");
+    assert!(l.seconds.receiver_window > 0.0119, "{l:?}");
+    assert!(l.seconds.latency < 1e-9, "{l:?}");
+}
+
+#[test]
+fn the_wait_for_the_last_ack_is_kept_apart() {
+    // each response's last segment is acknowledged 40 ms later (a delayed ACK), then the
+    // client's next query: the waits are outside the transfer, and counted as the tail
+    let mut f = bridge();
+    for _ in 0..3 {
+        f.write(8192, 0.000_1);
+        f.ack(0, 4096 << 7, 0.040);
+        f.send(0, 50, 0.5);
+        f.ack(1, 4096 << 7, 0.000_1);
+    }
+    f.write(8192, 0.001);
+    f.ack(0, 4096 << 7, 0.040);
+    let l = f.finish().directions[1].limits.clone();
+    assert_eq!(l.turns, 3);
+    assert!((l.ack_tail_s - 0.160).abs() < 1e-6, "{l:?}");
+    assert!(l.transfer_s < 0.01, "{l:?}");
+    // unacknowledged at the end: no tail
+    let mut f = bridge();
+    f.write(8192, 0.000_1);
+    assert_eq!(f.finish().directions[1].limits.ack_tail_s, 0.0);
+}
+
+#[test]
 fn the_peers_requests_are_turns_not_transfer_time() {
     let mut f = bridge();
     for _ in 0..3 {
