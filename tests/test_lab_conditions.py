@@ -125,6 +125,24 @@ def test_dominant_limit_rule(figures: dict[str, Any], limit: str | None) -> None
     assert why and basis
 
 
+def test_a_socket_open_before_the_client_is_counted_from_its_baseline() -> None:
+    """A warm pool's server connection: its counters at the first round (before the client
+    started) are its warm-up, not the recording's; shares are of the difference."""
+    before = _sample(busy_ms=45, rwnd_limited_ms=2, bytes_sent=900, bytes_acked=900,
+                     retrans=0)
+    series = [before, _sample(busy_ms=60, rwnd_limited_ms=10, unacked=3, bytes_sent=600_000),
+              _sample(busy_ms=85, rwnd_limited_ms=26, rwnd_limited_pct=30.6,
+                      bytes_sent=1_150_900, bytes_acked=1_150_900, retrans=1)]
+    whole = kernel.summarize(series, "server->pooler")
+    s = kernel.summarize(series, "server->pooler", baseline=before)
+    assert whole["rwnd_limited_share"] == 0.306 and whole["counted_from"] == "the socket's start"
+    assert (s["busy_ms"], s["rwnd_limited_ms"], s["bytes_sent"], s["retrans"]) == (
+        40, 24, 1_150_000, 1)
+    assert s["rwnd_limited_share"] == 0.6 and s["dominant_limit"] == "receiver_window"
+    assert whole["dominant_limit"] != "receiver_window"
+    assert s["counted_from"] == "the sample before the client started"
+
+
 def test_sampler_reads_rounds_from_a_stream() -> None:
     import io
     text = f"{SS_CUBIC}\n{kernel.SEPARATOR}\n{SS_CUBIC.replace('busy:28ms', 'busy:30ms')}\n" \
@@ -134,6 +152,28 @@ def test_sampler_reads_rounds_from_a_stream() -> None:
     assert sampler.rounds == 2
     (series,) = sampler.samples.values()
     assert [s["busy_ms"] for s in series] == [28, 30]
+    # not frozen: the baseline is the last round's
+    assert list(sampler.baseline.values()) == [series[1]]
+
+
+def test_the_baseline_is_the_last_round_before_the_client() -> None:
+    """Rounds until freeze() are the baseline of the sockets open then; idle_round waits for
+    one where nothing was unacknowledged (the warm-up's delayed ACK came)."""
+    import os
+    r, w = os.pipe()
+    sampler = kernel.Sampler(os.fdopen(r, "rb"), "pooler")
+    out = os.fdopen(w, "wb", buffering=0)
+    busy = SS_CUBIC.replace("busy:28ms", "busy:40ms unacked:1")
+    out.write(f"{busy}\n{kernel.SEPARATOR}\n".encode())
+    assert not sampler.idle_round.wait(0.3)  # the warm-up's last segment awaits its ACK
+    out.write(f"{SS_CUBIC.replace('busy:28ms', 'busy:45ms')}\n{kernel.SEPARATOR}\n".encode())
+    assert sampler.idle_round.wait(5.0)
+    sampler.freeze()
+    out.write(f"{SS_CUBIC.replace('busy:28ms', 'busy:90ms')}\n{kernel.SEPARATOR}\n".encode())
+    out.close()
+    sampler.join()
+    (base,) = sampler.baseline.values()
+    assert base["busy_ms"] == 45 and sampler.rounds == 3
 
 
 # -- the handshake reader, on a crafted capture ----------------------------------------------

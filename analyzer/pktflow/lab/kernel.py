@@ -104,12 +104,19 @@ def parse_line(line: str) -> dict[str, Any] | None:
 
 class Sampler:
     """Reads one sampler process's output in a thread: every sample of every socket, with
-    the time it was read."""
+    the time it was read. Until `freeze` (called before the lab's client starts), each round's
+    sockets are those already open (a warm pool's server connection), and their samples are
+    their `baseline`: so that their figures cover the recording, not their whole life.
+    `idle_round` is set once a round found every socket idle (nothing unacknowledged: the
+    warm-up's last ACK, perhaps a delayed one, is in, and its busy time with it)."""
 
     def __init__(self, stream: IO[bytes], label: str) -> None:
         self.label = label
         self.samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.rounds = 0
+        self.idle_round = threading.Event()
+        self.baseline: dict[tuple[str, str], dict[str, Any]] = {}
+        self._frozen = False
         self._stream = stream
         self._thread = threading.Thread(target=self._read, daemon=True,
                                         name=f"ss-sampler-{label}")
@@ -124,6 +131,10 @@ class Sampler:
                 for s in batch:
                     s["t"] = t
                     self.samples.setdefault((s["local"], s["peer"]), []).append(s)
+                if not self._frozen:
+                    self.baseline = {(s["local"], s["peer"]): s for s in batch}
+                    if not any(s.get("unacked") or s.get("notsent") for s in batch):
+                        self.idle_round.set()
                 self.rounds += 1
                 batch = []
             elif line:
@@ -131,8 +142,13 @@ class Sampler:
                 if parsed is not None:
                     batch.append(parsed)
 
+    def freeze(self) -> None:
+        """The client starts now: the baseline is the last round before it."""
+        self._frozen = True
+
     def join(self, timeout: float = 5.0) -> None:
         self._thread.join(timeout)
+        self.idle_round.set()  # the stream ended: no round is coming
 
 
 # -- what limited the sender ------------------------------------------------------------------
@@ -195,17 +211,36 @@ SUMMARY_FIELDS = ("congestion_control", "busy_ms", "rwnd_limited_ms", "sndbuf_li
                   "srtt_ms", "rttvar_ms", "minrtt_ms", "delivery_rate_bps", "mss")
 
 
-def summarize(samples: list[dict[str, Any]], direction: str) -> dict[str, Any]:
-    """A socket's figures: its last sample's counters, and from the series the share of
-    samples with data in flight that had data waiting unsent and that were app-limited."""
+# the counters that only grow, as summarize keeps them
+COUNTERS = ("busy_ms", "rwnd_limited_ms", "sndbuf_limited_ms", "retrans", "bytes_retrans",
+            "bytes_sent", "bytes_acked")
+
+
+def summarize(samples: list[dict[str, Any]], direction: str,
+              baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A socket's figures: its last sample's counters (less those of `baseline`, a sample
+    taken before the lab's client started, for a socket already open then), and from the
+    series the share of samples with data in flight that had data waiting unsent and that
+    were app-limited."""
     last = samples[-1]
     out: dict[str, Any] = {"direction": direction, "local": last["local"],
                            "peer": last["peer"]}
     out.update({k: last.get(k) for k in SUMMARY_FIELDS})
     for k in ("busy_ms", "rwnd_limited_ms", "sndbuf_limited_ms", "retrans", "bytes_retrans"):
         out[k] = out[k] or 0  # ss leaves out zero chronographs and counters
+    if baseline is not None:
+        # opened before the client (a warm pool): its warm-up is not part of the recording
+        for k in COUNTERS:
+            if out[k] is not None:
+                out[k] -= baseline.get(k) or 0
+    out["counted_from"] = ("the sample before the client started" if baseline is not None
+                           else "the socket's start")
     busy = out["busy_ms"]
     for k in ("rwnd_limited", "sndbuf_limited"):
+        if baseline is not None:
+            # the difference of two whole-millisecond counters
+            out[f"{k}_share"] = round(out[f"{k}_ms"] / busy, 4) if busy else None
+            continue
         # ss's percentage has a tenth of a percent; busy alone is whole milliseconds
         pct = last.get(f"{k}_pct")
         out[f"{k}_share"] = (round(pct / 100, 4) if pct is not None

@@ -238,7 +238,9 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
                               "each sending namespace; per socket the last sample before it "
                               "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
                                           "and two more sampler rounds, so that one comes "
-                                          "after the transfer)" if linger else ""),
+                                          "after the transfer)" if linger else "")
+                              + "; a socket open before the client started (a warm pool's) "
+                                "counted from the last sampler round before it, once idle",
                    "rule": kernel.RULE, "sockets_seen": seen,
                    "sockets": sockets},
     }
@@ -261,6 +263,12 @@ def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_po
         proc = svc.helper(kernel.sampler_argv(ports, os.getpid(), tick), role)
         assert proc.stdout is not None
         out.append((proc, kernel.Sampler(proc.stdout, role), tick))
+    for _, sampler, _ in out:
+        # a round with every open socket idle before the client starts: the baseline of
+        # sockets already open (a delayed ACK of the warm-up is 40 ms; a sampler's first
+        # round comes at once)
+        sampler.idle_round.wait(5.0)
+        sampler.freeze()
     return out
 
 
@@ -287,7 +295,8 @@ def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
                 direction = "pooler->client"
             else:
                 continue
-            sockets.append(kernel.summarize(series, direction))
+            sockets.append(kernel.summarize(series, direction,
+                                            sampler.baseline.get((local, peer))))
     # a connection storm (pgbench -C) has thousands of sockets: keep the ones that sent most
     kept = sorted(sockets, key=lambda s: -(s["bytes_sent"] or 0))[:MAX_SOCKETS]
     order = {"server->client": 0, "server->pooler": 1, "pooler->client": 2}
