@@ -82,7 +82,9 @@ def test_the_difference_is_decomposed_into_parts_that_add_up(condition: str) -> 
     if condition == "rtt10ms":
         # the 10 ms link sits on the direct connection's server leg, but on the pooled
         # capture's client leg: the round trip moves from the server leg into the relay part
-        assert parts["server_wait"]["ms"] < -5
+        # (the direct server leg's wait holds part of a round trip: 4.5-5.3 ms less through
+        # the pooler in two recordings; the relay part holds the whole of one)
+        assert parts["server_wait"]["ms"] < -4
         assert parts["relay"]["ms"] > 10
         assert "round trip A 10." in parts["server_wait"]["why"]
 
