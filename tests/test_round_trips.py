@@ -98,3 +98,28 @@ def test_a_conversation_the_clock_gives_no_time_has_no_share() -> None:
            "response_bytes": 100} for _ in range(3)]
     rt = round_trips_json(_conn(qs, 8.0))
     assert rt is not None and rt["share"] is None and "24.0 ms from the first" in rt["summary"]
+
+
+def test_the_answer_leads_with_the_round_trips(tmp_path: Path) -> None:
+    """When the round trips were most of a conversation's time, the text report's first
+    lines say so, with the numbers of its round_trips; at 0.1 ms they do not."""
+    import io
+
+    from pktflow.cli import Env, main
+
+    def text(rtt: float) -> str:
+        out = io.StringIO()
+        path = write(tmp_path / f"c{rtt}.pcap", conversation(rtt, 60))
+        assert main(["analyze", str(path)], Env(stdout=out, stderr=io.StringIO(),
+                                                width=200)) == 0
+        return out.getvalue()
+
+    rt = analyze(str(write(tmp_path / "c.pcap", conversation(0.010, 60))))[
+        "connections"][0]["round_trips"]
+    lines = text(0.010).splitlines()
+    assert lines[0] == "What limited it"
+    assert lines[1].startswith(f"c1: 60 queries one after another, round trips "
+                               f"{rt['share']:.0%} of the time (60 x {rt['rtt_ms']:,.3f} ms = "
+                               f"{rt['round_trips_ms']:,.1f} ms of {rt['span_ms']:,.1f} ms")
+    assert "Look at fewer round trips" in lines[1]
+    assert "queries one after another" not in text(0.0001)

@@ -1,6 +1,7 @@
-"""The answer first: a few lines that open `analyze`'s text report, one per bulk transfer
-(what limited it, for how much of its time, and the one thing to look at), and one per relay
-(what it added). Rendered from the report dict only."""
+"""The answer first: a few lines that open `analyze`'s text report: one per conversation whose
+queries' round trips were most of its time, one per bulk transfer (what limited it, for how
+much of its time, and the one thing to look at), and one per relay (what it added). Rendered
+from the report dict only."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from pktflow.transfer.advice import NAMES, look_at
+from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at
+from pktflow.transfer.round_trips import round_trips_set_the_time
 
 MAX_LINES = 6  # transfers named; the rest are in the overview and the JSON
 
@@ -61,7 +63,8 @@ def render_answer(report: dict[str, Any],
                   conns: list[dict[str, Any]]) -> RenderableType | None:
     """The answer for the connections `conns` (the busiest), or None when nothing moved
     enough data to judge."""
-    lines: list[RenderableType] = []
+    lines: list[RenderableType] = [_round_trips_line(c) for c in conns
+                                   if round_trips_set_the_time(c.get("round_trips"))]
     transfers = bulk_transfers(conns)
     for conn, name, d in transfers[:MAX_LINES]:
         lines.append(_line(conn, name, d))
@@ -72,6 +75,17 @@ def render_answer(report: dict[str, Any],
     if not lines:
         return None
     return Group(Text("What limited it", "bold underline"), *lines)
+
+
+def _round_trips_line(conn: dict[str, Any]) -> Text:
+    """A conversation the round trips of its queries set the time of (pg_dump over a WAN)."""
+    rt = conn["round_trips"]
+    text = Text(f"{conn['id']}: {rt['queries']:,} queries one after another, ")
+    text.append(f"round trips {rt['share']:.0%} of the time", "bold")
+    text.append(f" ({rt['queries']:,} x {rt['rtt_ms']:,.3f} ms = {rt['round_trips_ms']:,.1f} "
+                f"ms of {rt['span_ms']:,.1f} ms; the bulk data moved for {rt['bulk_ms']:,.1f} "
+                f"ms). Look at {ROUND_TRIPS}.")
+    return text
 
 
 # the relay's verdict.limit -> who set the pace, as the answer says it

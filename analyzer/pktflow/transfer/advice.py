@@ -29,6 +29,10 @@ ADVICE = {
         "pooler, what its other leg brought",
 }
 
+# a conversation whose queries' round trips were most of its time (transfer.round_trips)
+ROUND_TRIPS = ("fewer round trips: fewer statements, or statements sent together "
+               "(pipelining, a batch, COPY), or a client nearer the server")
+
 NAMES = {"receiver_window": "the receiver's window", "network": "the network's rate",
          "loss": "loss recovery", "latency": "round trips", "sender": "the sender"}
 

@@ -72,9 +72,16 @@ def round_trips_json(conn: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def round_trips_set_the_time(rt: dict[str, Any] | None) -> bool:
+    """Whether a conversation's round trips (its "round_trips") were most of its time: worth
+    a finding, and the first line of the answer."""
+    return bool(rt and rt["queries"] >= MIN_QUERIES and rt["share"] is not None
+                and rt["share"] >= MOST)
+
+
 def round_trip_findings(conn: dict[str, Any]) -> list[Finding]:
     rt = conn.get("round_trips")
-    if not rt or rt["queries"] < MIN_QUERIES or rt["share"] is None or rt["share"] < MOST:
+    if not rt or not round_trips_set_the_time(rt):
         return []
     q = [x for x in conn["queries"] if x.get("sent_frame")]
     return [Finding(
