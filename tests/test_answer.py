@@ -53,3 +53,31 @@ def test_the_answer_opens_the_report_and_agrees_with_it(capture: Path) -> None:
             assert f"the relay itself added {v['relay_ms']:,.2f} ms" in answer
         elif v.get("relay_ms") is not None:  # no bulk transfer to judge: the cost as said
             assert f"the relay added {v['relay_ms']:,.2f} ms".lower() in answer.lower()
+
+
+@pytest.mark.parametrize("name", ["seqscan-10k-pgbouncer-bridge", "pgdump-20k-direct-loopback"])
+def test_the_page_opens_with_the_same_answer(name: str, tmp_path: Path) -> None:
+    """The HTML page's answer is the text report's, line for line (one function writes
+    both), the limits in bold."""
+    import html
+    import re
+
+    from pktflow.report.answer import answer_lines
+    from pktflow.report.stored import busiest
+
+    capture = ROOT / "captures" / f"{name}.pcap"
+    out = tmp_path / "page.html"
+    assert main(["report", str(capture), "-o", str(out)],
+                Env(stdout=io.StringIO(), stderr=io.StringIO())) == 0
+    section = re.search(r"<section id='answer'>(.*?)</section>", out.read_text(), re.S)
+    assert section
+    said = [html.unescape(re.sub(r"<[^>]+>", "", p)) for p in
+            re.findall(r"<p class='verdict'>(.*?)</p>", section.group(1), re.S)]
+    report = json.loads(run(capture, "json"))
+    top = [c for _, c in busiest(report["connections"], 50)]
+    lines = answer_lines(report, top)
+    assert lines and said == ["".join(p.text for p in line) for line in lines]
+    bold = re.findall(r"<b>(.*?)</b>", section.group(1))
+    assert all(html.escape(p.text) in bold for line in lines for p in line if p.style == "bold")
+    text = run(capture, "text")
+    assert all(line[0].text.split(":")[0] in text for line in lines)

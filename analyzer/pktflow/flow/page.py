@@ -19,12 +19,12 @@ from pktflow.flow.ladder import (Group, Ladder, Phase, breakdown, group_totals, 
                                  span_totals)
 from pktflow.flow.legend import MEANING, TCP_WORDS, family
 from pktflow.rates import format_rate
+from pktflow.report.answer import answer_lines
 from pktflow.report.columns import short_sql
 from pktflow.report.stored import busiest
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
 MAX_QUERY_ROWS = 30  # queries in the timings table, the largest responses
-HEADLINE_CONNECTIONS = 3  # connections whose verdicts open the page
 MARKED_ROWS = 6  # retransmissions, zero windows... shown of a folded bulk transfer
 
 
@@ -94,20 +94,13 @@ def _answer(report: dict[str, Any], top: list[tuple[int, dict[str, Any]]],
             costs: dict[tuple[str, int], float | None]) -> str:
     """The page's first screen: the relay's verdict, what limited the biggest transfers, and
     the biggest query's timings."""
-    out = []
+    # the lines that open the text report, and each relay's verdict in full
+    out = ["<p class='verdict'>" + "".join(
+        f"<b>{escape(p.text)}</b>" if p.style == "bold" else escape(p.text) for p in line)
+        + "</p>" for line in answer_lines(report, [c for _, c in top])]
     for relay in report.get("relays") or []:
         v = relay["verdict"]
-        out.append(f"<p class='verdict'><b>Relay {escape(relay['host'])}:"
-                   f"{relay['front_port']}:</b> {escape(v['summary'])}"
-                   + (f"<br><b>Setting:</b> {escape(v['setting'])}" if v.get("setting") else "")
-                   + "</p>")
-    for _, c in top[:HEADLINE_CONNECTIONS]:
-        name, d = max(c["directions"].items(), key=lambda kv: kv[1]["payload_bytes"])
-        v = d.get("verdict")
-        if not v or v["limit"] == "none":
-            continue
-        out.append(f"<p class='verdict'><b>{escape(c['id'])} {escape(name.replace('_', ' '))}"
-                   f" ({d['payload_bytes']:,} B): limited by {escape(v['limit'])}.</b> "
+        out.append(f"<p><b>Relay {escape(relay['host'])}:{relay['front_port']}:</b> "
                    f"{escape(v['summary'])}</p>")
     qs = _queries(top)
     if qs:

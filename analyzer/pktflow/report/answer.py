@@ -1,19 +1,29 @@
-"""The answer first: a few lines that open `analyze`'s text report: one per conversation whose
-queries' round trips were most of its time, one per bulk transfer (what limited it, for how
-much of its time, and the one thing to look at), and one per relay (what it added). Rendered
-from the report dict only."""
+"""The answer first: a few lines that open `analyze`'s text report and the HTML page: one per
+conversation whose queries' round trips were most of its time, one per bulk transfer (what
+limited it, for how much of its time, and the one thing to look at), and one per relay (who set
+the pace, what it added). Built once, as plain parts (`answer_lines`), from the report dict
+only; the terminal (rich) and the page (HTML) each draw them."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Group, RenderableType
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at
 from pktflow.transfer.round_trips import round_trips_set_the_time
 
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
 MAX_LINES = 6  # transfers named; the rest are in the overview and the JSON
+TITLE = "What limited it"
+
+
+class Part(NamedTuple):
+    text: str
+    style: str = ""  # "bold" (the limit, who set the pace), "dim" (a count of the rest)
+
+
+Line = list[Part]
 
 
 def _size(n: int) -> str:
@@ -35,7 +45,7 @@ def bulk_transfers(conns: list[dict[str, Any]]) -> list[tuple[dict[str, Any], st
     return out
 
 
-def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Text:
+def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Line:
     v = d["verdict"]
     limit = v["limit"]
     share = (v.get("shares") or {}).get(limit)
@@ -51,41 +61,47 @@ def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Text:
         what += f" ({v['receiver']})"
     if share is not None:
         what += f", {share:.0%} of the time"
-    text = Text(f"{head}, limited by ")
-    text.append(what, "bold")
+    line = [Part(f"{head}, limited by "), Part(what, "bold")]
     advice = look_at(v)
     if advice:
-        text.append(f". Look at {advice}.")
-    return text
+        line.append(Part(f". Look at {advice}."))
+    return line
+
+
+def answer_lines(report: dict[str, Any], conns: list[dict[str, Any]]) -> list[Line]:
+    """The answer's lines for the connections `conns` (the busiest); none when nothing moved
+    enough data to judge."""
+    lines = [_round_trips_line(c) for c in conns
+             if round_trips_set_the_time(c.get("round_trips"))]
+    transfers = bulk_transfers(conns)
+    lines += [_line(conn, name, d) for conn, name, d in transfers[:MAX_LINES]]
+    if len(transfers) > MAX_LINES:
+        lines.append([Part(f"... and {len(transfers) - MAX_LINES} smaller transfers", "dim")])
+    lines += [_relay_line(relay) for relay in report.get("relays") or []]
+    return lines
 
 
 def render_answer(report: dict[str, Any],
                   conns: list[dict[str, Any]]) -> RenderableType | None:
-    """The answer for the connections `conns` (the busiest), or None when nothing moved
-    enough data to judge."""
-    lines: list[RenderableType] = [_round_trips_line(c) for c in conns
-                                   if round_trips_set_the_time(c.get("round_trips"))]
-    transfers = bulk_transfers(conns)
-    for conn, name, d in transfers[:MAX_LINES]:
-        lines.append(_line(conn, name, d))
-    if len(transfers) > MAX_LINES:
-        lines.append(Text(f"... and {len(transfers) - MAX_LINES} smaller transfers", "dim"))
-    for relay in report.get("relays") or []:
-        lines.append(_relay_line(relay))
+    """The answer in the terminal, or None when nothing moved enough data to judge."""
+    from rich.console import Group
+    from rich.text import Text
+
+    lines = answer_lines(report, conns)
     if not lines:
         return None
-    return Group(Text("What limited it", "bold underline"), *lines)
+    return Group(Text(TITLE, "bold underline"),
+                 *(Text.assemble(*((p.text, p.style) for p in line)) for line in lines))
 
 
-def _round_trips_line(conn: dict[str, Any]) -> Text:
+def _round_trips_line(conn: dict[str, Any]) -> Line:
     """A conversation the round trips of its queries set the time of (pg_dump over a WAN)."""
     rt = conn["round_trips"]
-    text = Text(f"{conn['id']}: {rt['queries']:,} queries one after another, ")
-    text.append(f"round trips {rt['share']:.0%} of the time", "bold")
-    text.append(f" ({rt['queries']:,} x {rt['rtt_ms']:,.3f} ms = {rt['round_trips_ms']:,.1f} "
-                f"ms of {rt['span_ms']:,.1f} ms; the bulk data moved for {rt['bulk_ms']:,.1f} "
-                f"ms). Look at {ROUND_TRIPS}.")
-    return text
+    return [Part(f"{conn['id']}: {rt['queries']:,} queries one after another, "),
+            Part(f"round trips {rt['share']:.0%} of the time", "bold"),
+            Part(f" ({rt['queries']:,} x {rt['rtt_ms']:,.3f} ms = {rt['round_trips_ms']:,.1f} "
+                 f"ms of {rt['span_ms']:,.1f} ms; the bulk data moved for {rt['bulk_ms']:,.1f} "
+                 f"ms). Look at {ROUND_TRIPS}.")]
 
 
 # the relay's verdict.limit -> who set the pace, as the answer says it
@@ -94,24 +110,23 @@ COMPONENT = {"client": "the client", "network": "the client's network path",
              "server": "the server"}
 
 
-def _relay_line(relay: dict[str, Any]) -> Text:
+def _relay_line(relay: dict[str, Any]) -> Line:
     v = relay.get("verdict") or {}
-    line = Text(f"relay {relay['host']}:{relay['front_port']}: ")
+    line = [Part(f"relay {relay['host']}:{relay['front_port']}: ")]
     who = COMPONENT.get(v.get("limit") or "")
     if who is None:
-        line.append(_first_sentence(v.get("summary") or ""))
+        line.append(Part(_first_sentence(v.get("summary") or "")))
     else:
-        line.append(who[0].upper() + who[1:], "bold")
-        line.append(" set the pace")
+        line += [Part(who[0].upper() + who[1:], "bold"), Part(" set the pace")]
         own, drain = v.get("relay_ms"), v.get("front_leg_ms")
         if own is not None:
-            line.append(f"; the relay itself added {own:,.2f} ms")
+            line.append(Part(f"; the relay itself added {own:,.2f} ms"))
             if drain:
-                line.append(f", the client leg {drain:,.2f} ms")
-        line.append(".")
+                line.append(Part(f", the client leg {drain:,.2f} ms"))
+        line.append(Part("."))
     setting = v.get("setting")
     if setting:
-        line.append(f" {setting[0].upper()}{setting[1:]}.")
+        line.append(Part(f" {setting[0].upper()}{setting[1:]}."))
     return line
 
 
