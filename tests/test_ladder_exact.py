@@ -5,18 +5,16 @@ the handshake, FIN and ACK-only packets named."""
 
 from __future__ import annotations
 
-import io
-import json
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_flow import cli, flow_json, rows
 from tsharkcheck import (TSHARK, pktflow_pgsql_frames, pktflow_tls_frames, tshark_pgsql_frames,
                          tshark_tls_frames)
 
-from pktflow.cli import Env, main
 from pktflow.pipeline import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,25 +26,6 @@ SNAPPED = [p for p in ALL if "snap128" in p.name]
 READABLE = [p for p in ALL if p not in SNAPPED]
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (Debian "
                                                          "package tshark)")
-
-
-def cli(*argv: str, width: int = 160) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), Env(stdout=out, stderr=err, width=width))
-    return code, out.getvalue(), err.getvalue()
-
-
-def flow_json(*argv: str) -> dict[str, Any]:
-    code, out, err = cli("flow", *argv, "--format", "json")
-    assert code == 0, err
-    return json.loads(out)  # type: ignore[no-any-return]
-
-
-def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for it in doc["items"]:
-        out += it["group"]["rows"] if "group" in it else [it]
-    return out
 
 
 def frame_row(doc: dict[str, Any], frame: int) -> dict[str, Any]:
@@ -116,7 +95,8 @@ def test_errors_show_sqlstate_and_message() -> None:
     assert err["details"] == [{"message": "ErrorResponse", "sqlstate": "22012",
                                "text": "division by zero"}]
     assert err["label"] == "66 B  E(22012 division by zero)"
-    code, out, _ = cli("flow", str(CAPTURES / "error-direct-loopback.pcap"), "--all")
+    code, out, _ = cli("flow", str(CAPTURES / "error-direct-loopback.pcap"), "--all",
+                       width=160)
     assert code == 0 and "E(22012 division by zero)" in out
 
 
