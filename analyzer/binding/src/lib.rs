@@ -6,6 +6,7 @@ mod pyvalue;
 
 use std::path::PathBuf;
 
+use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -166,12 +167,14 @@ fn collect(
         guard(|| {
             pktflow_core::events::collect(
                 &path,
-                &numbers,
-                t0,
-                t1,
-                max_events,
-                linger_s,
-                settled_linger_s,
+                &Selection {
+                    numbers: &numbers,
+                    t0,
+                    t1,
+                    max_events,
+                    linger: linger_s,
+                    settled_linger: settled_linger_s,
+                },
             )
         })
     })?;

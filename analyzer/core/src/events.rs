@@ -225,58 +225,37 @@ impl Handler for Picker {
 }
 
 /// Packets of the connections numbered `numbers` with capture times in [t0, t1].
-pub fn collect(
-    path: &Path,
-    numbers: &[u64],
-    t0: f64,
-    t1: f64,
-    max_events: usize,
-    linger: Option<f64>,
-    settled_linger: Option<f64>,
-) -> Result<Collected, OpenError> {
-    let capture = Capture::open(path)?;
-    Ok(collect_from(
-        capture,
-        numbers,
-        t0,
-        t1,
-        max_events,
-        linger,
-        settled_linger,
-    ))
+pub fn collect(path: &Path, pick: &Selection) -> Result<Collected, OpenError> {
+    Ok(collect_from(Capture::open(path)?, pick))
 }
 
 /// The same over a capture held in memory (tests, fuzzing).
-pub fn collect_bytes(
-    data: &[u8],
-    numbers: &[u64],
-    t0: f64,
-    t1: f64,
-    max_events: usize,
-    linger: Option<f64>,
-    settled_linger: Option<f64>,
-) -> Result<Collected, OpenError> {
-    let capture = Capture::from_bytes(data)?;
-    Ok(collect_from(
-        capture,
+pub fn collect_bytes(data: &[u8], pick: &Selection) -> Result<Collected, OpenError> {
+    Ok(collect_from(Capture::from_bytes(data)?, pick))
+}
+
+/// What a diagram asks of the capture: which connections, which span, how many events at
+/// most, and the pass's lingers (so connections are numbered as the report's pass numbers
+/// them).
+#[derive(Clone, Copy, Debug)]
+pub struct Selection<'a> {
+    pub numbers: &'a [u64],
+    pub t0: f64,
+    pub t1: f64,
+    pub max_events: usize,
+    pub linger: Option<f64>,
+    pub settled_linger: Option<f64>,
+}
+
+fn collect_from(mut capture: Capture, pick: &Selection) -> Collected {
+    let Selection {
         numbers,
         t0,
         t1,
         max_events,
         linger,
         settled_linger,
-    ))
-}
-
-fn collect_from(
-    mut capture: Capture,
-    numbers: &[u64],
-    t0: f64,
-    t1: f64,
-    max_events: usize,
-    linger: Option<f64>,
-    settled_linger: Option<f64>,
-) -> Collected {
+    } = *pick;
     let shared = Rc::new(RefCell::new(Shared {
         t0,
         t1,

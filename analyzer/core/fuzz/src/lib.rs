@@ -183,12 +183,14 @@ fn diagram(data: &[u8], reports: &[ConnectionReport], st: &CaptureStats) {
     let (t0, t1) = (st.first_ts.unwrap_or(0.0), st.last_ts.unwrap_or(0.0));
     let got = events::collect_bytes(
         data,
-        &chosen,
-        t0.min(t1),
-        t0.max(t1),
-        MAX_EVENTS,
-        LINGER,
-        SETTLED_LINGER,
+        &events::Selection {
+            numbers: &chosen,
+            t0: t0.min(t1),
+            t1: t0.max(t1),
+            max_events: MAX_EVENTS,
+            linger: LINGER,
+            settled_linger: SETTLED_LINGER,
+        },
     );
     let c: Collected = match got {
         Ok(c) => c,

@@ -21,25 +21,46 @@ pub struct SynOptions {
     pub timestamps: bool,
 }
 
-/// Read the options a SYN or SYN-ACK offers; a malformed tail ends the reading, it is not an
-/// error (what came before it stands).
+/// A packet's options as (kind, body), in order. Malformed options end the reading, they are
+/// not an error (what came before them stands): a length below 2 or past the end, a kind
+/// without its length byte; EOL ends the list.
+struct Options<'a> {
+    raw: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = (u8, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let kind = *self.raw.get(self.i)?;
+            if kind == EOL {
+                return None;
+            }
+            if kind == NOP {
+                self.i += 1;
+                continue;
+            }
+            let length = usize::from(*self.raw.get(self.i + 1)?);
+            let body = self.raw.get(self.i + 2..self.i + length.max(2))?;
+            if length < 2 {
+                return None;
+            }
+            self.i += length;
+            return Some((kind, body));
+        }
+    }
+}
+
+fn options(raw: &[u8]) -> Options<'_> {
+    Options { raw, i: 0 }
+}
+
+/// Read the options a SYN or SYN-ACK offers (malformed ones end the reading).
 pub fn parse_syn_options(raw: &[u8]) -> SynOptions {
     let mut out = SynOptions::default();
-    let mut i = 0usize;
-    while let Some(&kind) = raw.get(i) {
-        if kind == EOL {
-            break;
-        }
-        if kind == NOP {
-            i += 1;
-            continue;
-        }
-        let Some(&length) = raw.get(i + 1) else { break };
-        let length = usize::from(length);
-        if length < 2 || i + length > raw.len() {
-            break;
-        }
-        let body = raw.get(i + 2..i + length).unwrap_or_default();
+    for (kind, body) in options(raw) {
         match (kind, body) {
             (MSS, &[a, b]) => out.mss = Some(u16::from_be_bytes([a, b])),
             (WSCALE, &[s]) => out.window_scale = Some(s.min(MAX_WINDOW_SCALE)),
@@ -47,7 +68,6 @@ pub fn parse_syn_options(raw: &[u8]) -> SynOptions {
             (TIMESTAMP, b) if b.len() == 8 => out.timestamps = true,
             _ => {}
         }
-        i += length;
     }
     out
 }
@@ -55,32 +75,12 @@ pub fn parse_syn_options(raw: &[u8]) -> SynOptions {
 const SACK: u8 = 5;
 
 /// The first SACK block (left, right edges as raw sequence numbers) of a packet's options,
-/// None without one; malformed options end the reading as above.
+/// None without one (or with a SACK option too short for a block).
 pub fn first_sack_block(raw: &[u8]) -> Option<(u32, u32)> {
-    let mut i = 0usize;
-    while let Some(&kind) = raw.get(i) {
-        if kind == EOL {
-            break;
-        }
-        if kind == NOP {
-            i += 1;
-            continue;
-        }
-        let length = usize::from(*raw.get(i + 1)?);
-        if length < 2 || i + length > raw.len() {
-            break;
-        }
-        if kind == SACK {
-            let b = raw.get(i + 2..i + 10)?;
-            let (l, r) = b.split_at(4);
-            return Some((
-                u32::from_be_bytes(l.try_into().ok()?),
-                u32::from_be_bytes(r.try_into().ok()?),
-            ));
-        }
-        i += length;
-    }
-    None
+    let (_, body) = options(raw).find(|&(kind, _)| kind == SACK)?;
+    let (l, rest) = body.split_first_chunk::<4>()?;
+    let (r, _) = rest.split_first_chunk::<4>()?;
+    Some((u32::from_be_bytes(*l), u32::from_be_bytes(*r)))
 }
 
 #[cfg(test)]
