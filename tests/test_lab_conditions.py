@@ -396,10 +396,9 @@ def test_loss_2pct_retransmits_and_the_kernel_counts_them(lab_dir: Path) -> None
     loss = meta["conditions"]["loss"]
     assert loss["dropped"] > 0 and 0 < loss["achieved_pct"] < 10, loss
     server = f"{meta['addresses']['server']}"
-    assert tshark(out, "-Y", "tcp.analysis.retransmission")  # the check: some at all
     # Every segment the server sent again, as tshark sees it: at a 0.1 ms round trip tshark
-    # calls a quick retransmission "out of order", so count both (the capture is the
-    # server's egress, where nothing else goes backwards).
+    # calls a quick retransmission "out of order" (in one CI run, every one of them), so
+    # count both (the capture is the server's egress, where nothing else goes backwards).
     again = tshark(out, "-Y", f"ip.src == {server} && tcp.len > 0 && "
                    "(tcp.analysis.retransmission || tcp.analysis.out_of_order)")
     (sock,) = by_direction(meta).values()
