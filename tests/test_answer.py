@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pktflow.cli import Env, main
-from pktflow.transfer.advice import NAMES, look_at
+from pktflow.transfer.advice import NAMES, look_at, sender_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures").glob("*.pcap")) + sorted(
@@ -44,7 +44,7 @@ def test_the_answer_opens_the_report_and_agrees_with_it(capture: Path) -> None:
         said = answer.split(f"{name.replace('_to_', '->')}:", 1)
         assert len(said) == 2, (c["id"], name)
         assert NAMES[d["verdict"]["limit"]] in said[1]
-        advice = look_at(d["verdict"])
+        advice = look_at(d["verdict"], sender_of(c.get("role"), name))
         assert advice is not None and " ".join(advice.split()[:4]) in answer
     for relay in report["relays"]:
         assert f"relay {relay['host']}:{relay['front_port']}:" in answer
@@ -81,3 +81,19 @@ def test_the_page_opens_with_the_same_answer(name: str, tmp_path: Path) -> None:
     assert all(html.escape(p.text) in bold for line in lines for p in line if p.style == "bold")
     text = run(capture, "text")
     assert all(line[0].text.split(":")[0] in text for line in lines)
+
+
+@pytest.mark.parametrize("name, conn, direction, sender", [
+    ("seqscan-10k-direct-bridge.pcap", "c1", "server->client", "the server producing the rows"),
+    ("seqscan-10k-pgbouncer-loopback.pcap", "c2", "server->client",
+     "what the pooler's other leg brought it"),
+])
+def test_a_sender_limit_says_whose_application(name: str, conn: str, direction: str,
+                                               sender: str) -> None:
+    """'Limited by the sender' points at the server's query on a direct connection and at the
+    pooler's server leg on its client leg, not at both in one sentence."""
+    text = run(ROOT / "captures" / name, "text")
+    answer = " ".join(text.split("Findings")[0].split("No findings")[0].split())
+    said = answer.split(f"{conn}", 1)[1].split(f"{direction}:", 1)[1]
+    assert "limited by the sender" in said.split("Look at")[0]
+    assert said.split("Look at ", 1)[1].startswith(sender)

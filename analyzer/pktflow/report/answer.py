@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at
+from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at, sender_of
 from pktflow.transfer.round_trips import round_trips_set_the_time
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Line:
     if share is not None:
         what += f", {share:.0%} of the time"
     line = [Part(f"{head}, limited by "), Part(what, "bold")]
-    advice = look_at(v)
+    advice = look_at(v, sender_of(role, name))
     if advice:
         line.append(Part(f". Look at {advice}."))
     return line

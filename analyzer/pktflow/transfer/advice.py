@@ -28,6 +28,13 @@ ADVICE = {
         "the sender's application: for a server, producing the rows (plan, CPU, I/O); for a "
         "pooler, what its other leg brought",
 }
+# a sender-limited direction, by who sent it (sender_of): what its application waited on
+SENDER = {
+    "server": "the server producing the rows: the plan, CPU and I/O of the query",
+    "pooler": "what the pooler's other leg brought it: the relay's line says who set that "
+              "leg's pace",
+    "client": "the client's application: how fast it sends (its batches, COPY FROM)",
+}
 
 # a conversation whose queries' round trips were most of its time (transfer.round_trips)
 ROUND_TRIPS = ("fewer round trips: fewer statements, or statements sent together "
@@ -37,9 +44,20 @@ NAMES = {"receiver_window": "the receiver's window", "network": "the network's r
          "loss": "loss recovery", "latency": "round trips", "sender": "the sender"}
 
 
-def look_at(verdict: dict[str, Any]) -> str | None:
-    """What to look at for `verdict` (a direction's), or None when nothing limited it."""
+def sender_of(role: str | None, direction: str) -> str:
+    """Who sent a direction of a connection with this relay role ("front", "back", else
+    direct): the server, the pooler or the client."""
+    if direction == "server_to_client":
+        return "pooler" if role == "front" else "server"
+    return "pooler" if role == "back" else "client"
+
+
+def look_at(verdict: dict[str, Any], sender: str | None = None) -> str | None:
+    """What to look at for `verdict` (a direction's, sent by `sender` when known: see
+    sender_of), or None when nothing limited it."""
     limit = verdict.get("limit")
     if limit in (None, "none"):
         return None
+    if limit == "sender" and sender in SENDER:
+        return SENDER[sender]
     return ADVICE.get((limit, verdict.get("receiver"))) or ADVICE.get((limit, None))
