@@ -459,9 +459,13 @@ def test_small_client_buffer_caps_the_window(lab_dir: Path) -> None:
                                    "tcp.flags.syn == 0", "-T", "fields",
                                    "-e", "tcp.window_size")]
     assert wins and max(wins) <= 16384, max(wins)
+    # and the server fills it (tshark's "window full": bytes in flight reach the window)
+    assert tshark(out, "-Y", "tcp.analysis.window_full")
     (sock,) = by_direction(meta).values()
     assert_sane(sock)
-    assert sock["rwnd_limited_ms"] > 0, sock
+    # The kernel counts rwnd_limited only while data waits queued behind the window: with a
+    # reader that keeps up and 8 KB writes into a 9 KB window, one CI run counted 0 ms of its
+    # 12 ms busy (another 12 of 20), so its count is not asserted here.
 
 
 # -- nothing left behind ----------------------------------------------------------------------
