@@ -13,6 +13,7 @@ from typing import Any
 
 from pktflow.findings import Finding
 from pktflow.relay.topology import BULK_SEGMENTS, Leg, LegQuery, QueryRef, Relay, find_relays
+from pktflow.transfer.advice import SENDER
 
 
 def ms_between(a: Any, b: Any) -> float | None:
@@ -145,7 +146,7 @@ SETTINGS = {
               "receive buffer, or an application that stops reading), not at pooler settings",
     "network": "the path between the client and the relay (its rate, loss or round trips) set "
                "the pace, not the pooler",
-    "server": "the server producing the rows (plan, CPU, I/O): the relay kept up with it",
+    "server": f"{SENDER['server']} (the relay kept up with it)",
     "server_network": "the path between the relay and the server (its rate, loss or round "
                       "trips) set the pace",
     "pooler": "the pooler's own pace: its read and write buffers (PgBouncer pkt_buf, "

@@ -24,11 +24,9 @@ ADVICE = {
     ("latency", None):
         "round trips: the RTT times a congestion window still small; fewer round trips "
         "(bigger fetches, COPY) or a shorter path",
-    ("sender", None):
-        "the sender's application: for a server, producing the rows (plan, CPU, I/O); for a "
-        "pooler, what its other leg brought",
 }
-# a sender-limited direction, by who sent it (sender_of): what its application waited on
+# a sender-limited direction, by who sent it (sender_of): what its application waited on; the
+# relay's line (relay.measure) says the server's in these words too
 SENDER = {
     "server": "the server producing the rows: the plan, CPU and I/O of the query",
     "pooler": "what the pooler's other leg brought it: the relay's line says who set that "
@@ -52,12 +50,12 @@ def sender_of(role: str | None, direction: str) -> str:
     return "pooler" if role == "back" else "client"
 
 
-def look_at(verdict: dict[str, Any], sender: str | None = None) -> str | None:
-    """What to look at for `verdict` (a direction's, sent by `sender` when known: see
-    sender_of), or None when nothing limited it."""
+def look_at(verdict: dict[str, Any], sender: str) -> str | None:
+    """What to look at for `verdict` (a direction's, sent by `sender`: see sender_of), or None
+    when nothing limited it."""
     limit = verdict.get("limit")
     if limit in (None, "none"):
         return None
-    if limit == "sender" and sender in SENDER:
-        return SENDER[sender]
+    if limit == "sender":
+        return SENDER.get(sender)
     return ADVICE.get((limit, verdict.get("receiver"))) or ADVICE.get((limit, None))
