@@ -344,6 +344,10 @@ class Reports:
         return [report for _, report in self._items]
 
 
+def _bulk(pair: dict[str, Any]) -> bool:
+    return (pair["segments_in"] or 0) >= BULK_SEGMENTS
+
+
 def _by_bytes(pair: dict[str, Any]) -> float:
     return -(pair["response_bytes"]["front"] or 0)
 
@@ -368,7 +372,7 @@ class TopPairs:
         return self.count
 
     def append(self, pair: dict[str, Any]) -> None:
-        self.bulk = self.bulk or (pair["segments_in"] or 0) >= BULK_SEGMENTS
+        self.bulk = self.bulk or _bulk(pair)
         for top, key in zip(self._tops, (_by_bytes, _by_cost)):
             item = (-key(pair), -self.count, pair)
             if len(top) < self.keep:
@@ -388,7 +392,7 @@ def ranked_pairs(pairs: Sequence[dict[str, Any]] | TopPairs, n: int
     responses first if so, else those the relay delayed most (ties in order), holding n."""
     if isinstance(pairs, TopPairs):
         return pairs.bulk, pairs.first(n, pairs.bulk)
-    bulk = any((p["segments_in"] or 0) >= BULK_SEGMENTS for p in pairs)
+    bulk = any(_bulk(p) for p in pairs)
     return bulk, heapq.nsmallest(n, pairs, key=_by_bytes if bulk else _by_cost)
 
 

@@ -935,19 +935,26 @@ fn a_spurious_probe_into_a_full_window_is_the_receivers_time() {
     assert!(l.seconds.latency < 1e-9, "{l:?}");
 }
 
-#[test]
-fn the_wait_for_the_last_ack_is_kept_apart() {
-    // each response's last segment is acknowledged 40 ms later (a delayed ACK), then the
-    // client's next query: the waits are outside the transfer, and counted as the tail
+/// Four 8 KB responses, each acknowledged `ack_after` seconds after its last segment; the
+/// client's next query follows each of the first three half a second later.
+fn four_responses(ack_after: f64) -> Feed {
     let mut f = bridge();
     for _ in 0..3 {
         f.write(8192, 0.000_1);
-        f.ack(0, 4096 << 7, 0.040);
+        f.ack(0, 4096 << 7, ack_after);
         f.send(0, 50, 0.5);
         f.ack(1, 4096 << 7, 0.000_1);
     }
     f.write(8192, 0.001);
-    f.ack(0, 4096 << 7, 0.040);
+    f.ack(0, 4096 << 7, ack_after);
+    f
+}
+
+#[test]
+fn the_wait_for_the_last_ack_is_kept_apart() {
+    // each response's last segment is acknowledged 40 ms later (a delayed ACK), then the
+    // client's next query: the waits are outside the transfer, and counted as the tail
+    let f = four_responses(0.040);
     let l = f.finish().directions[1].limits.clone();
     assert_eq!(l.turns, 3);
     assert!((l.ack_tail_s - 0.160).abs() < 1e-6, "{l:?}");
@@ -960,15 +967,7 @@ fn the_wait_for_the_last_ack_is_kept_apart() {
 
 #[test]
 fn the_peers_requests_are_turns_not_transfer_time() {
-    let mut f = bridge();
-    for _ in 0..3 {
-        f.write(8192, 0.000_1);
-        f.ack(0, 4096 << 7, 0.000_1);
-        f.send(0, 50, 0.5); // the client's next query, half a second later
-        f.ack(1, 4096 << 7, 0.000_1);
-    }
-    f.write(8192, 0.001);
-    f.ack(0, 4096 << 7, 0.000_1);
+    let mut f = four_responses(0.000_1);
     f.ack(0, 4096 << 7, 3.0); // after the end: not counted
     let l = f.finish().directions[1].limits.clone();
     assert_eq!(l.turns, 3);
