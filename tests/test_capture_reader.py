@@ -16,6 +16,7 @@ from craft import (LINKTYPE_ETHERNET, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_SLL,
                    frame, tcp_segment, write_pcap, write_pcapng)
 
 from pktflow import _core
+from pktflow.judge import Judge
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode, NoFileError, NotACaptureError, UnsupportedCaptureError
 from pktflow.pipeline import analyze
@@ -37,7 +38,7 @@ def events(path: Path) -> list[tuple[Any, ...]]:
 def stats(path: Path) -> dict[str, Any]:
     """The core pass's capture statistics once every record is read."""
     core = _core.Pass(str(path), True, True, None, None)
-    while core.step() is not None:
+    while core.step(Judge()) is not None:
         pass
     return core.stats()
 

@@ -550,6 +550,28 @@ def test_command_tag_row_counts(cap: Path) -> None:
         list(tags.items()) + [("CREATE TABLE", 0)]
 
 
+def test_row_counts_past_64_bits_and_past_pythons_digit_limit(cap: Path, tmp_path: Path) -> None:
+    """A tag's count has no bound: past 64 bits it is still a number, in the report and in the
+    JSON; past the digits Python will read (4,300) it is no count rather than no report."""
+    import io
+
+    from pktflow.cli import Env, main
+
+    big, huge = "23058430092136939520", "9" * 5000
+    front = startup() + msg("Q", cstr("q1")) + msg("Q", cstr("q2"))
+    back = AUTH_OK + READY + msg("C", cstr(f"SELECT {big}")) + READY \
+        + msg("C", cstr(f"SELECT {huge}")) + READY
+    out = run(cap, front, back)
+    assert [q["rows"] for q in out["queries"]] == [int(big), None]
+    flow = exchange(front, back)
+    path = write_capture(tmp_path / "big.pcap", flow.packets)
+    text = io.StringIO()
+    assert main(["analyze", str(path), "--format", "json"], Env(stdout=text)) == 0
+    assert f'"rows": {big},' in text.getvalue()
+    assert [q["rows"] for q in json.loads(text.getvalue())["connections"][0]["queries"]] == \
+        [int(big), None]
+
+
 # -- bounds ---------------------------------------------------------------------------------
 
 def test_server_parameters_of_many_connections(cap: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 from tcpfeed import LINKTYPE_RAW, Flow, ip_packet, write_capture
 
 from pktflow import _core
+from pktflow.judge import Judge
 from pktflow._core import ACK, FIN, PSH, RST, SYN
 from pktflow.pipeline import SETTLED_LINGER_S, Options, analyze
 
@@ -126,8 +127,8 @@ def handed_out(path: Path, linger: float | None,
     core = _core.Pass(str(path), kw.get("decode_postgres", True), kw.get("transfer", True),
                       linger, settled)
     out = []
-    while (done := core.step()) is not None:
-        out.append([facts["tcp"]["number"] for facts in done])
+    while (done := core.step(Judge())) is not None:
+        out.append([int(record["id"][1:]) for record in done])
     return out
 
 
@@ -152,6 +153,7 @@ CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pktflow import _core
+from pktflow.judge import Judge
 
 def peak():
     with open("/proc/self/status") as f:
@@ -160,10 +162,17 @@ def peak():
 path, records = sys.argv[2], int(sys.argv[3])
 linger, settled, decode_postgres, transfer = json.loads(sys.argv[4])
 core = _core.Pass(path, decode_postgres, transfer, linger, settled)
+words = Judge()
+
+def judge(j):  # words only: the findings a report would keep are not the pass's memory
+    said = words(j)
+    words.findings_of.clear()
+    return said
+
 start, handed, most_open = peak(), 0, 0
 # every record read and swept, the end not yet: what the pass held while it went on
 while core.records < records:
-    handed += len(core.step())
+    handed += len(core.step(judge))
     most_open = max(most_open, core.engine()["opened"] - handed)
 print(json.dumps({"start": start, "peak": peak(), "handed": handed, "most_open": most_open}))
 """
@@ -299,8 +308,8 @@ def test_the_oldest_retired_four_tuples_are_forgotten_first(tmp_path: Path) -> N
     path = write_swept_capture(tmp_path / "gone.pcapng", pkts)  # each retired as it closes
     core = _core.Pass(str(path), False, False, 0.0, 0.0)
     numbers = []
-    while (done := core.step()) is not None:
-        numbers += [(f["tcp"]["number"], f["tcp"]["client"][1]) for f in done]
+    while (done := core.step(Judge())) is not None:
+        numbers += [(int(r["id"][1:]), r["client"]["port"]) for r in done]
     assert numbers[-1] == (n + 1, 30000) and len(numbers) == n + 1
     engine = core.engine()
     assert engine["late_packets"] == 1 and engine["late_frames"] == [len(pkts)]

@@ -14,7 +14,7 @@ from craft import tcp_segment
 from test_capture_point import write
 
 from pktflow.pipeline import analyze
-from pktflow.transfer.round_trips import round_trips_json
+from pktflow.transfer.round_trips import summary
 
 
 def msg(t: bytes, body: bytes) -> bytes:
@@ -75,29 +75,19 @@ def test_the_same_at_a_tenth_of_a_millisecond_says_nothing(tmp_path: Path) -> No
     assert not [f for f in report["findings"] if f["code"] == "round-trips"]
 
 
-def _conn(queries: list[dict[str, Any]], rtt_min: float | None) -> dict[str, Any]:
-    rtt = None if rtt_min is None else {"samples": 3, "min": rtt_min}
-    return {"id": "c1", "queries": queries,
-            "directions": {"client_to_server": {"rtt_ms": None},
-                           "server_to_client": {"rtt_ms": rtt}}}
+def _rt(**numbers: Any) -> Any:
+    base = {"queries": 5, "rtt_ms": 8.0, "rtt_from": "rtt samples", "round_trips_ms": 40.0,
+            "span_ms": 42.0, "responses_ms": 5.0, "bulk_ms": 0.0, "share": 0.952}
+    return {**base, **numbers}
 
 
-def test_without_a_handshake_the_rtt_samples_serve_and_without_them_nothing() -> None:
-    qs = [{"sent_s": i * 0.01, "first_response_s": i * 0.01 + 0.001,
-           "last_response_s": i * 0.01 + 0.002, "response_bytes": 100} for i in range(5)]
-    rt = round_trips_json(_conn(qs, 8.0))
-    assert rt is not None and (rt["rtt_from"], rt["round_trips_ms"]) == ("rtt samples", 40.0)
-    rt = round_trips_json(_conn(qs, None))
-    assert rt is not None and rt["round_trips_ms"] is None and "unknown" in rt["summary"]
-    assert round_trips_json(_conn(qs[:1], 8.0)) is None
-
-
-def test_a_conversation_the_clock_gives_no_time_has_no_share() -> None:
-    """Found by fuzzing: queries whose times are all equal (or run backwards)."""
-    qs = [{"sent_s": 1.0, "first_response_s": 1.0, "last_response_s": 1.0,
-           "response_bytes": 100} for _ in range(3)]
-    rt = round_trips_json(_conn(qs, 8.0))
-    assert rt is not None and rt["share"] is None and "24.0 ms from the first" in rt["summary"]
+def test_the_summary_says_the_numbers_it_is_given() -> None:
+    """(The numbers are the core's: report/round_trips.rs, with its own tests.)"""
+    said = summary(_rt())
+    assert said.startswith("5 queries one after another, each a round trip of 8.000 ms "
+                           "(rtt samples): 40.0 ms, 95% of the 42.0 ms")
+    assert "unknown" in summary(_rt(rtt_ms=None, rtt_from=None, round_trips_ms=None, share=None))
+    assert "24.0 ms from the first" in summary(_rt(round_trips_ms=24.0, share=None, span_ms=0.0))
 
 
 def test_the_answer_leads_with_the_round_trips(tmp_path: Path) -> None:

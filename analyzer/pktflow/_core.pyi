@@ -1,6 +1,10 @@
-"""Types of pktflow._core, the Rust core's binding (analyzer/binding): facts as plain values."""
+"""Types of pktflow._core, the Rust core's binding (analyzer/binding): every value that crosses
+it, as the core's serde structs write it (tests/test_core_types.py checks these against what
+crosses). Keys a struct leaves out when it has nothing to say are NotRequired."""
 
-from typing import Any
+from typing import Any, Generic, Literal, NotRequired, Protocol, TypedDict, TypeVar
+
+T = TypeVar("T")
 
 FIN: int
 SYN: int
@@ -18,6 +22,400 @@ FILLS_HOLE: int
 KEEPALIVE: int
 __version__: str
 
+LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
+VerdictLimit = Literal["receiver_window", "network", "loss", "latency", "sender", "none"]
+Role = Literal["frontend", "backend"]
+
+# -- the judgement: what Python reads to judge a connection (report/judgement.rs) ------------
+
+class ByLimit(TypedDict, Generic[T]):
+    receiver_window: T
+    network: T
+    loss: T
+    latency: T
+    sender: T
+
+class Stretch(TypedDict):
+    from_frame: int
+    to_frame: int
+    start_ts: float
+    seconds: float
+
+class LimitFacts(TypedDict):
+    transfer_s: float
+    turns: int
+    turns_s: float
+    seconds: ByLimit[float]
+    sender_idle_s: float
+    ack_tail_s: float
+    first: ByLimit[Stretch | None]
+    longest: ByLimit[Stretch | None]
+    recoveries: int
+    recovery_by_retransmission: int
+    recovery_by_duplicate_ack: int
+    recovery_by_hole: int
+
+class AckJudgement(TypedDict):
+    count: int
+    segments_mode: int | None
+    bytes_mode: int | None
+    bytes_mode_count: int
+    delayed_timer: int
+
+class WindowJudgement(TypedDict):
+    max: int | None
+    zero_window_periods: int
+    zero_window_total_s: float
+
+class IdleJudged(TypedDict):
+    zero_window: bool
+    outstanding: int
+    to_frame: int
+
+class IdleJudgement(TypedDict):
+    waiting_s: float
+    periods: list[IdleJudged]
+
+class TransferJudgement(TypedDict):
+    data_bytes: int
+    segments: int
+    retransmitted_segments: int
+    span_s: float
+    acks: AckJudgement
+    window: WindowJudgement
+    rtt_median_ms: float | None
+    idle: IdleJudgement
+    limits: LimitFacts
+
+class SynOptions(TypedDict):
+    mss: int | None
+    window_scale: int | None
+    sack_permitted: bool
+    timestamps: bool
+
+class DirectionJudgement(TypedDict):
+    """The engine's counters of a direction (tcp/facts.rs DirectionFacts) and its transfer."""
+    payload_bytes: int
+    data_segments: int
+    max_segment: int
+    mss: int | None
+    window_scale: int | None
+    window_scale_known: bool
+    window_scale_lower_bound: int | None
+    retransmitted_segments: int
+    retransmitted_bytes: int
+    out_of_order_segments: int
+    gaps: int
+    missing_bytes: int
+    truncated_bytes: int
+    zero_window_events: int
+    window_updates: int
+    segments_above_mss: int
+    keepalives: int
+    truncated_segments: int
+    holes_forgotten: int
+    bound_gaps: int
+    isn_seen: bool
+    syn: SynOptions | None
+    fin_seen: bool
+    rst_seen: bool
+    ev_retrans: list[int]
+    ev_ooo: list[int]
+    ev_gap: list[int]
+    ev_zero: list[int]
+    ev_trunc: list[int]
+    transfer: TransferJudgement | None
+
+class JudgedDirections(TypedDict):
+    client_to_server: DirectionJudgement
+    server_to_client: DirectionJudgement
+
+class HandshakeMs(TypedDict):
+    syn_to_synack: float
+    synack_to_ack: float
+
+# A decoder event or stop reason: a dict tagged by "kind" (pgwire/facts.rs Event, StopReason);
+# each kind's keys are read by pgwire/report.py.
+Event = dict[str, Any]
+StopReason = dict[str, Any]
+
+class PgJudgement(TypedDict):
+    events: list[Event]
+    decode_stopped: StopReason | None
+
+class RoundTrips(TypedDict):
+    queries: int
+    rtt_ms: float | None
+    rtt_from: Literal["handshake", "rtt samples"] | None
+    round_trips_ms: float | None
+    span_ms: float
+    responses_ms: float
+    bulk_ms: float
+    share: float | None
+    summary: str
+
+class Judgement(TypedDict):
+    id: str
+    swapped: bool
+    loopback: bool
+    handshake_ms: HandshakeMs | None
+    directions: JudgedDirections
+    postgres: PgJudgement | None
+    round_trips: RoundTrips | None
+    query_frames: tuple[int, int] | None
+
+# -- the words: what Python hands back (report/words.rs) --------------------------------------
+
+class Verdict(TypedDict):
+    limit: VerdictLimit
+    shares: ByLimit[float] | None
+    receiver: NotRequired[Literal["buffer", "application"]]
+    summary: str
+    evidence_frames: list[int]
+
+class CapturePoint(TypedDict):
+    position: str
+    link: str
+    summary: str
+    evidence: list[str]
+
+class Finding(TypedDict):
+    severity: Literal["error", "warning", "info"]
+    code: str
+    message: str
+    connection: str | None
+    frames: list[int]
+
+class DirectionWords(TypedDict):
+    pattern: str
+    verdict: Verdict
+    waiting_for: list[str]
+
+class DirectionsWords(TypedDict):
+    client_to_server: DirectionWords
+    server_to_client: DirectionWords
+
+class Words(TypedDict):
+    directions: DirectionsWords | None
+    capture_point: CapturePoint | None
+    round_trips: str | None
+    decode_stopped: str | None
+    findings: list[Finding]
+
+class Judge(Protocol):
+    def __call__(self, judgement: Judgement, /) -> Words: ...
+
+# -- a connection's record: the report's layout (report/connection.rs and the modules beside) --
+
+class Endpoint(TypedDict):
+    ip: str
+    port: int
+
+class Causes(TypedDict):
+    every_second_segment: int
+    window_update: int
+    quick_ack: int
+    delayed_timer: int
+    duplicate: int
+
+class Acks(TypedDict):
+    count: int
+    bytes_acked_median: int | None
+    bytes_acked_histogram: dict[str, int]
+    segments_per_ack_median: int | None
+    causes: Causes
+
+class Window(TypedDict):
+    min: int | None
+    max: int | None
+    scaled: bool
+    scale_lower_bound: int | None
+    zero_window_periods: int
+    zero_window_total_s: float
+
+class InFlight(TypedDict):
+    max: int
+    median: int | None
+    max_frame: int
+    max_ratio_to_window: float | None
+
+class EndReasons(TypedDict):
+    window_full: int
+    ack_arrived: int
+    cwnd_wait: int
+    sender_idle: int
+
+class Flights(TypedDict):
+    count: int
+    bytes_median: int | None
+    segments_median: int | None
+    end_reasons: EndReasons
+
+class Rtt(TypedDict):
+    samples: int
+    min: float
+    median: float | None
+    p95: float | None
+
+class Bin(TypedDict):
+    bps: int
+    start_s: float
+
+class IdlePeriod(TypedDict):
+    seconds: float
+    from_frame: int
+    to_frame: int
+    waiting_for: str
+    start_s: float
+
+class Idle(TypedDict):
+    count: int
+    total_s: float
+    first: list[IdlePeriod]
+
+class Writes(TypedDict):
+    count: int
+    size_p10_by_bytes: int | None
+    size_median_by_bytes: int | None
+    size_p90_by_bytes: int | None
+    sizes_by_bytes: dict[str, int]
+    unended_bytes: int
+
+class Run(TypedDict):
+    from_frame: int
+    to_frame: int
+    seconds: float
+
+class Limits(TypedDict):
+    transfer_s: float
+    seconds: ByLimit[float]
+    sender_idle_s: float
+    ack_tail_s: float
+    turns: int
+    turns_s: float
+    recoveries: int
+    longest: ByLimit[Run | None]
+
+class Direction(TypedDict):
+    payload_bytes: int
+    data_segments: int
+    max_segment: int
+    mss: int | None
+    window_scale: int | None
+    window_scale_known: bool
+    window_scale_lower_bound: int | None
+    retransmitted_segments: int
+    retransmitted_bytes: int
+    out_of_order_segments: int
+    gaps: int
+    missing_bytes: int
+    truncated_bytes: int
+    zero_window_events: int
+    window_updates: int
+    segments_above_mss: int
+    keepalives: int
+    # the transfer analysis's part
+    acks: NotRequired[Acks]
+    pattern: NotRequired[str]
+    segment_size_median: NotRequired[int | None]
+    segment_size_histogram: NotRequired[dict[str, int]]
+    window: NotRequired[Window]
+    in_flight: NotRequired[InFlight]
+    flights: NotRequired[Flights]
+    rtt_ms: NotRequired[Rtt | None]
+    goodput_bps: NotRequired[int | None]
+    best_100ms: NotRequired[Bin | None]
+    worst_100ms: NotRequired[Bin | None]
+    idle_periods: NotRequired[Idle]
+    writes: NotRequired[Writes]
+    limits: NotRequired[Limits]
+    verdict: NotRequired[Verdict]
+    # the handshake's timings, on client_to_server when seen
+    handshake_rtt_ms: NotRequired[float]
+    handshake_ms: NotRequired[HandshakeMs]
+
+class Directions(TypedDict):
+    client_to_server: Direction
+    server_to_client: Direction
+
+class Startup(TypedDict):
+    user: str | None
+    database: str | None
+    application_name: str | None
+    encryption: Literal["none", "tls", "gss"]
+
+class DecodeStopped(TypedDict):
+    direction: Role
+    offset: int
+    frame: int | None
+    reason: str
+
+class PerRole(TypedDict, Generic[T]):
+    frontend: T
+    backend: T
+
+class ErrorFields(TypedDict):
+    code: str | None
+    message: str | None
+    severity: str | None
+    detail: str | None
+    hint: str | None
+    position: str | None
+
+class Query(TypedDict):
+    sql: str
+    sql_truncated: bool
+    kind: Literal["simple", "extended", "copy", "function"]
+    command_tag: str | None
+    rows: int | None
+    data_rows: int
+    copy_data: int
+    response_bytes: int
+    response_messages: int
+    sent_s: float
+    first_response_s: float | None
+    last_response_s: float | None
+    sent_frame: int
+    first_frame: int | None
+    last_frame: int | None
+    error: ErrorFields | None
+    incomplete: bool
+    response_segments: int
+    response_segment_median: int | None
+    response_segment_max: int | None
+    response_segment_sizes: dict[str, int]
+    goodput_bps: int | None
+
+class Connection(TypedDict):
+    id: str
+    client: Endpoint
+    server: Endpoint
+    handshake_seen: bool
+    roles_from: Literal["handshake", "syn-ack", "port", "application"]
+    start_s: float
+    end_s: float
+    first_frame: int
+    last_frame: int
+    packets: int
+    closed_by: Literal["fin", "rst"] | None
+    directions: Directions
+    # the PostgreSQL decoder's part
+    protocol: NotRequired[Literal["unknown", "postgresql", "postgresql-tls", "postgresql-gss"]]
+    startup: NotRequired[Startup | None]
+    decode_started_at: NotRequired[Literal["startup", "mid-stream"] | None]
+    decode_stopped: NotRequired[DecodeStopped | None]
+    lost_bytes: NotRequired[PerRole[int]]
+    backend_pid: NotRequired[int | None]
+    server_parameters: NotRequired[dict[str, str]]
+    messages: NotRequired[PerRole[dict[str, int]]]
+    queries: NotRequired[list[Query]]
+    queries_total: NotRequired[int]
+    capture_point: NotRequired[CapturePoint]
+    round_trips: NotRequired[RoundTrips]
+    role: NotRequired[Literal["direct", "front", "back"]]
+
+# -- the pass ---------------------------------------------------------------------------------
+
 class OpenError(Exception):
     """args[0]: the problem's facts (capture.problems words them)."""
 
@@ -25,15 +423,15 @@ class CoreBug(Exception):
     """The core panicked: a bug (the message says where)."""
 
 class Finished:
-    """The connections one step finished: each converted when iterated to it."""
+    """The connections one step finished, judged: each record converted when iterated to it."""
     def __len__(self) -> int: ...
     def __iter__(self) -> Finished: ...
-    def __next__(self) -> dict[str, Any]: ...
+    def __next__(self) -> Connection: ...
 
 class Pass:
     def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
                  linger_s: float | None = ..., settled_linger_s: float | None = ...) -> None: ...
-    def step(self) -> Finished | None: ...
+    def step(self, judge: Judge) -> Finished | None: ...
     def stats(self) -> dict[str, Any]: ...
     def engine(self) -> dict[str, Any]: ...
     def outcome(self) -> None: ...

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from pktflow import _core
 
 Severity = Literal["info", "warning", "error"]
 
@@ -18,7 +21,7 @@ class Finding(NamedTuple):
     connection: str | None = None  # "c1", ... or None for the capture as a whole
     frames: Sequence[int] = ()  # Wireshark frame numbers, from 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> _core.Finding:
         return {"severity": self.severity, "code": self.code, "message": self.message,
                 "connection": self.connection, "frames": list(self.frames[:MAX_EVIDENCE_FRAMES])}
 

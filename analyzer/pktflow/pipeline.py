@@ -1,9 +1,9 @@
-"""One pass over a capture: the Rust core measures, this module turns its facts into the report.
+"""One pass over a capture: the Rust core measures and keeps the facts, Python judges.
 
 The core (pktflow._core) reads the file, runs the TCP engine, the PostgreSQL decoder and the
-transfer measurements, and hands out each connection's facts once the connection is done. Here
-they become the connection's report ("pktflow.report/1"), with findings and verdicts in words;
-relay matching then reads the reports. Nothing here is fed back to the core.
+transfer measurements, and builds each connection's record ("pktflow.report/1"'s layout) once
+the connection is done; the judge (pktflow.judge) words it from the few numbers its rules read.
+Relay matching then reads the records.
 """
 
 from __future__ import annotations
@@ -15,17 +15,10 @@ from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
 from pktflow.capture.problems import damage_reason, open_error
-from pktflow.capture.snaplen import Cut
 from pktflow.findings import SEVERITY_ORDER, Finding
-from pktflow.pgwire.report import conversation_findings, conversation_json, frontend_direction
+from pktflow.judge import Judge
 from pktflow.relay.measure import relays_of
 from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts, TopPairs
-from pktflow.tcp.findings import connection_findings, direction_name
-from pktflow.tcp.report import connection_json, settle_roles
-from pktflow.transfer.capture_point import capture_point
-from pktflow.transfer.report import transfer_findings, transfer_result
-from pktflow.transfer.round_trips import round_trip_findings, round_trips_json
-from pktflow.transfer.verdict import note_capture_point
 
 SCHEMA = "pktflow.report/1"
 # A closed connection silent this long (capture time) is reported and its analyses dropped
@@ -79,9 +72,9 @@ def analyze(path: str, options: Options | None = None,
         core = open_pass(path, options)
         run = Run(options)
         shown = 0
-        while (done := core.step()) is not None:
-            for facts in done:
-                run.report(facts, core)
+        while (done := core.step(run.judge)) is not None:
+            for record in done:
+                run.report(record)
             if progress is not None and core.records >> 16 != shown >> 16:
                 shown = core.records
                 progress(shown)
@@ -108,50 +101,12 @@ class Run:
 
     def __init__(self, options: Options) -> None:
         self.options = options
-        self.start: float | None = None
+        self.judge = Judge()
         self.reports: Reports | Connections = (
             Reports() if options.store is None else Connections(options.store, options.keep))
-        # (connection number, its findings) of those with findings
-        self.findings_of: list[tuple[int, list[Finding]]] = []
-        self.cut = Cut()  # what a short snapshot length cut: one finding, not one per stream
 
-    def report(self, facts: dict[str, Any], core: Any) -> None:
-        if self.start is None:
-            self.start = core.stats()["first_ts"] or 0.0
-        out, found = connection_report(facts, self.start)
-        found = self.cut.fold(facts, found)
-        number = facts["tcp"]["number"]
-        self.reports.add(number, out)
-        if found:  # most have none: a storm's 80,000 empty lists were 10 MB
-            self.findings_of.append((number, found))
-
-
-def connection_report(facts: dict[str, Any], start: float) -> tuple[dict[str, Any],
-                                                                     list[Finding]]:
-    """A connection's report and findings from its facts; times relative to `start`."""
-    tcp, pg, tr = facts["tcp"], facts["postgres"], facts["transfer"]
-    # The wire protocol corrects the engine's client/server guess when there was no handshake.
-    swapped, roles_from = settle_roles(tcp, None if pg is None else frontend_direction(pg))
-    out = connection_json(tcp, start, swapped, roles_from)
-    conn_id = out["id"]
-    if pg is not None:
-        out.update(conversation_json(pg, start))
-    if tr is not None:
-        dirs = out["directions"]
-        c2s, s2c = (1, 0) if swapped else (0, 1)
-        dirs["client_to_server"].update(transfer_result(tr, c2s, start))
-        dirs["server_to_client"].update(transfer_result(tr, s2c, start))
-        out["capture_point"] = capture_point(out)
-        note_capture_point(out)
-        if pg is not None and (rt := round_trips_json(out)) is not None:
-            out["round_trips"] = rt
-    found = connection_findings(tcp, swapped)
-    if pg is not None:
-        found += conversation_findings(pg, conn_id)
-        found += round_trip_findings(out)
-    if tr is not None:
-        found += transfer_findings(tr, conn_id, lambda d: direction_name(d, swapped))
-    return out, found
+    def report(self, record: dict[str, Any]) -> None:
+        self.reports.add(int(record["id"][1:]), record)
 
 
 def capture_json(stats: dict[str, Any]) -> dict[str, Any]:
@@ -207,14 +162,15 @@ def capture_findings(capture: dict[str, Any]) -> list[Finding]:
 def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dict[str, Any]:
     """The report, once the pass is done: connections in the order they opened."""
     capture = capture_json(stats)
-    run.findings_of.sort(key=lambda r: r[0])
+    judge = run.judge
+    judge.findings_of.sort(key=lambda r: r[0])
     findings = capture_findings(capture)
     if capture["truncated_packets"]:
         findings = [f for f in findings if f.code != "snaplen"]
-        findings.append(run.cut.finding(capture["truncated_packets"]))
-    for _, found in run.findings_of:
+        findings.append(judge.cut.finding(capture["truncated_packets"]))
+    for _, found in judge.findings_of:
         findings.extend(found)
-    run.findings_of = []
+    judge.findings_of = []
     if engine["late_packets"]:
         settled = engine["settled_linger"]
         findings.append(Finding(

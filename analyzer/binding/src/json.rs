@@ -7,6 +7,8 @@
 
 use std::fmt::Write;
 
+use pktflow_core::report::numbers::float_repr;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
@@ -257,105 +259,6 @@ fn push_int(n: i64, out: &mut String) {
         out.push('-');
     }
     out.push_str(std::str::from_utf8(digits.get(at..).unwrap_or_default()).unwrap_or("0"));
-}
-
-/// A finite float as Python's repr writes it: the shortest digits that read back as the same
-/// float, ties between two such forms to even (as CPython's dtoa), placed as `float_repr_style` 'short' places
-/// them: positional for exponents -4 to 15 with at least one digit after the point, else
-/// d.ddde+XX with a signed exponent of at least two digits.
-fn float_repr(f: f64, out: &mut String) {
-    let mut sci = ScratchText::default();
-    let _ = write!(sci, "{f:e}");
-    // Where two shortest forms are equally near the float, Rust's rounds the tie up and
-    // Python's to even: the correctly rounded form of as many digits is Python's whenever it
-    // reads back as the same float. A tie needs the float's spacing to reach the last digit,
-    // so only forms of 15 digits or more can meet one.
-    let digit_count = sci.mantissa().bytes().filter(u8::is_ascii_digit).count();
-    if digit_count >= 15 {
-        let mut rounded = ScratchText::default();
-        let _ = write!(rounded, "{:.*e}", digit_count - 1, f);
-        if rounded.as_str().parse::<f64>() == Ok(f) {
-            sci = rounded;
-        }
-    }
-    let text = sci.as_str();
-    let (mantissa, exp) = text.split_once('e').unwrap_or((text, "0"));
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => ("-", m),
-        None => ("", mantissa),
-    };
-    let mut digits = ScratchText::default();
-    for c in mantissa.chars().filter(|c| *c != '.') {
-        let _ = digits.write_char(c);
-    }
-    let digits = digits.as_str();
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let n = digits.len() as i32;
-    let decpt = exp + 1; // the value is 0.<digits> x 10^decpt
-    out.push_str(sign);
-    if decpt <= -4 || decpt > 16 {
-        let (first, rest) = digits.split_at(1.min(digits.len()));
-        out.push_str(first);
-        if !rest.is_empty() {
-            out.push('.');
-            out.push_str(rest);
-        }
-        let _ = write!(
-            out,
-            "e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.unsigned_abs()
-        );
-    } else if decpt <= 0 {
-        out.push_str("0.");
-        for _ in 0..-decpt {
-            out.push('0');
-        }
-        out.push_str(digits);
-    } else if decpt >= n {
-        out.push_str(digits);
-        for _ in 0..decpt - n {
-            out.push('0');
-        }
-        out.push_str(".0");
-    } else {
-        let (whole, frac) = digits.split_at(decpt as usize);
-        out.push_str(whole);
-        out.push('.');
-        out.push_str(frac);
-    }
-}
-
-/// Text of a float's formatting on the stack: a float's `{:e}` form is at most 24 bytes
-/// (17 digits, sign, point, exponent); anything longer is cut, never written past the end.
-#[derive(Default)]
-struct ScratchText {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl ScratchText {
-    fn as_str(&self) -> &str {
-        self.buf
-            .get(..self.len)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .unwrap_or("")
-    }
-
-    fn mantissa(&self) -> &str {
-        let text = self.as_str();
-        text.split('e').next().unwrap_or(text)
-    }
-}
-
-impl Write for ScratchText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        let room = self.buf.get_mut(self.len..end).ok_or(std::fmt::Error)?;
-        room.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
 }
 
 /// json.dumps(value, indent=2) with every line after the first indented 2 * depth spaces more

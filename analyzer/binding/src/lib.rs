@@ -8,8 +8,9 @@ use std::path::PathBuf;
 
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
+use pktflow_core::report::{judge_and_record, ConnectionRecord, Words};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -66,12 +67,12 @@ struct Pass {
     inner: CorePass,
 }
 
-/// The connections one step finished, converted to Python values one at a time as they are
-/// iterated: a step can retire thousands at once (a storm's connections linger, then go
-/// together), and as Python values each is ~30 KB, as the core's facts a fraction of that.
+/// The connections one step finished, judged, as records converted to Python values one at a
+/// time as they are iterated: a step can retire thousands at once (a storm's connections
+/// linger, then go together), and as Python values each is ~30 KB.
 #[pyclass(unsendable, module = "pktflow._core")]
 struct Finished {
-    left: std::collections::VecDeque<pktflow_core::pass::ConnectionReport>,
+    left: std::collections::VecDeque<ConnectionRecord>,
 }
 
 #[pymethods]
@@ -113,13 +114,26 @@ impl Pass {
         }
     }
 
-    fn step(&mut self, py: Python<'_>) -> PyResult<Option<Finished>> {
+    /// Reads the next batch of packets; each connection retired meanwhile is judged by
+    /// `judge` (a Judgement in, its Words out) and returned as its record.
+    fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Finished>> {
         let mut done = Vec::new();
         let inner = &mut self.inner;
         if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Finished { left: done.into() }))
+        let start = self.inner.start();
+        let mut left = std::collections::VecDeque::with_capacity(done.len());
+        for report in done {
+            let (judgement, mut record) = guard(|| judge_and_record(report, start))?;
+            let said = judge.call1((to_py(py, &judgement)?,))?;
+            let words: Words = pythonize::depythonize(&said).map_err(|e| {
+                PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
+            })?;
+            words.apply(&mut record);
+            left.push_back(record);
+        }
+        Ok(Some(Finished { left }))
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could

@@ -9,9 +9,10 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 
+use pktflow_core::report::values::{self, Shape as FieldShape, DIGITS};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use serde::ser::{self, Serialize};
 
 thread_local! {
@@ -180,10 +181,15 @@ impl<'py> ser::Serializer for Converter<'py> {
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        _name: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result<Self::Ok> {
-        value.serialize(self)
+        let inner = value.serialize(self)?;
+        if name == DIGITS {
+            // a count past 64 bits, as its digits: Python's int reads them
+            return Ok(self.py.get_type::<PyInt>().call1((inner,))?);
+        }
+        Ok(inner)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -333,7 +339,20 @@ pub struct Struct<'py> {
 impl<'py> Struct<'py> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<()> {
         let py = self.dict.py();
+        let shape = values::shape(value);
+        if shape == FieldShape::Absent {
+            return Ok(());
+        }
         let value = value.serialize(Converter { py })?;
+        if shape == FieldShape::Inline {
+            // an inlined part's keys go into this dict, in order (None: it has none)
+            if let Ok(part) = value.cast::<PyDict>() {
+                for (k, v) in part.iter() {
+                    self.dict.set_item(k, v)?;
+                }
+            }
+            return Ok(());
+        }
         self.dict.set_item(name(py, key), value)?;
         Ok(())
     }

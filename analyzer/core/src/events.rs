@@ -16,6 +16,7 @@ use crate::pgwire::facts::Encryption;
 use crate::pgwire::messages::Name;
 use crate::pgwire::tls::{record_name, RecordWalk};
 use crate::pgwire::{Conversation, ConversationFacts};
+use crate::report::connection::settle_roles;
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
 
@@ -45,7 +46,12 @@ pub struct Collected {
     pub details: Vec<(u64, u64, Vec<Detail>)>,
     /// (connection, frame) of segments that ended inside a message
     pub partial: Vec<(u64, u64)>,
-    /// each selected connection's engine facts and PostgreSQL facts (roles, for the lanes)
+    /// each selected connection, and whether the report swaps the engine's client and server
+    /// (report::connection::settle_roles): the lanes follow the report's roles
+    pub swapped: Vec<(u64, bool)>,
+    /// each selected connection's engine and decoder facts (for checks that the diagram's
+    /// pass saw what the analysis pass saw; not handed out)
+    #[serde(skip)]
     pub connections: Vec<(u64, ConnectionFacts, Option<ConversationFacts>)>,
     /// past `max_events`, packets were not kept
     pub cut: bool,
@@ -271,6 +277,9 @@ fn collect_from(mut capture: Capture, pick: &Selection) -> Collected {
     let keep = |conn: Connection<Maybe>, out: &mut Collected| {
         let facts = conn.facts();
         if let Some(r) = conn.into_analyses().0 {
+            let front = r.conversation.frontend_direction().map(|d| d as u8);
+            let (swapped, _) = settle_roles(&facts, front);
+            out.swapped.push((r.number, swapped));
             out.connections
                 .push((r.number, facts, Some(r.conversation.facts())));
         }

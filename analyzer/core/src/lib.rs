@@ -11,5 +11,6 @@ pub mod histogram;
 pub mod packet;
 pub mod pass;
 pub mod pgwire;
+pub mod report;
 pub mod tcp;
 pub mod transfer;

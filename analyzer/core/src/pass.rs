@@ -85,6 +85,13 @@ pub struct ConnectionReport {
     pub transfer: Option<TransferFacts>,
 }
 
+impl ConnectionReport {
+    /// The engine direction the PostgreSQL frontend speaks on, when known.
+    pub fn frontend(&self) -> Option<u8> {
+        self.postgres.as_ref().and_then(|p| p.frontend_direction)
+    }
+}
+
 pub struct Pass {
     capture: Capture,
     engine: TcpEngine<Factory>,
@@ -146,6 +153,11 @@ impl Pass {
 
     pub fn records(&self) -> u64 {
         self.capture.stats().packets
+    }
+
+    /// The capture's first packet's time, which report times count from (0 before any).
+    pub fn start(&self) -> f64 {
+        self.capture.stats().first_ts.unwrap_or(0.0)
     }
 
     /// Late packets, the settled linger in effect, connections numbered.

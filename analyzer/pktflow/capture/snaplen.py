@@ -5,9 +5,12 @@ into one finding for the capture: what was cut, and what that costs the analysis
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pktflow.findings import Finding
+
+if TYPE_CHECKING:
+    from pktflow._core import Judgement
 
 FOLDED = ("truncated-payload", "pgwire-resync")
 MAX_FRAMES = 10
@@ -23,10 +26,13 @@ class Cut:
         self.connections = 0
         self.frames: list[int] = []
 
-    def fold(self, facts: dict[str, Any], found: list[Finding]) -> list[Finding]:
+    def fold(self, j: Judgement, found: list[Finding]) -> list[Finding]:
         """A connection's findings without those about its cut bytes, which are counted here
         (a connection with no cut bytes keeps its resyncs: those are capture gaps)."""
-        dirs = facts["tcp"]["directions"]
+        both = j["directions"]
+        dirs = [both["client_to_server"], both["server_to_client"]]
+        if j["swapped"]:  # in the engine's order, as the frames were always gathered
+            dirs.reverse()
         cut = sum(d["truncated_bytes"] for d in dirs)
         if not cut:
             return found
@@ -36,8 +42,8 @@ class Cut:
         for d in dirs:
             room = MAX_FRAMES - len(self.frames)
             self.frames += d["ev_trunc"][:max(room, 0)]
-        pg = facts.get("postgres") or {}
-        self.resyncs += sum(1 for ev in pg.get("events") or [] if ev["kind"] == "resync")
+        pg = j["postgres"]
+        self.resyncs += sum(1 for ev in pg["events"] if ev["kind"] == "resync") if pg else 0
         return [f for f in found if f.code not in FOLDED]
 
     def finding(self, packets: int) -> Finding:

@@ -11,7 +11,6 @@ from typing import NamedTuple
 from pktflow import _core
 from pktflow.capture.problems import open_error
 from pktflow.flow.legend import Detail
-from pktflow.pgwire.report import frontend_direction
 from pktflow.pipeline import LINGER_S, SETTLED_LINGER_S
 
 MAX_EVENTS = 200_000  # packets kept for one diagram; past it the diagram says it was cut
@@ -62,10 +61,7 @@ def collect(path: str, conn_ids: set[str], t0: float, t1: float,
         out.details[(f"c{number}", frame)] = tuple(
             Detail(d["name"], d["code"], d["text"]) for d in details)
     out.partial = {(f"c{number}", frame) for number, frame in got["partial"]}
-    for number, tcp, postgres in got["connections"]:
-        front = None if postgres is None else frontend_direction(postgres)
-        out.swapped[f"c{number}"] = (front == 1 if front is not None
-                                     and not tcp["handshake_seen"] else False)
+    out.swapped = {f"c{number}": swapped for number, swapped in got["swapped"]}
     if progress is not None:
         progress(got["records"])
     return out

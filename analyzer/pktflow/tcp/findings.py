@@ -1,39 +1,41 @@
 """Findings the TCP engine's counters support, with the frames that prove them.
 
-They read a connection's facts (pktflow-core's ConnectionFacts as a dict, see tcp.report) and
-whether the report swapped the engine's client and server.
+They read a connection's Judgement: each direction's counters, in the report's roles.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from pktflow.findings import Finding
+
+if TYPE_CHECKING:
+    from pktflow._core import Judgement
 
 # The core's reassembly bounds (pktflow-core tcp::direction), named in a finding's sentence.
 MAX_BUFFERED_BYTES = 4 << 20
 MAX_BUFFERED_SEGMENTS = 2048
 MAX_HOLES = 64
 
-_SIDES = ("client", "server")
+Key = Literal["client_to_server", "server_to_client"]
+# a direction of the report: (its key, who sends it, its name, the other direction's key)
+Side = tuple[Key, str, str, Key]
+C2S: Side = ("client_to_server", "client", "client->server", "server_to_client")
+S2C: Side = ("server_to_client", "server", "server->client", "client_to_server")
 
 
-def sender(d: int, swapped: bool = False) -> str:
-    """Who sends the engine's direction d, after any role correction by the protocol."""
-    return _SIDES[(d + swapped) % 2]
+def engine_order(j: Judgement) -> tuple[Side, Side]:
+    """The report's directions in the engine's order (its first is the one it guessed was the
+    client's), which is the order their findings are listed in."""
+    return (S2C, C2S) if j["swapped"] else (C2S, S2C)
 
 
-def direction_name(d: int, swapped: bool = False) -> str:
-    return f"{sender(d, swapped)}->{sender(1 - d, swapped)}"
-
-
-def connection_findings(facts: dict[str, Any], swapped: bool = False) -> list[Finding]:
+def connection_findings(j: Judgement) -> list[Finding]:
     out: list[Finding] = []
-    cid = f"c{facts['number']}"
-    dirs = facts["directions"]
-    for d in (0, 1):
-        m, peer = dirs[d], dirs[1 - d]
-        name = direction_name(d, swapped)
+    cid = j["id"]
+    dirs = j["directions"]
+    for key, who, name, other in engine_order(j):
+        m, peer = dirs[key], dirs[other]
         if m["gaps"]:
             out.append(Finding(
                 "warning", "capture-gap",
@@ -68,7 +70,7 @@ def connection_findings(facts: dict[str, Any], swapped: bool = False) -> list[Fi
         if m["zero_window_events"]:
             out.append(Finding(
                 "info", "zero-window",
-                f"{sender(d, swapped)} advertised a zero receive window "
+                f"{who} advertised a zero receive window "
                 f"{m['zero_window_events']} time(s): its application was not reading fast "
                 f"enough", cid, list(m["ev_zero"])))
         mss = peer["mss"]
@@ -83,6 +85,6 @@ def connection_findings(facts: dict[str, Any], swapped: bool = False) -> list[Fi
             more = f"; the data in flight proves a scale of at least {lb}" if lb else ""
             out.append(Finding(
                 "info", "window-scale-unknown",
-                f"{sender(d, swapped)}'s window scale is unknown (no handshake in the capture): "
+                f"{who}'s window scale is unknown (no handshake in the capture): "
                 f"its windows are shown raw{more}", cid, []))
     return out

@@ -1,6 +1,6 @@
 """Where was the capture taken? From which side's ACKs follow data at once, and on what kind of
-link (loopback, a NIC with segmentation offloads, an MTU-1500 path). Works on a connection's
-report JSON after the pass.
+link (loopback, a NIC with segmentation offloads, an MTU-1500 path). Reads a connection's
+Judgement (the handshake's halves, the RTT medians, the segment sizes).
 
 The handshake decides: captured at the client, its ACK follows the SYN-ACK at once while the
 SYN-ACK took a round trip; at the server, the SYN-ACK follows the SYN at once. Data ACK delays
@@ -9,7 +9,10 @@ are reported as evidence but do not decide: they include delayed ACKs and the se
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pktflow._core import CapturePoint, Judgement
 
 SAME_HOST_MS = 0.2  # both round trips under this: one host or adjacent namespaces
 RATIO = 4.0  # one side's ACK delay this many times the other's decides the side
@@ -27,23 +30,14 @@ WHERE: Final = {
 }
 
 
-def _rtt(d: dict[str, Any]) -> float | None:
-    r = d.get("rtt_ms") or {}
-    return r.get("median") if r.get("samples") else None
-
-
-def _loopback(ip: str) -> bool:
-    """127.0.0.0/8 or ::1, as the report writes addresses (ipaddress costs 4 ms to import)."""
-    return ip.startswith("127.") or ip == "::1"
-
-
-def capture_point(conn: dict[str, Any]) -> dict[str, Any]:
-    c2s, s2c = conn["directions"]["client_to_server"], conn["directions"]["server_to_client"]
-    hs = c2s.get("handshake_ms")
+def capture_point(j: Judgement) -> CapturePoint:
+    dirs = j["directions"]
+    c2s, s2c = dirs["client_to_server"], dirs["server_to_client"]
+    hs = j["handshake_ms"]
     evidence = []
     for name, d, who in (("client_to_server", c2s, "server"), ("server_to_client", s2c,
                                                                 "client")):
-        r = _rtt(d)
+        r = d["transfer"]["rtt_median_ms"] if d["transfer"] is not None else None
         if r is not None:
             evidence.append(f"the {who} acknowledged {name.replace('_', ' ')} data after "
                             f"{r:.3f} ms (median; includes its own delayed ACK and work)")
@@ -61,12 +55,12 @@ def capture_point(conn: dict[str, Any]) -> dict[str, Any]:
             position = "server"
         else:
             position = "between"
-    if _loopback(conn["client"]["ip"]) and _loopback(conn["server"]["ip"]):
+    if j["loopback"]:
         link = "loopback"
         limit = ("loopback (MTU 65,536): segments are the programs' writes, and there is no "
                  "network delay, so timing shows the hosts' own scheduling")
-    elif max(c2s.get("segments_above_mss") or 0, s2c.get("segments_above_mss") or 0) or \
-            max(c2s.get("max_segment") or 0, s2c.get("max_segment") or 0) > 1500:
+    elif max(c2s["segments_above_mss"], s2c["segments_above_mss"]) or \
+            max(c2s["max_segment"], s2c["max_segment"]) > 1500:
         link = "nic with offloads"
         limit = ("segments larger than the MSS were captured: TSO/GSO or GRO merged wire "
                  "packets, so segment counts and sizes are the host's view, not the wire's")

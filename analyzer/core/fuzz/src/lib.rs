@@ -13,6 +13,7 @@ use pktflow_core::events::{self, Collected};
 use pktflow_core::pass::{ConnectionReport, Pass, PassOptions};
 use pktflow_core::pgwire::facts::{ConversationFacts, Protocol};
 use pktflow_core::pgwire::Conversation;
+use pktflow_core::report::judge_and_record;
 use pktflow_core::tcp::observe::StreamSink;
 use serde::Serialize;
 
@@ -125,7 +126,7 @@ fn sane_stats(st: &CaptureStats) {
 
 /// The whole pass over the bytes as a capture (see `file`; reader, engine, decoder,
 /// transfer), every connection's facts sound; then the diagram's pass over the same bytes
-/// agrees with it.
+/// agrees with it, and each connection's judgement and record are sound.
 pub fn pass(data: &[u8]) {
     let data = &*file(data);
     let options = PassOptions {
@@ -171,6 +172,12 @@ pub fn pass(data: &[u8]) {
         "each TCP packet in a connection or late"
     );
     diagram(data, &reports, &st);
+    let start = pass.start();
+    for r in reports {
+        let (judgement, record) = judge_and_record(r, start);
+        sound("judgement", &judgement);
+        sound("record", &record);
+    }
 }
 
 /// events::collect over the same bytes: every connection but each third, the whole span.

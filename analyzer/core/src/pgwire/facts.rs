@@ -4,13 +4,13 @@
 use std::borrow::Cow;
 
 use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::conversation::{Conversation, Side};
 use super::messages::{ErrorFields, Role};
 use super::query::{Query, QueryKind, RowCount};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Protocol {
     #[serde(rename = "unknown")]
     Unknown,
@@ -22,7 +22,7 @@ pub enum Protocol {
     PostgresqlGss,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Encryption {
     None,
@@ -40,7 +40,7 @@ pub enum EncryptionRequest {
 }
 
 /// Where decoding began: at the stream's start, or at a boundary found mid-stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StartedAt {
     #[serde(rename = "startup")]
     Startup,
@@ -137,7 +137,7 @@ pub struct Startup {
     pub application_name: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerRole<T> {
     pub frontend: T,
     pub backend: T,
@@ -154,6 +154,29 @@ impl<V: Serialize, K: Serialize> Serialize for Ordered<V, K> {
             m.serialize_entry(k, v)?;
         }
         m.end()
+    }
+}
+
+impl<'de, V: Deserialize<'de>, K: Deserialize<'de>> Deserialize<'de> for Ordered<V, K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Pairs<V, K>(std::marker::PhantomData<(V, K)>);
+        impl<'de, V: Deserialize<'de>, K: Deserialize<'de>> serde::de::Visitor<'de> for Pairs<V, K> {
+            type Value = Ordered<V, K>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some(kv) = a.next_entry()? {
+                    out.push(kv);
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(Pairs(std::marker::PhantomData))
     }
 }
 

@@ -6,10 +6,10 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which side of the protocol a byte stream speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Frontend,
@@ -222,7 +222,7 @@ pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
 }
 
 /// The fields of an ErrorResponse a report reads: the last of each letter.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorFields {
     pub code: Option<String>,
     pub message: Option<String>,

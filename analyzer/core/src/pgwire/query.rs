@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::messages::{command_rows, ErrorFields};
 use super::segments::SegmentSizes;
@@ -13,7 +13,7 @@ use super::segments::SegmentSizes;
 /// marked.
 pub const SQL_CAP: usize = 64 * 1024;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QueryKind {
     Simple,

@@ -3,7 +3,7 @@
 //! findings read. Times are raw epoch seconds; rounding and the shift to capture start are
 //! Python's part.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::options::SynOptions;
 use crate::packet::Addr;
@@ -19,7 +19,7 @@ pub enum RoleSource {
     Port,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClosedBy {
     Fin,

@@ -24,7 +24,7 @@
 //! segment to the next one, when everything was acknowledged and the receiver sent a request
 //! in it, is the conversation's turn, not transfer time.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
 
@@ -53,7 +53,7 @@ pub struct Stretch {
 }
 
 /// Per limit, in the report's order.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ByLimit<T> {
     pub receiver_window: T,
     pub network: T,

@@ -1,0 +1,225 @@
+//! What Python reads to judge a connection and word it: the few numbers each of its rules
+//! reads (the verdict's seconds per limit, the findings' counters and frames, the ACK
+//! pattern's modes, the capture point's handshake), not the whole record. Directions are in
+//! the report's order (client_to_server first).
+
+use serde::Serialize;
+
+use super::connection::ConnectionRecord;
+use super::direction::{DirectionRecord, HandshakeMs};
+use super::round_trips::RoundTrips;
+use super::values::Inline;
+use crate::pass::ConnectionReport;
+use crate::pgwire::facts::{Event, StopReason};
+use crate::tcp;
+use crate::transfer::{self, LimitFacts};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Judgement {
+    pub id: String,
+    /// The report swapped the engine's client and server (the wire protocol corrected the
+    /// engine's guess by port): the engine's first direction is the report's server_to_client.
+    pub swapped: bool,
+    /// Both ends on loopback addresses.
+    pub loopback: bool,
+    /// The handshake's halves, as the report gives them.
+    pub handshake_ms: Option<HandshakeMs>,
+    pub directions: JudgedDirections,
+    pub postgres: Option<PgJudgement>,
+    /// The round trips' numbers, for their summary and finding.
+    pub round_trips: Option<RoundTrips>,
+    /// The frames of the first and the last query sent.
+    pub query_frames: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct JudgedDirections {
+    pub client_to_server: DirectionJudgement,
+    pub server_to_client: DirectionJudgement,
+}
+
+/// A direction's engine counters (what the findings read: its facts, inlined) and its
+/// transfer.
+#[derive(Clone, Debug, Serialize)]
+pub struct DirectionJudgement {
+    pub tcp: Inline<tcp::DirectionFacts>,
+    pub transfer: Option<TransferJudgement>,
+}
+
+/// What the verdict, the ACK pattern and the transfer's findings read.
+#[derive(Clone, Debug, Serialize)]
+pub struct TransferJudgement {
+    pub data_bytes: i64,
+    pub segments: u64,
+    pub retransmitted_segments: u64,
+    /// First data segment to last (0 without data).
+    pub span_s: f64,
+    pub acks: AckJudgement,
+    pub window: WindowJudgement,
+    /// The report's RTT median (ms), when there were samples.
+    pub rtt_median_ms: Option<f64>,
+    pub idle: IdleJudgement,
+    pub limits: LimitFacts,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AckJudgement {
+    pub count: u64,
+    /// The most frequent segments per ACK and bytes per ACK, and how many ACKs had those
+    /// bytes.
+    pub segments_mode: Option<i64>,
+    pub bytes_mode: Option<i64>,
+    pub bytes_mode_count: u64,
+    pub delayed_timer: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowJudgement {
+    pub max: Option<i64>,
+    pub zero_window_periods: u64,
+    pub zero_window_total_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleJudgement {
+    /// Idle time with data unacknowledged or the window shut.
+    pub waiting_s: f64,
+    /// The idle periods listed in the record, in order.
+    pub periods: Vec<IdleJudged>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleJudged {
+    pub zero_window: bool,
+    pub outstanding: i64,
+    pub to_frame: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PgJudgement {
+    pub events: Vec<Event>,
+    pub decode_stopped: Option<StopReason>,
+}
+
+fn direction(d: &tcp::DirectionFacts, t: Option<&transfer::DirectionFacts>) -> DirectionJudgement {
+    DirectionJudgement {
+        tcp: Inline(Some(d.clone())),
+        transfer: t.map(transfer_judgement),
+    }
+}
+
+fn transfer_judgement(f: &transfer::DirectionFacts) -> TransferJudgement {
+    let acks = &f.acks;
+    TransferJudgement {
+        data_bytes: f.data_bytes,
+        segments: f.segments,
+        retransmitted_segments: f.retransmitted_segments,
+        span_s: f.first_ts.map_or(0.0, |first| f.last_ts - first),
+        acks: AckJudgement {
+            count: acks.count,
+            segments_mode: acks.segments_per_ack.mode,
+            bytes_mode: acks.bytes_acked.mode,
+            bytes_mode_count: acks.bytes_acked.mode_count,
+            delayed_timer: acks.causes.delayed_timer,
+        },
+        window: WindowJudgement {
+            max: f.window.max,
+            zero_window_periods: f.window.zero_window_periods,
+            zero_window_total_s: f.window.zero_window_total_s,
+        },
+        rtt_median_ms: None,
+        idle: IdleJudgement {
+            waiting_s: f.idle_periods.waiting_s,
+            periods: f
+                .idle_periods
+                .first
+                .iter()
+                .map(|p| IdleJudged {
+                    zero_window: p.zero_window,
+                    outstanding: p.outstanding,
+                    to_frame: p.to_frame,
+                })
+                .collect(),
+        },
+        limits: f.limits.clone(),
+    }
+}
+
+fn loopback(ip: &str) -> bool {
+    ip.starts_with("127.") || ip == "::1"
+}
+
+fn rtt_median(d: &DirectionRecord) -> Option<f64> {
+    d.transfer.0.as_ref()?.rtt_ms.as_ref()?.median
+}
+
+/// A retired connection's judgement and record (the facts move into the record).
+pub fn judge_and_record(report: ConnectionReport, start: f64) -> (Judgement, ConnectionRecord) {
+    let (swapped, _) = super::connection::settle_roles(&report.tcp, report.frontend());
+    let [tcp0, tcp1] = &report.tcp.directions;
+    let (tr0, tr1) = match &report.transfer {
+        Some(t) => {
+            let [a, b] = &t.directions;
+            (Some(a), Some(b))
+        }
+        None => (None, None),
+    };
+    let (e0, e1) = (direction(tcp0, tr0), direction(tcp1, tr1));
+    let postgres = report.postgres.as_ref().map(|p| PgJudgement {
+        events: p.events.clone(),
+        decode_stopped: p.decode_stopped.as_ref().map(|s| s.reason.clone()),
+    });
+    let record = ConnectionRecord::of(report, start);
+    let (mut c2s, mut s2c) = if swapped { (e1, e0) } else { (e0, e1) };
+    for (j, d) in [
+        (&mut c2s, &record.directions.client_to_server),
+        (&mut s2c, &record.directions.server_to_client),
+    ] {
+        if let Some(t) = j.transfer.as_mut() {
+            t.rtt_median_ms = rtt_median(d);
+        }
+    }
+    let queries = record.postgres.0.as_ref().map(|p| &p.queries);
+    let sent: Vec<u64> = queries
+        .into_iter()
+        .flatten()
+        .map(|q| q.sent_frame)
+        .filter(|&f| f != 0)
+        .collect();
+    let judgement = Judgement {
+        id: record.id.clone(),
+        swapped,
+        loopback: loopback(&record.client.ip) && loopback(&record.server.ip),
+        handshake_ms: record.directions.client_to_server.handshake_ms.0,
+        directions: JudgedDirections {
+            client_to_server: c2s,
+            server_to_client: s2c,
+        },
+        postgres,
+        round_trips: record.round_trips.0.clone(),
+        query_frames: sent.first().copied().zip(sent.last().copied()),
+    };
+    (judgement, record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loopback;
+
+    #[test]
+    fn loopback_as_pythons_ipaddress_says() {
+        // ipaddress.ip_address(ip).is_loopback, for the report's address strings
+        for (ip, is) in [
+            ("127.0.0.1", true),
+            ("127.255.3.4", true),
+            ("::1", true),
+            ("10.0.0.1", false),
+            ("128.0.0.1", false),
+            ("::ffff:127.0.0.1", false),
+            ("fe80::1", false),
+            ("2001:db8::127", false),
+        ] {
+            assert_eq!(loopback(ip), is, "{ip}");
+        }
+    }
+}

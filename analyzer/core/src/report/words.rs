@@ -1,0 +1,127 @@
+//! What Python adds to a connection's record: its judgement and its words. The core never
+//! writes a sentence; it takes these as Python hands them back (typed, checked on the way in
+//! by the binding) and puts each where the report shows it.
+
+use serde::{Deserialize, Serialize};
+
+use super::connection::{CapturePoint, ConnectionRecord};
+use super::direction::TransferRecord;
+use super::values::Maybe;
+use crate::transfer::ByLimit;
+
+/// What limited a direction's transfer, as Python's rule named it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    ReceiverWindow,
+    Network,
+    Loss,
+    Latency,
+    Sender,
+    #[default]
+    None,
+}
+
+/// For a receiver-window limit: a small buffer the reader kept emptying, or a reader that
+/// stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Receiver {
+    Buffer,
+    Application,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub limit: Limit,
+    /// Each limit's share of the transfer time; None when there was no transfer to judge.
+    pub shares: Option<ByLimit<f64>>,
+    pub receiver: Maybe<Receiver>,
+    pub summary: String,
+    pub evidence_frames: Vec<u64>,
+}
+
+/// A finding: what went wrong on the wire or in the capture, with its evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub code: String,
+    pub message: String,
+    pub connection: Option<String>,
+    pub frames: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+/// A direction's words.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DirectionWords {
+    pub pattern: String,
+    pub verdict: Verdict,
+    /// One per idle period listed, in order.
+    pub waiting_for: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct DirectionsWords {
+    pub client_to_server: DirectionWords,
+    pub server_to_client: DirectionWords,
+}
+
+/// Everything Python says of one connection.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Words {
+    /// None without the transfer analysis.
+    pub directions: Option<DirectionsWords>,
+    pub capture_point: Option<CapturePoint>,
+    /// The round trips' summary, when the record has round trips.
+    pub round_trips: Option<String>,
+    /// Why decoding stopped, when it did.
+    pub decode_stopped: Option<String>,
+    pub findings: Vec<Finding>,
+}
+
+impl Words {
+    /// Put the words where the record shows them.
+    pub fn apply(self, record: &mut ConnectionRecord) {
+        if let Some(dirs) = self.directions {
+            let d = &mut record.directions;
+            apply_direction(
+                d.client_to_server.transfer.0.as_mut(),
+                dirs.client_to_server,
+            );
+            apply_direction(
+                d.server_to_client.transfer.0.as_mut(),
+                dirs.server_to_client,
+            );
+        }
+        if self.capture_point.is_some() {
+            record.capture_point = Maybe(self.capture_point);
+        }
+        if let (Some(rt), Some(summary)) = (record.round_trips.0.as_mut(), self.round_trips) {
+            rt.summary = summary;
+        }
+        if let (Some(pg), Some(reason)) = (record.postgres.0.as_mut(), self.decode_stopped) {
+            if let Some(stopped) = pg.decode_stopped.as_mut() {
+                stopped.reason = reason;
+            }
+        }
+    }
+}
+
+fn apply_direction(transfer: Option<&mut TransferRecord>, words: DirectionWords) {
+    let Some(t) = transfer else {
+        return;
+    };
+    t.pattern = words.pattern;
+    t.verdict = words.verdict;
+    for (period, why) in t.idle_periods.first.iter_mut().zip(words.waiting_for) {
+        period.waiting_for = why;
+    }
+}
