@@ -1,8 +1,9 @@
 """Relays: found from the capture alone, each client query paired with its back-leg execution.
 
 Real captures (captures/*.pcap with the lab's metadata beside them) prove detection, pairing and
-the re-segmentation signature; small report dicts prove the matching rules that real session
-pooling runs cannot exercise (transaction pooling, mirror images, late requests)."""
+the re-segmentation signature; the matching rules that real session pooling runs cannot exercise
+(transaction pooling, mirror images, late requests) are tested beside the matcher, in the core
+(core/src/relay/matching.rs)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from typing import Any
 import pytest
 
 from pktflow.pipeline import analyze
-from pktflow.relay.measure import relays_of
-from pktflow.relay.topology import Leg, find_relays, relay_leg
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
@@ -162,113 +161,3 @@ def test_direct_capture_has_no_relay(pcap: Path, meta: dict[str, Any]) -> None:
     report = analyze(str(pcap))
     assert report["relays"] == []
     assert {c["role"] for c in report["connections"]} == {"direct"}
-
-
-# -- matching rules on report dicts ------------------------------------------------------------
-
-def _q(sql: str, sent: float, first: float, last: float, frame: int, nbytes: int = 100,
-       segs: int = 1) -> dict[str, Any]:
-    return {"sql": sql, "sent_s": sent, "first_response_s": first, "last_response_s": last,
-            "sent_frame": frame, "first_frame": frame + 2, "last_frame": frame + 3,
-            "rows": 1, "response_bytes": nbytes, "response_segments": segs,
-            "response_segment_median": 100, "response_segment_max": 100,
-            "response_segment_sizes": {"100": segs}}
-
-
-def _conn(cid: str, client: tuple[str, int], server: tuple[str, int],
-          queries: list[dict[str, Any]]) -> dict[str, Any]:
-    d = {"window": {"zero_window_periods": 0, "zero_window_total_s": 0.0},
-         "acks": {}, "flights": {}, "verdict": None}
-    return {"id": cid, "protocol": "postgresql",
-            "client": {"ip": client[0], "port": client[1]},
-            "server": {"ip": server[0], "port": server[1]}, "queries": queries,
-            "directions": {"client_to_server": dict(d), "server_to_client": dict(d)}}
-
-
-def _legs(*conns: dict[str, Any]) -> list[Leg]:
-    return [leg for leg in map(relay_leg, conns) if leg is not None]
-
-
-POOLER, DB = "10.0.0.2", "10.0.0.3"
-
-
-def test_transaction_pooling_pairs_by_time() -> None:
-    # Three clients share two server connections; the same statement everywhere.
-    fronts = [_conn(f"c{i}", (f"10.0.0.{10 + i}", 40000), (POOLER, 7000),
-                    [_q("UPDATE t SET v = v + 1", 1.0 + i * 0.1, 1.0 + i * 0.1 + 0.05,
-                        1.0 + i * 0.1 + 0.06, 10 + i * 10)]) for i in range(3)]
-    backs = [
-        _conn("c10", (POOLER, 50000), (DB, 7777),
-              [_q("UPDATE t SET v = v + 1", 1.01, 1.04, 1.05, 11),
-               _q("UPDATE t SET v = v + 1", 1.21, 1.24, 1.25, 31)]),
-        _conn("c11", (POOLER, 50001), (DB, 7777),
-              [_q("UPDATE t SET v = v + 1", 1.11, 1.14, 1.15, 21),
-               _q("SELECT 1", 2.0, 2.01, 2.01, 90)]),
-    ]
-    relays, _, roles = relays_of(_legs(*fronts, *backs))
-    assert len(relays) == 1
-    assert roles == {"c0": "front", "c1": "front", "c2": "front", "c10": "back",
-                     "c11": "back"}
-    r = relays[0]
-    assert r["front_port"] == 7000 and r["back_ports"] == [7777]
-    pairs = {p["front"]["connection"]: (p["back"]["connection"], p["back"]["query_index"])
-             for p in r["queries"]}
-    assert pairs == {"c0": ("c10", 0), "c1": ("c11", 0), "c2": ("c10", 1)}
-    assert [q["sql"] for q in r["pooler_own_queries"]] == ["SELECT 1"]
-    assert r["queries"][0]["request_delay_ms"] == pytest.approx(10.0)
-    assert r["queries"][0]["relay_cost_ms"] == pytest.approx(20.0)
-
-
-def test_back_request_before_front_request_is_no_relay() -> None:
-    # The mirror image of a relay: the "back" statement left before the "front" one arrived.
-    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
-    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 0.99, 1.0, 1.05, 4)])
-    assert find_relays(_legs(front, back)) == []
-
-
-def test_back_request_after_front_response_is_no_match() -> None:
-    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
-    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.15, 1.16, 1.17, 8)])
-    assert find_relays(_legs(front, back)) == []
-
-
-def test_unrelated_server_from_the_same_host_is_not_a_back_leg() -> None:
-    front = _conn("c1", ("10.0.0.9", 40000), (POOLER, 7000), [_q("SELECT 42", 1.0, 1.1, 1.2, 5)])
-    back = _conn("c2", (POOLER, 50000), (DB, 7777), [_q("SELECT 42", 1.01, 1.02, 1.05, 6)])
-    other = _conn("c3", (POOLER, 50002), (DB, 7777), [_q("SELECT now()", 1.3, 1.31, 1.32, 9)])
-    relays, _, roles = relays_of(_legs(front, back, other))
-    assert relays[0]["back_connections"] == ["c2"]
-    assert roles == {"c1": "front", "c2": "back"}  # c3 is none of the relay's: direct
-
-
-def test_busy_legs_read_their_queries_again_only_if_they_can_be_a_relays() -> None:
-    """Legs of REREAD_QUERIES queries or more, given a way to read them again, hold none:
-    matching gives the same relays, and reads again only legs at an address that is both a
-    server and a client, once each."""
-    from pktflow.relay.topology import REREAD_QUERIES
-
-    n = REREAD_QUERIES + 4
-    fronts = [_conn(f"c{i}", (f"10.0.0.{10 + i}", 40000), (POOLER, 7000),
-                    [_q(f"SELECT {k}", 1.0 + i + k * 0.01, 1.0 + i + k * 0.01 + 0.005,
-                        1.0 + i + k * 0.01 + 0.006, 1000 * i + 10 * k) for k in range(n)])
-              for i in range(2)]
-    backs = [_conn(f"c{10 + i}", (POOLER, 50000 + i), (DB, 7777),
-                   [_q(f"SELECT {k}", 1.001 + i + k * 0.01, 1.002 + i + k * 0.01,
-                       1.003 + i + k * 0.01, 1000 * i + 10 * k + 1) for k in range(n)])
-              for i in range(2)]
-    elsewhere = _conn("c20", ("10.0.9.1", 40000), ("10.0.9.2", 5432),
-                      [_q("SELECT 1", 1.0 + k, 1.1 + k, 1.2 + k, 5000 + k) for k in range(n)])
-    short = _conn("c21", ("10.0.9.3", 40000), ("10.0.9.2", 5432), [_q("SELECT 1", 9.0, 9.1,
-                                                                      9.2, 9000)])
-    conns = (*fronts, *backs, elsewhere, short)
-    plain = relays_of(_legs(*conns))
-    read: list[str] = []
-
-    def reread(c: dict[str, Any]) -> Any:
-        return lambda: read.append(c["id"]) or json.loads(json.dumps(c["queries"]))
-
-    legs = [relay_leg(c, reread(c)) for c in conns]
-    assert not read
-    assert relays_of([leg for leg in legs if leg is not None]) == plain
-    assert plain[0][0]["matched_queries"] == 2 * n
-    assert sorted(read) == ["c0", "c1", "c10", "c11"]  # not c20's (only ever a server's)

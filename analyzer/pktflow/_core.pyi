@@ -414,6 +414,147 @@ class Connection(TypedDict):
     round_trips: NotRequired[RoundTrips]
     role: NotRequired[Literal["direct", "front", "back"]]
 
+# -- relays: what Python reads to word one, what it says, the record (core/src/relay/) ---------
+
+class PerLeg(TypedDict, Generic[T]):
+    front: T
+    back: T
+
+class Coupling(TypedDict):
+    back_window_zero_events: int
+    back_window_zero_s: float
+    back_bytes_per_ack_median: int | None
+    front_bytes_per_ack_median: int | None
+    back_bytes_per_flight_median: int | None
+    summary: str
+    evidence_frames: list[int]
+
+class BulkPairs(TypedDict):
+    count: int
+    segment_median_in: int | None
+    segment_median_out: int | None
+    segments_out_per_in: float | None
+    frames: list[int]
+
+class WorstWait(TypedDict):
+    request_delay_ms: float
+    front_sent: int
+    back_sent: int
+
+class Waits(TypedDict):
+    count: int
+    median: float | None
+    p90: float | None
+    worst: WorstWait | None
+
+class WorstCost(TypedDict):
+    relay_cost_ms: float
+    through_relay_ms: float | None
+    back_leg_ms: float | None
+
+class Costs(TypedDict):
+    count: int
+    total_ms: float
+    own_ms: float
+    worst: WorstCost | None
+
+class UnmatchedQuery(TypedDict):
+    connection: str
+    query_index: int
+    sent_frame: int
+
+class UnmatchedFront(TypedDict):
+    count: int
+    first: UnmatchedQuery | None
+
+class RelayJudgement(TypedDict):
+    host: str
+    front_port: int
+    front_connections: int
+    back_connections: int
+    legs: PerLeg[VerdictLimit]
+    server_write: int | None
+    forward_write: int | None
+    bulk: BulkPairs
+    coupling: Coupling
+    waits: Waits
+    costs: Costs
+    unmatched_front: UnmatchedFront
+
+Component = Literal["client", "network", "pooler", "server_network", "server", "none"]
+
+class RelayVerdict(TypedDict):
+    summary: str
+    setting: str | None
+    limit: Component
+    legs: PerLeg[VerdictLimit]
+    relay_ms: float | None
+    front_leg_ms: float | None
+    evidence_frames: list[int]
+
+class RelayWords(TypedDict):
+    coupling: str
+    verdict: RelayVerdict
+    findings: list[Finding]
+
+class RelayJudge(Protocol):
+    def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...
+
+class QueryAt(TypedDict):
+    connection: str
+    query_index: int
+
+class PairFrames(TypedDict):
+    front_sent: int
+    back_sent: int
+    back_first: int | None
+    front_first: int | None
+    back_last: int | None
+    front_last: int | None
+
+class Pair(TypedDict):
+    front: QueryAt
+    back: QueryAt
+    sql: str
+    rows: int | None
+    response_bytes: PerLeg[int]
+    request_delay_ms: float
+    first_byte_delay_ms: float | None
+    last_byte_delay_ms: float | None
+    through_relay_ms: float | None
+    back_leg_ms: float | None
+    relay_cost_ms: float | None
+    segments_in: int
+    segments_out: int
+    segments_out_per_in: float | None
+    segment_median_in: int | None
+    segment_median_out: int | None
+    segment_max_in: int | None
+    segment_max_out: int | None
+    frames: PairFrames
+
+class OwnQuery(TypedDict):
+    connection: str
+    query_index: int
+    sql: str
+
+class Relay(TypedDict):
+    host: str
+    front_port: int
+    back_ports: list[int]
+    front_connections: list[str]
+    back_connections: list[str]
+    matched_queries: int
+    unmatched_front_queries: int
+    unmatched_back_queries: int
+    pooler_own_queries: list[OwnQuery]
+    max_forward_chunk: int | None
+    server_write: int | None
+    forward_write: int | None
+    queries: list[Pair]
+    coupling: Coupling
+    verdict: RelayVerdict
+
 # -- the pass ---------------------------------------------------------------------------------
 
 class OpenError(Exception):
@@ -432,6 +573,7 @@ class Pass:
     def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
                  linger_s: float | None = ..., settled_linger_s: float | None = ...) -> None: ...
     def step(self, judge: Judge) -> Finished | None: ...
+    def relays(self, judge: RelayJudge) -> tuple[list[Relay], dict[str, Literal["front", "back"]]]: ...
     def stats(self) -> dict[str, Any]: ...
     def engine(self) -> dict[str, Any]: ...
     def outcome(self) -> None: ...
@@ -440,6 +582,8 @@ class Pass:
 
 def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int,
             linger_s: float | None = ..., settled_linger_s: float | None = ...) -> dict[str, Any]: ...
+def sql_key(sql: str) -> str:
+    """A statement as relay matching compares it."""
 def json_text(value: Any, depth: int | None = None) -> str:
     """json.dumps(value, indent=2), every line after the first indented 2 * depth spaces more;
     with depth None, json.dumps(value, separators=(",", ":"))."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, NamedTuple
 
-from pktflow.relay.topology import sql_key
+from pktflow._core import sql_key
 
 SCHEMA = "pktflow.compare/1"
 

@@ -17,7 +17,7 @@ from pktflow import __version__, _core
 from pktflow.capture.problems import damage_reason, open_error
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.judge import Judge
-from pktflow.relay.measure import relays_of
+from pktflow.relay.measure import RelayJudge
 from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts, TopPairs
 
 SCHEMA = "pktflow.report/1"
@@ -84,7 +84,9 @@ def analyze(path: str, options: Options | None = None,
             raise open_error(exc.args[0], path) from None
         stats = core.stats()
         stats["file"] = path  # as given (the core's is the path as bytes allow)
-        return build_report(stats, core.engine(), run)
+        relay_judge = RelayJudge()
+        relays, roles = core.relays(relay_judge)
+        return build_report(stats, core.engine(), run, relays, roles, relay_judge.findings)
     finally:
         if collecting:
             # What the pass kept would sit in the youngest generation, and the first
@@ -159,7 +161,9 @@ def capture_findings(capture: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dict[str, Any]:
+def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run,
+                 relays: list[dict[str, Any]], roles: dict[str, str],
+                 relay_findings: list[Finding]) -> dict[str, Any]:
     """The report, once the pass is done: connections in the order they opened."""
     capture = capture_json(stats)
     judge = run.judge
@@ -186,7 +190,11 @@ def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run) -> dic
     kept: Callable[[], Any] = (
         list if store is None else partial(TopPairs, run.options.keep) if run.options.keep
         else partial(Texts, store, PAIR_DEPTH, deflate=False))
-    relays, relay_findings, roles = relays_of(reports.relay_legs(), kept)
+    for relay in relays:
+        pairs = kept()
+        for pair in relay["queries"]:
+            pairs.append(pair)
+        relay["queries"] = pairs
     reports.matched(roles)
     findings.extend(relay_findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
-use pktflow_core::report::{judge_and_record, ConnectionRecord, Words};
+use pktflow_core::relay::{RelayStage, RelayWords};
+use pktflow_core::report::{judge_and_record, ConnectionRecord, Role, Words};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
@@ -65,6 +66,8 @@ fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> 
 #[pyclass(unsendable, module = "pktflow._core")]
 struct Pass {
     inner: CorePass,
+    /// The legs relays are found among (None once `relays` ran).
+    relays: Option<RelayStage>,
 }
 
 /// The connections one step finished, judged, as records converted to Python values one at a
@@ -109,7 +112,10 @@ impl Pass {
             settled_linger: settled_linger_s,
         };
         match py.detach(|| guard(|| CorePass::open(&path, options)))? {
-            Ok(inner) => Ok(Pass { inner }),
+            Ok(inner) => Ok(Pass {
+                inner,
+                relays: Some(RelayStage::default()),
+            }),
             Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
         }
     }
@@ -125,15 +131,45 @@ impl Pass {
         let start = self.inner.start();
         let mut left = std::collections::VecDeque::with_capacity(done.len());
         for report in done {
+            let number = report.tcp.number;
             let (judgement, mut record) = guard(|| judge_and_record(report, start))?;
             let said = judge.call1((to_py(py, &judgement)?,))?;
             let words: Words = pythonize::depythonize(&said).map_err(|e| {
                 PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
             })?;
             words.apply(&mut record);
+            if let Some(stage) = self.relays.as_mut() {
+                stage.add(&record, number);
+            }
             left.push_back(record);
         }
         Ok(Some(Finished { left }))
+    }
+
+    /// Once every step is done: the relays among the connections, each worded by `judge` (a
+    /// RelayJudgement in, its RelayWords out), as records; and each relay leg's role, by
+    /// connection id.
+    fn relays(
+        &mut self,
+        py: Python<'_>,
+        judge: &Bound<'_, PyAny>,
+    ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
+        let stage = self.relays.take().unwrap_or_default();
+        let found = guard(|| stage.finish())?;
+        let mut relays = Vec::with_capacity(found.relays.len());
+        for (judgement, mut record) in found.relays {
+            let said = judge.call1((to_py(py, &judgement)?,))?;
+            let words: RelayWords = pythonize::depythonize(&said)
+                .map_err(|e| PyTypeError::new_err(format!("the relay judge's words: {e}")))?;
+            words.apply(&mut record);
+            relays.push(to_py(py, &record)?);
+        }
+        let roles: std::collections::BTreeMap<String, Role> = found
+            .roles
+            .into_iter()
+            .map(|(n, role)| (format!("c{n}"), role))
+            .collect();
+        Ok((relays, to_py(py, &roles)?))
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could
@@ -198,12 +234,20 @@ fn collect(
     }
 }
 
+/// A statement as relay matching compares it (whitespace runs as one space, trailing
+/// semicolons dropped): `compare` pairs queries across captures by the same key.
+#[pyfunction]
+fn sql_key(sql: &str) -> String {
+    pktflow_core::relay::legs::sql_key(sql)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
     m.add_class::<Pass>()?;
     m.add_class::<Finished>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
+    m.add_function(wrap_pyfunction!(sql_key, m)?)?;
     m.add_function(wrap_pyfunction!(json::json_text, m)?)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
     use pktflow_core::packet as p;

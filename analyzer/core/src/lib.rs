@@ -11,6 +11,7 @@ pub mod histogram;
 pub mod packet;
 pub mod pass;
 pub mod pgwire;
+pub mod relay;
 pub mod report;
 pub mod tcp;
 pub mod transfer;

@@ -25,13 +25,12 @@ import os
 import tempfile
 import zlib
 from array import array
-from functools import partial
 from collections.abc import Collection, Iterator, Sequence
 from types import ModuleType
 from typing import IO, Any, overload
 
 from pktflow.errors import NoSpaceError
-from pktflow.relay.topology import BULK_SEGMENTS, Leg, relay_leg
+BULK_SEGMENTS = 4  # a response in this many segments or more is a bulk one (core relay/legs.rs)
 from pktflow.report.jsontext import compact, indented, pieces
 
 COMPACT = "compact"  # json.dumps(conn, separators=(",", ":"))
@@ -222,7 +221,6 @@ class Connections(Texts):
         super().__init__(layout, CONNECTION_DEPTH)
         self._numbers = array("q")  # by position added
         self._payload = array("q")
-        self._legs: list[Leg | None] = []
         self._order: array[int] | None = None  # positions in connection order, once sorted
         self._roles: dict[str, str] = {}  # relay legs' "role"; the others' is "direct"
         self._keep = keep
@@ -239,15 +237,12 @@ class Connections(Texts):
         payload = payload_bytes(report)
         self._numbers.append(number)
         self._payload.append(payload)
-        # a busy leg's queries are read again from the stored text if matching needs them
-        leg = relay_leg(report, partial(self._queries_at, position))
-        self._legs.append(leg)
         if self._keep is None:
             self.append(report)
             return
         # ties go to the earlier connection, as busiest() ranks them
         rank = (payload, -number, position)
-        kept = leg is not None and leg.rereads() or len(self._busiest) < self._keep
+        kept = len(self._busiest) < self._keep
         if len(self._busiest) < self._keep:
             heapq.heappush(self._busiest, rank)
         elif rank > self._busiest[0]:
@@ -266,10 +261,6 @@ class Connections(Texts):
                               f"(only the {self._keep} busiest were)")
         return super()._stored(where)
 
-    def _queries_at(self, position: int) -> list[dict[str, Any]]:
-        queries: list[dict[str, Any]] = json.loads(self._stored(position))["queries"]
-        return queries
-
     def sort(self) -> None:
         numbers = self._numbers
         self._order = array("q", sorted(range(len(numbers)), key=numbers.__getitem__))
@@ -277,17 +268,11 @@ class Connections(Texts):
     def _positions(self) -> Sequence[int]:
         return range(len(self)) if self._order is None else self._order
 
-    def relay_legs(self) -> list[Leg]:
-        """What relay matching reads, of the connections it can use."""
-        legs = self._legs
-        return [leg for leg in (legs[p] for p in self._positions()) if leg is not None]
-
     def matched(self, roles: dict[str, str]) -> None:
         """Relay matching is done: each connection's "role", by id, as it found them (else
         "direct"); the legs it read go (they would outlive it, and a report that crosses from
         a worker process would carry them: compiled, they do not pickle, and need not)."""
         self._roles = roles
-        self._legs = []  # (they refer to this object: a cycle, broken here)
 
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties in
@@ -331,10 +316,6 @@ class Reports:
 
     def sort(self) -> None:
         self._items.sort(key=lambda item: item[0])
-
-    def relay_legs(self) -> list[Leg]:
-        return [leg for leg in (relay_leg(report) for _, report in self._items)
-                if leg is not None]
 
     def matched(self, roles: dict[str, str]) -> None:
         for _, report in self._items:

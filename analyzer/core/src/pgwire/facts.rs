@@ -22,6 +22,13 @@ pub enum Protocol {
     PostgresqlGss,
 }
 
+impl Protocol {
+    /// PostgreSQL, in the clear or encrypted.
+    pub fn is_postgres(self) -> bool {
+        self != Protocol::Unknown
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Encryption {

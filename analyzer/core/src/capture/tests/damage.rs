@@ -281,9 +281,12 @@ fn bytes_in_memory_read_as_the_file() {
 }
 
 pub(super) fn read_gz(data: &[u8]) -> Result<Read, OpenError> {
+    // tests run on several threads of one process: a file name of each call's own
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("pktflow-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_default();
-    let path = dir.join(format!("{}.gz", data.len()));
+    let path = dir.join(format!("{call}-{}.gz", data.len()));
     std::fs::write(&path, data).unwrap_or_default();
     let r = Capture::open(&path).map(read_cap);
     std::fs::remove_file(&path).unwrap_or_default();

@@ -1,0 +1,159 @@
+//! What the relay stage keeps of each PostgreSQL connection once it is judged: its endpoints,
+//! its queries (what matching and the matched pairs read), and what its server -> client
+//! direction says about the relay (windows, ACK cadence, writes, Python's verdict).
+
+use crate::pgwire::messages::py_space;
+use crate::report::conversation::QueryRecord;
+use crate::report::direction::Counts;
+use crate::report::values::Digits;
+use crate::report::words::Limit;
+use crate::report::ConnectionRecord;
+
+/// A response in this many segments or more is a bulk one.
+pub const BULK_SEGMENTS: u64 = 4;
+
+/// A write size below this is no program's forwarding unit (and a storm's legs, whose writes
+/// are all smaller, keep none).
+pub const MIN_WRITE_UNIT: i64 = 1024;
+
+/// A query as matching and the pairs read it.
+#[derive(Clone, Debug)]
+pub struct LegQuery {
+    pub sql: Box<str>,
+    pub rows: Option<Digits>,
+    pub response_bytes: u64,
+    pub sent_s: f64,
+    pub first_response_s: Option<f64>,
+    pub last_response_s: Option<f64>,
+    pub sent_frame: u64,
+    pub first_frame: Option<u64>,
+    pub last_frame: Option<u64>,
+    pub response_segments: u64,
+    pub response_segment_median: Option<i64>,
+    pub response_segment_max: Option<i64>,
+    /// Kept for bulk responses only (what forward_chunk reads).
+    pub response_segment_sizes: Option<Counts>,
+}
+
+impl LegQuery {
+    fn of(q: &QueryRecord) -> Self {
+        LegQuery {
+            sql: q.sql.as_str().into(),
+            rows: q.rows.clone(),
+            response_bytes: q.response_bytes,
+            sent_s: q.sent_s,
+            first_response_s: q.first_response_s,
+            last_response_s: q.last_response_s,
+            sent_frame: q.sent_frame,
+            first_frame: q.first_frame,
+            last_frame: q.last_frame,
+            response_segments: q.response_segments,
+            response_segment_median: q.response_segment_median,
+            response_segment_max: q.response_segment_max,
+            response_segment_sizes: (q.response_segments >= BULK_SEGMENTS)
+                .then(|| q.response_segment_sizes.clone()),
+        }
+    }
+
+    /// When the request's last byte was seen: capture time, then frame (they order equal
+    /// times).
+    pub fn sent(&self) -> (f64, u64) {
+        (self.sent_s, self.sent_frame)
+    }
+}
+
+/// A PostgreSQL connection that can be a relay's leg.
+#[derive(Clone, Debug)]
+pub struct Leg {
+    /// The connection's number (its id is "c<number>").
+    pub number: u64,
+    pub client: (String, u16),
+    pub server: (String, u16),
+    pub queries: Vec<LegQuery>,
+    // its server -> client direction:
+    pub zero_window_periods: u64,
+    pub zero_window_total_s: f64,
+    /// The frames of its verdict's evidence.
+    pub evidence_frames: Vec<u64>,
+    pub bytes_acked_median: Option<i64>,
+    pub flight_bytes_median: Option<i64>,
+    /// The sender's writes by size, the sizes carrying the most bytes (MIN_WRITE_UNIT and up).
+    pub write_sizes: Vec<(i64, u64)>,
+    /// What limited it, as judged.
+    pub limit: Limit,
+    pub payload_bytes: i64,
+}
+
+impl Leg {
+    /// The leg of a judged record; None for one that cannot be a relay's leg (not
+    /// PostgreSQL).
+    pub fn of(record: &ConnectionRecord, number: u64) -> Option<Self> {
+        let pg = record.postgres.0.as_ref()?;
+        if !pg.protocol.is_postgres() {
+            return None;
+        }
+        let s2c = &record.directions.server_to_client;
+        let t = s2c.transfer.0.as_ref();
+        Some(Leg {
+            number,
+            client: (record.client.ip.clone(), record.client.port),
+            server: (record.server.ip.clone(), record.server.port),
+            queries: pg.queries.iter().map(LegQuery::of).collect(),
+            zero_window_periods: t.map_or(0, |t| t.window.zero_window_periods),
+            zero_window_total_s: t.map_or(0.0, |t| t.window.zero_window_total_s),
+            evidence_frames: t.map_or_else(Vec::new, |t| t.verdict.evidence_frames.clone()),
+            bytes_acked_median: t.and_then(|t| t.acks.bytes_acked_median),
+            flight_bytes_median: t.and_then(|t| t.flights.bytes_median),
+            write_sizes: t.map_or_else(Vec::new, |t| {
+                (t.writes.sizes_by_bytes.0.iter())
+                    .filter(|(size, _)| *size >= MIN_WRITE_UNIT)
+                    .copied()
+                    .collect()
+            }),
+            limit: t.map_or(Limit::None, |t| t.verdict.limit),
+            payload_bytes: s2c.payload_bytes,
+        })
+    }
+
+    pub fn id(&self) -> String {
+        format!("c{}", self.number)
+    }
+}
+
+/// A statement as matching compares it: whitespace runs as one space (Python's
+/// `" ".join(sql.split())`), trailing semicolons and the space before them dropped.
+pub fn sql_key(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    for word in sql.split(py_space).filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    let trimmed = out.trim_end_matches(';').trim_matches(py_space);
+    if trimmed.len() != out.len() {
+        out = trimmed.to_string();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sql_key;
+
+    #[test]
+    fn keys_as_python_wrote_them() {
+        // " ".join(s.split()).rstrip(";").strip()
+        for (sql, key) in [
+            ("SELECT 1", "SELECT 1"),
+            ("  SELECT\n\t1 ;; ", "SELECT 1"),
+            ("BEGIN;", "BEGIN"),
+            ("SET x = ';'", "SET x = ';'"),
+            ("", ""),
+            (";", ""),
+            ("a\u{3000}b;", "a b"),
+        ] {
+            assert_eq!(sql_key(sql), key, "{sql:?}");
+        }
+    }
+}
