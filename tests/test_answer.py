@@ -63,7 +63,7 @@ def test_the_page_opens_with_the_same_answer(name: str, tmp_path: Path) -> None:
     import re
 
     from pktflow.report.answer import answer_lines
-    from pktflow.report.stored import busiest
+    from pktflow.report.connections import busiest
 
     capture = ROOT / "captures" / f"{name}.pcap"
     out = tmp_path / "page.html"

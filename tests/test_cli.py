@@ -164,44 +164,47 @@ def test_jsonl_keeps_a_line_for_an_input_that_hit_a_bug(
     assert "ZeroDivisionError" in lines[1]["reason"]
 
 
-def test_many_captures_in_parallel_with_stored_reports(tmp_path: Path) -> None:
-    """A worker's report crosses to the parent pickled; past report.stored.RAW connections it
-    holds deflated text, and its deflate module failed to pickle: every capture of more than
-    16 connections made `--format jsonl a b` an internal error."""
-    from pktflow.report.stored import RAW
-
+def _scan(tmp_path: Path, n: int) -> Path:
+    """A capture of n connection attempts refused with a RST."""
     scan = []
-    for port in range(30000, 30000 + RAW + 24):  # connection attempts refused with a RST
+    for port in range(20000, 20000 + n):
         scan.append(tcp_segment(sport=port, seq=100, ack=0, flags="S"))
         scan.append(tcp_segment(src="10.0.0.2", dst="10.0.0.1", sport=5432, dport=port,
                                 seq=0, ack=101, flags="RA"))
-    big = write_pcap(tmp_path / "scan.pcap", [frame(p, 1) for p in scan])
+    return write_pcap(tmp_path / "scan.pcap", [frame(p, 1) for p in scan])
+
+
+SPILLS = 3000  # connections whose records are more than the megabyte the core holds in memory
+
+
+def test_many_captures_in_parallel_write_what_each_alone_writes(tmp_path: Path) -> None:
+    """Worker processes hand back their output: the lines are what each capture alone gives,
+    in input order, also for a capture whose records went to the core's temporary file."""
+    big = _scan(tmp_path, SPILLS)
     code, out, err = cli("analyze", "--format", "jsonl", str(big), str(DIRECT))
     assert code == 0, err
     alone = [cli("analyze", "--format", "jsonl", str(p))[1] for p in (big, DIRECT)]
     assert out == "".join(alone)
-    assert len(json.loads(out.splitlines()[0])["connections"]) == RAW + 24
+    assert len(json.loads(out.splitlines()[0])["connections"]) == SPILLS
+
+
+def test_json_of_several_captures_is_refused_with_a_pointer_to_jsonl() -> None:
+    code, out, err = cli("analyze", "--format", "json", str(DIRECT), str(DIRECT))
+    assert code == ExitCode.USAGE and out == ""
+    assert "--format jsonl" in err and len(err.splitlines()) == 1
 
 
 def test_temporary_files_that_cannot_be_written_are_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full or read-only TMPDIR: one line naming the capture, the directory and the reason,
     exit code 8, no traceback."""
-    import errno
-    import tempfile
-
-    from pktflow.report import stored
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(stored, "SPILL", 1)
-    monkeypatch.setattr(stored, "RAW", 0)
-    monkeypatch.setattr(tempfile, "TemporaryFile", full)
-    code, out, err = cli("analyze", "--format", "json", str(DIRECT))
+    big = _scan(tmp_path, SPILLS)
+    nowhere = tmp_path / "no-such-dir"
+    monkeypatch.setenv("TMPDIR", str(nowhere))
+    code, out, err = cli("analyze", "--format", "json", str(big))
     assert code == ExitCode.NO_SPACE and out == ""
-    assert err == (f"pktflow: {DIRECT}: cannot write the report's temporary file in "
-                   f"{tempfile.gettempdir()} (No space left on device); set TMPDIR to a "
+    assert err == (f"pktflow: {big}: cannot write the report's temporary file in "
+                   f"{nowhere} (No such file or directory (os error 2)); set TMPDIR to a "
                    f"directory with room\n")
 
 
@@ -285,13 +288,13 @@ def test_query_tables_are_whole_in_a_narrow_terminal(width: int) -> None:
 
 @pytest.mark.parametrize("capture", sorted((ROOT / "captures").glob("*.pcap")),
                          ids=lambda p: p.stem)
-def test_jsonl_is_the_compact_encoding_of_the_report(capture: Path) -> None:
-    """--format jsonl writes a connection at a time; the line must be exactly what json.dumps
-    makes of the whole report, compact."""
-    from pktflow.cli import write_jsonl
+def test_the_cores_json_is_what_json_dumps_writes_of_the_report(capture: Path) -> None:
+    """The core writes the report's JSON itself, a connection at a time: byte for byte what
+    json.dumps makes of the whole report as Python reads it, indented and compact."""
     from pktflow.pipeline import analyze
 
     report = analyze(str(capture))
-    out = io.StringIO()
-    write_jsonl(report, out)
-    assert out.getvalue() == json.dumps(report, separators=(",", ":")) + "\n"
+    for indented, dumps in ((True, {"indent": 2}), (False, {"separators": (",", ":")})):
+        out = io.StringIO()
+        report.core.write_json(out, indented)
+        assert out.getvalue() == json.dumps(report, **dumps) + "\n"  # type: ignore[arg-type]

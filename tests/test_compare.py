@@ -99,19 +99,19 @@ def test_text_highlights_the_differences() -> None:
     assert out.index("inside the relay") < out.index("segment size to the client")
 
 
-def test_a_stored_report_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """compare reads a stored report (as the CLI keeps it) in one pass, each connection decoded
-    once, and finds what it finds in the plain reports."""
+def test_a_lazy_report_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare reads a report as the CLI reads it (from the core, as asked for) in one pass,
+    each connection decoded once, and finds what it finds in the whole reports."""
     from pktflow.compare import compare, side
     from pktflow.pipeline import Options, analyze
-    from pktflow.report.stored import COMPACT, Connections
+    from pktflow.report.connections import Connections
 
     a, b = CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap", POOLED
-    stored = analyze(str(a), Options(store=COMPACT))
+    stored = analyze(str(a), Options(lazy=True))
     decoded: list[int] = []
-    text = Connections._text
-    monkeypatch.setattr(Connections, "_text",
-                        lambda self, i: (decoded.append(i), text(self, i))[1])
+    get = Connections.__getitem__
+    monkeypatch.setattr(Connections, "__getitem__",
+                        lambda self, i: (decoded.append(i), get(self, i))[1])
     got = side(stored)
     assert sorted(decoded) == list(range(len(stored["connections"])))
     assert compare(got, analyze(str(b))) == compare(analyze(str(a)), analyze(str(b)))

@@ -21,6 +21,7 @@ OUT_OF_ORDER: int
 FILLS_HOLE: int
 KEEPALIVE: int
 __version__: str
+SCHEMA: str
 
 LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
 VerdictLimit = Literal["receiver_window", "network", "loss", "latency", "sender", "none"]
@@ -563,17 +564,73 @@ class OpenError(Exception):
 class CoreBug(Exception):
     """The core panicked: a bug (the message says where)."""
 
-class Finished:
-    """The connections one step finished, judged: each record converted when iterated to it."""
+class SpoolError(Exception):
+    """args[0]: where the report's temporary file could not be written, and why."""
+
+class CaptureWords(TypedDict):
+    file: str
+    version: str
+    damage_reason: str | None
+    findings: list[Finding]
+
+class Damage(TypedDict):
+    frame: int
+    offset: int
+    reason: str
+
+class Capture(TypedDict):
+    file: str
+    format: Literal["pcap", "pcapng"]
+    compressed: bool
+    link_types: list[str]
+    packets: int
+    tcp_packets: int
+    non_tcp_packets: int
+    truncated_packets: int
+    undecodable_packets: int
+    ip_fragments: int
+    if_drops: int | None
+    first_ts: float | None
+    duration_s: float
+    damage: Damage | None
+
+class RelayHead(TypedDict):
+    """A relay, its matched pairs' list empty (Report.pairs reads them)."""
+    host: str
+    front_port: int
+    back_ports: list[int]
+    front_connections: list[str]
+    back_connections: list[str]
+    matched_queries: int
+    unmatched_front_queries: int
+    unmatched_back_queries: int
+    pooler_own_queries: list[OwnQuery]
+    max_forward_chunk: int | None
+    server_write: int | None
+    forward_write: int | None
+    queries: list[Pair]
+    coupling: Coupling
+    verdict: RelayVerdict
+
+class Report:
+    """A finished report: the core writes its JSON and reads out its parts."""
+    def write_json(self, stream: Any, indented: bool = ...) -> None: ...
+    def capture(self) -> Capture: ...
+    def findings(self) -> list[Finding]: ...
+    def relays(self) -> list[RelayHead]: ...
+    def pairs(self, relay: int, indices: list[int]) -> list[Pair]: ...
+    def pair_keys(self, relay: int) -> list[tuple[int, float | None, int]]: ...
     def __len__(self) -> int: ...
-    def __iter__(self) -> Finished: ...
-    def __next__(self) -> Connection: ...
+    def numbers(self) -> list[int]: ...
+    def payload(self) -> list[int]: ...
+    def connection(self, i: int) -> Connection: ...
 
 class Pass:
     def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
                  linger_s: float | None = ..., settled_linger_s: float | None = ...) -> None: ...
-    def step(self, judge: Judge) -> Finished | None: ...
-    def relays(self, judge: RelayJudge) -> tuple[list[Relay], dict[str, Literal["front", "back"]]]: ...
+    def step(self, judge: Judge) -> list[int] | None: ...
+    def relays(self, judge: RelayJudge) -> int: ...
+    def finish(self, words: CaptureWords) -> Report: ...
     def stats(self) -> dict[str, Any]: ...
     def engine(self) -> dict[str, Any]: ...
     def outcome(self) -> None: ...
@@ -584,6 +641,3 @@ def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int
             linger_s: float | None = ..., settled_linger_s: float | None = ...) -> dict[str, Any]: ...
 def sql_key(sql: str) -> str:
     """A statement as relay matching compares it."""
-def json_text(value: Any, depth: int | None = None) -> str:
-    """json.dumps(value, indent=2), every line after the first indented 2 * depth spaces more;
-    with depth None, json.dumps(value, separators=(",", ":"))."""

@@ -9,14 +9,12 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
 from typing import IO, Any
 
 
 from pktflow import __version__, _core
-from pktflow.errors import ExitCode, PktflowError
-from pktflow.pipeline import Options, analyze
-from pktflow.report.stored import COMPACT, INDENTED, json_pieces
+from pktflow.errors import ExitCode, PktflowError, UsageError
+from pktflow.pipeline import Options, Report, analyze
 
 ERROR_SCHEMA = "pktflow.error/1"  # a jsonl line for an input that gave no report
 
@@ -82,31 +80,14 @@ def _progress_bar(env: Env, label: str) -> Any:
                     console=Console(file=env.stderr), transient=True)
 
 
-def _analyze_one(path: str, args: argparse.Namespace, env: Env,
-                 store: str | None = None, keep: int | None = None) -> dict[str, Any]:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), store=store,
-                   keep=keep)
+def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
     with bar:
         task = bar.add_task(path, total=None)
         return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
-
-
-def _store(args: argparse.Namespace) -> str:
-    """How the connections of a report for `args.format` are best kept (report.stored)."""
-    return INDENTED if args.format == "json" else COMPACT
-
-
-def _keep(args: argparse.Namespace) -> int | None:
-    """How many connections' reports the output reads: the text report draws only the
-    busiest; JSON writes every one."""
-    if args.format != "text":
-        return None
-    from pktflow.report.text import MAX_OVERVIEW
-
-    return MAX_OVERVIEW
 
 
 def _failure(path: str, exc: BaseException) -> dict[str, Any]:
@@ -121,12 +102,39 @@ def _failure(path: str, exc: BaseException) -> dict[str, Any]:
             "frame": None, "offset": None, "exit_code": int(ExitCode.INTERNAL)}
 
 
+class Outcome:
+    """What a capture's report says beyond its text: where it was damaged, whether it has a
+    finding of severity error. (A worker process hands back these and the text.)"""
+
+    def __init__(self, report: Report) -> None:
+        self.damage: dict[str, Any] | None = report["capture"]["damage"]
+        self.errors = any(f["severity"] == "error" for f in report["findings"])
+
+
+def write_report(report: Report, fmt: str, out: IO[str], width: int | None) -> None:
+    """The report in `fmt` to `out`: JSON and jsonl written by the core, text by rich."""
+    if fmt == "json":
+        report.core.write_json(out, True)
+    elif fmt == "jsonl":
+        report.core.write_json(out, False)
+    else:  # rich only here: JSON runs skip importing it (a tenth of a small run)
+        from rich.console import Console
+
+        from pktflow.report.text import render
+        render(report, Console(file=out, width=width))
+
+
 def _worker(job: tuple[str, bool, str, int | None, bool]) -> tuple[str, Any]:
-    """One capture in a worker process: the report, or its failure's fields (an exception
-    object would lose its fields crossing the process boundary)."""
-    path, postgres, store, keep, debug = job
+    """One capture in a worker process: its output and Outcome, or its failure's fields (an
+    exception object would lose its fields crossing the process boundary)."""
+    import io
+
+    path, postgres, fmt, width, debug = job
     try:
-        return "ok", analyze(path, Options(decode_postgres=postgres, store=store, keep=keep))
+        report = analyze(path, Options(decode_postgres=postgres, lazy=True))
+        text = io.StringIO()
+        write_report(report, fmt, text, width)
+        return "ok", (text.getvalue(), Outcome(report))
     except PktflowError as exc:
         return "error", _failure(path, exc)
     except Exception as exc:  # a bug on one input must not lose the others' lines
@@ -135,93 +143,57 @@ def _worker(job: tuple[str, bool, str, int | None, bool]) -> tuple[str, Any]:
         return "error", _failure(path, exc)
 
 
-def _reports(args: argparse.Namespace, env: Env) -> Any:
-    """(path, report or None, failure or None) per capture, in the order given. Several
-    captures are analysed in parallel, one process per core: each analysis is one Python
-    thread's work, so processes are what use the machine."""
-    paths = args.captures
-    workers = min(len(paths), os.cpu_count() or 1)
-    if workers < 2:
-        for path in paths:
-            try:
-                yield path, _analyze_one(path, args, env, _store(args), _keep(args)), None
-            except PktflowError as exc:
-                yield path, None, _failure(path, exc)
-            except Exception as exc:
-                if args.debug or len(paths) == 1:
-                    raise  # one input: main's own one-line report of a bug
-                yield path, None, _failure(path, exc)
-        return
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        jobs = [(p, not args.no_postgres, _store(args), _keep(args), args.debug)
-                for p in paths]
-        for path, (status, value) in zip(paths, pool.map(_worker, jobs)):
-            if status == "ok":
-                yield path, value, None
-            else:
-                yield path, None, value
-
-
-def _write(out: IO[str], pieces: Iterator[str]) -> None:
-    """Write text pieces about 256 KB at a time: a storm's report is tens of megabytes, and a
-    batch is held twice while it is joined."""
-    batch: list[str] = []
-    size = 0
-    for piece in pieces:
-        batch.append(piece)
-        size += len(piece)
-        if size >= 1 << 18:
-            out.write("".join(batch))
-            batch.clear()
-            size = 0
-    out.write("".join(batch))
-
-
-def write_jsonl(report: dict[str, Any], out: IO[str]) -> None:
-    """The report on one line, exactly as json.dumps writes it compact, an item at a time
-    (stored items copied, others encoded by report.jsontext): json.dump to a stream takes the
-    pure-Python encoder (four times slower), json.dumps of the whole report holds all of it
-    twice in memory."""
-    _write(out, json_pieces(report, COMPACT, 0) if report else iter(["{}"]))
-    out.write("\n")
-
-
-def write_json(report: dict[str, Any], out: IO[str]) -> None:
-    """The report as json.dump(report, out, indent=2) writes it, an item at a time (stored
-    items, report.stored, decoded one by one or copied)."""
-    _write(out, json_pieces(report, INDENTED, 0) if report else iter(["{}"]))
-    out.write("\n")
-
-
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     worst = ExitCode.OK
-    for path, report, failure in _reports(args, env):
-        if report is None:
-            print(f"pktflow: {failure['message']}", file=env.stderr)
-            worst = max(worst, ExitCode(failure["exit_code"]))
+    paths = args.captures
+    if args.format == "json" and len(paths) > 1:
+        raise UsageError("--format json writes one JSON document, for one capture; for "
+                         "several, --format jsonl writes one line each")
+    workers = min(len(paths), os.cpu_count() or 1)
+    if workers < 2:
+        done = (_one(path, args, env) for path in paths)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(max_workers=workers)
+        jobs = [(p, not args.no_postgres, args.format, env.width, args.debug) for p in paths]
+        done = ((path, status, value) for path, (status, value)
+                in zip(paths, pool.map(_worker, jobs)))
+    for path, status, value in done:
+        if status == "error":
+            print(f"pktflow: {value['message']}", file=env.stderr)
+            worst = max(worst, ExitCode(value["exit_code"]))
             if args.format == "jsonl":  # a line for every input, in input order
-                env.stdout.write(json.dumps({"schema": ERROR_SCHEMA, "file": path, **failure},
+                env.stdout.write(json.dumps({"schema": ERROR_SCHEMA, "file": path, **value},
                                             separators=(",", ":")) + "\n")
             continue
-        if args.format == "json":
-            write_json(report, env.stdout)
-        elif args.format == "jsonl":
-            write_jsonl(report, env.stdout)
-        else:  # rich only here: JSON runs skip importing it (a tenth of a small run)
-            from rich.console import Console
-
-            from pktflow.report.text import render
-            render(report, Console(file=env.stdout, width=env.width))
-        damage = report["capture"]["damage"]
+        text, outcome = value
+        if text is not None:
+            env.stdout.write(text)
+        damage = outcome.damage
         if damage is not None:
             print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
                   f"{damage['reason']}; the report covers what precedes it", file=env.stderr)
             worst = max(worst, ExitCode.DAMAGED)
-        if args.strict and any(f["severity"] == "error" for f in report["findings"]):
+        if args.strict and outcome.errors:
             worst = max(worst, ExitCode.FINDINGS)
+    if workers >= 2:
+        pool.shutdown()
     return int(worst)
+
+
+def _one(path: str, args: argparse.Namespace, env: Env) -> tuple[str, str, Any]:
+    """One capture in this process, its report written straight to stdout."""
+    try:
+        report = _analyze_one(path, args, env)
+    except PktflowError as exc:
+        return path, "error", _failure(path, exc)
+    except Exception as exc:
+        if args.debug or len(args.captures) == 1:
+            raise  # one input: main's own one-line report of a bug
+        return path, "error", _failure(path, exc)
+    write_report(report, args.format, env.stdout, env.width)
+    return path, "ok", (None, Outcome(report))
 
 
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:
@@ -230,9 +202,9 @@ def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from pktflow.compare import compare, side
     from pktflow.report.compare import render as render_compare
 
-    # each report kept stored and read once, then dropped: what compare reads of it stays
-    a = side(_analyze_one(args.a, args, env, COMPACT))
-    doc = compare(a, side(_analyze_one(args.b, args, env, COMPACT)))
+    # each report read once, then dropped: what compare reads of it stays
+    a = side(_analyze_one(args.a, args, env))
+    doc = compare(a, side(_analyze_one(args.b, args, env)))
     if args.format == "json":
         json.dump(doc, env.stdout, indent=2)
         env.stdout.write("\n")
@@ -255,8 +227,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
             cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
                    "plot": flow_cli.run_plot}[args.command]
-            # the report kept stored: a diagram decodes the connections it draws
-            return cmd(args, env, lambda path: _analyze_one(path, args, env, COMPACT))
+            # a diagram decodes the connections it draws
+            return cmd(args, env, lambda path: _analyze_one(path, args, env))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

@@ -75,7 +75,8 @@ class LabError(PktflowError):
 
 
 class NoSpaceError(PktflowError):
-    """The report's temporary files (report.stored) could not be written."""
+    """The report's temporary file (the core's spool of connection records) could not be
+    written."""
 
     exit_code = ExitCode.NO_SPACE
 

@@ -3,24 +3,23 @@
 The core (pktflow._core) reads the file, runs the TCP engine, the PostgreSQL decoder and the
 transfer measurements, and builds each connection's record ("pktflow.report/1"'s layout) once
 the connection is done; the judge (pktflow.judge) words it from the few numbers its rules read.
-Relay matching then reads the records.
+Once the pass is done the core finds the relays (Python words them), and holds the report,
+which it writes itself; renderers read its parts (report.connections).
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
 from pktflow.capture.problems import damage_reason, open_error
+from pktflow.errors import NoSpaceError
 from pktflow.findings import SEVERITY_ORDER, Finding
 from pktflow.judge import Judge
 from pktflow.relay.measure import RelayJudge
-from pktflow.report.stored import PAIR_DEPTH, Connections, Reports, Texts, TopPairs
+from pktflow.report.connections import Connections, Pairs
 
-SCHEMA = "pktflow.report/1"
 # A closed connection silent this long (capture time) is reported and its analyses dropped
 # while the pass goes on; a packet after that (a FIN retransmitted a seventh time: the backoff
 # reaches 12.6 s after six) is counted as late.
@@ -38,13 +37,16 @@ class Options(NamedTuple):
     transfer: bool = True
     linger_s: float = LINGER_S  # both inf: every connection is reported at the end
     settled_linger_s: float = SETTLED_LINGER_S
-    # keep each connection's report compressed once it is reported (report.stored), its JSON
-    # in this layout (report.stored.COMPACT or INDENTED): the report's "connections" is then
-    # a Connections sequence, not a list of dicts
-    store: str | None = None
-    # with `store`: keep the reports of only this many of the busiest connections (the text
-    # report draws no more; report.stored.Connections)
-    keep: int | None = None
+    # the report's connections and each relay's pairs read from the core as a renderer asks
+    # (report.connections), not all made Python values at once
+    lazy: bool = False
+
+
+class Report(dict[str, Any]):
+    """The report as renderers read it ("pktflow.report/1"'s keys), and the core's report,
+    which writes the JSON (`core.write_json`)."""
+
+    core: Any
 
 
 def open_pass(path: str, options: Options) -> Any:
@@ -61,20 +63,14 @@ def _finite(s: float) -> float | None:
 
 
 def analyze(path: str, options: Options | None = None,
-            progress: Progress | None = None) -> dict[str, Any]:
+            progress: Progress | None = None) -> Report:
     """Analyse the capture at `path`; raises PktflowError subclasses for unreadable input."""
     options = options or Options()
-    # Each connection's report adds dozens of containers, none in a cycle: the cyclic
-    # collector would re-scan them all again and again (three quarters of a storm's pass).
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         core = open_pass(path, options)
-        run = Run(options)
+        judge = Judge()
         shown = 0
-        while (done := core.step(run.judge)) is not None:
-            for record in done:
-                run.report(record)
+        while core.step(judge) is not None:
             if progress is not None and core.records >> 16 != shown >> 16:
                 shown = core.records
                 progress(shown)
@@ -83,64 +79,42 @@ def analyze(path: str, options: Options | None = None,
         except _core.OpenError as exc:
             raise open_error(exc.args[0], path) from None
         stats = core.stats()
-        stats["file"] = path  # as given (the core's is the path as bytes allow)
         relay_judge = RelayJudge()
-        relays, roles = core.relays(relay_judge)
-        return build_report(stats, core.engine(), run, relays, roles, relay_judge.findings)
-    finally:
-        if collecting:
-            # What the pass kept would sit in the youngest generation, and the first
-            # collection would scan all of it: file it with the oldest, as it has lived long
-            # (unless the caller froze objects of its own, which unfreeze would release).
-            if not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
+        core.relays(relay_judge)
+        damage = stats["damage"]
+        reason = None if damage is None else damage_reason(damage)
+        findings = report_findings(stats, reason, core.engine(), judge, relay_judge, options)
+        done = core.finish({"file": path, "version": __version__, "damage_reason": reason,
+                            "findings": [f.to_json() for f in findings]})
+    except _core.SpoolError as exc:
+        raise NoSpaceError(str(exc.args[0]), hint="set TMPDIR to a directory with room") \
+            from None
+    return report_of(done, options.lazy)
 
 
-class Run:
-    """The reports of one pass's connections, as the core finishes them."""
-
-    def __init__(self, options: Options) -> None:
-        self.options = options
-        self.judge = Judge()
-        self.reports: Reports | Connections = (
-            Reports() if options.store is None else Connections(options.store, options.keep))
-
-    def report(self, record: dict[str, Any]) -> None:
-        self.reports.add(int(record["id"][1:]), record)
-
-
-def capture_json(stats: dict[str, Any]) -> dict[str, Any]:
-    duration = 0.0
-    if stats["first_ts"] is not None and stats["last_ts"] is not None:
-        duration = stats["last_ts"] - stats["first_ts"]
-    damage = stats["damage"]
-    return {
-        "file": stats["file"],
-        "format": stats["format"],
-        "compressed": stats["compressed"],
-        "link_types": stats["link_types"],
-        "packets": stats["packets"],
-        "tcp_packets": stats["tcp_packets"],
-        "non_tcp_packets": stats["non_tcp_packets"],
-        "truncated_packets": stats["truncated_packets"],
-        "undecodable_packets": stats["undecodable_packets"],
-        "ip_fragments": stats["ip_fragments"],
-        "if_drops": stats["if_drops"],
-        "first_ts": stats["first_ts"],
-        "duration_s": round(duration, 6),
-        "damage": None if damage is None else {
-            "frame": damage["frame"], "offset": damage["offset"],
-            "reason": damage_reason(damage)},
-    }
+def report_of(core: Any, lazy: bool) -> Report:
+    """The report's keys over the core's report: its connections and pairs read as they are
+    asked for (lazy), or all at once."""
+    relays = core.relays()
+    for i, relay in enumerate(relays):
+        relay["queries"] = Pairs(core, i)
+        if not lazy:
+            relay["queries"] = list(relay["queries"])
+    connections = Connections(core)
+    out = Report(schema=_core.SCHEMA, tool={"name": "pktflow", "version": __version__},
+                 capture=core.capture(),
+                 connections=connections if lazy else list(connections),
+                 relays=relays, findings=core.findings())
+    out.core = core
+    return out
 
 
-def capture_findings(capture: dict[str, Any]) -> list[Finding]:
+def capture_findings(capture: dict[str, Any], reason: str | None) -> list[Finding]:
+    """The capture's own findings, from its stats (`reason`: the damage's, when damaged)."""
     out = []
     damage = capture["damage"]
     if damage is not None:
-        frame, offset, reason = damage["frame"], damage["offset"], damage["reason"]
+        frame, offset = damage["frame"], damage["offset"]
         out.append(Finding("error", "capture-damaged",
                            f"the capture is damaged at byte offset {offset} (frame {frame}): "
                            f"{reason}; only what precedes it was analysed", None, [frame]))
@@ -161,17 +135,15 @@ def capture_findings(capture: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run,
-                 relays: list[dict[str, Any]], roles: dict[str, str],
-                 relay_findings: list[Finding]) -> dict[str, Any]:
-    """The report, once the pass is done: connections in the order they opened."""
-    capture = capture_json(stats)
-    judge = run.judge
+def report_findings(stats: dict[str, Any], reason: str | None, engine: dict[str, Any],
+                    judge: Judge, relay_judge: RelayJudge, options: Options) -> list[Finding]:
+    """Every finding, in the report's order: the capture's, each connection's (in connection
+    order), the late packets', the relays'; most severe first."""
     judge.findings_of.sort(key=lambda r: r[0])
-    findings = capture_findings(capture)
-    if capture["truncated_packets"]:
+    findings = capture_findings(stats, reason)
+    if stats["truncated_packets"]:
         findings = [f for f in findings if f.code != "snaplen"]
-        findings.append(judge.cut.finding(capture["truncated_packets"]))
+        findings.append(judge.cut.finding(stats["truncated_packets"]))
     for _, found in judge.findings_of:
         findings.extend(found)
     judge.findings_of = []
@@ -181,29 +153,8 @@ def build_report(stats: dict[str, Any], engine: dict[str, Any], run: Run,
             "info", "late-packets",
             f"{engine['late_packets']:,} packets came after their connection had closed and been "
             f"reported (silent {settled if settled is not None else float('inf'):g} s "
-            f"after a RST or both FINs acknowledged, else {run.options.linger_s:g} s); they are "
+            f"after a RST or both FINs acknowledged, else {options.linger_s:g} s); they are "
             f"not analysed", None, engine["late_frames"]))
-    reports = run.reports
-    reports.sort()
-    store = run.options.store
-    # a storm's matched queries stored like its connections (2 KB each as dicts), as text
-    kept: Callable[[], Any] = (
-        list if store is None else partial(TopPairs, run.options.keep) if run.options.keep
-        else partial(Texts, store, PAIR_DEPTH, deflate=False))
-    for relay in relays:
-        pairs = kept()
-        for pair in relay["queries"]:
-            pairs.append(pair)
-        relay["queries"] = pairs
-    reports.matched(roles)
-    findings.extend(relay_findings)
+    findings.extend(relay_judge.findings)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
-    return {
-        "schema": SCHEMA,
-        "tool": {"name": "pktflow", "version": __version__},
-        "capture": capture,
-        "connections": reports.connections(),
-        "relays": relays,
-        "findings": [f.to_json() for f in findings],
-    }
-
+    return findings

@@ -1,17 +1,17 @@
 //! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
 //! opened, stepped through, and each connection's facts converted as they come.
 
-mod json;
 mod pyvalue;
+mod report;
 
 use std::path::PathBuf;
 
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
-use pktflow_core::relay::{RelayStage, RelayWords};
-use pktflow_core::report::{judge_and_record, ConnectionRecord, Role, Words};
+use pktflow_core::relay::RelayWords;
+use pktflow_core::report::{judge_and_record, Assembly, CaptureWords, Words};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 create_exception!(
@@ -26,6 +26,13 @@ create_exception!(
     PyException,
     "The core panicked: a bug in pktflow (the message says where)."
 );
+create_exception!(
+    _core,
+    SpoolError,
+    PyException,
+    "The report's temporary file could not be written (TMPDIR full or read-only): args[0] \
+     says where and why."
+);
 
 thread_local! {
     /// The last panic's message and place, kept by the hook for `guard` (the default hook
@@ -35,7 +42,7 @@ thread_local! {
 
 /// Runs core code with a panic turned into CoreBug: an ordinary exception, so the command
 /// line reports it in one line (exit 70) rather than as PyO3's BaseException.
-fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+pub(crate) fn guard<T>(f: impl FnOnce() -> T) -> PyResult<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .map_err(|_| CoreBug::new_err(PANIC.with(|p| p.take())))
 }
@@ -56,7 +63,7 @@ fn keep_panics_quiet() {
     }));
 }
 
-fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
+pub(crate) fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> {
     Ok(pyvalue::to_python(py, value)?.unbind())
 }
 
@@ -66,31 +73,12 @@ fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<Py<PyAny>> 
 #[pyclass(unsendable, module = "pktflow._core")]
 struct Pass {
     inner: CorePass,
-    /// The legs relays are found among (None once `relays` ran).
-    relays: Option<RelayStage>,
+    /// The report being assembled (None once `finish` took it).
+    assembly: Option<Assembly>,
 }
 
-/// The connections one step finished, judged, as records converted to Python values one at a
-/// time as they are iterated: a step can retire thousands at once (a storm's connections
-/// linger, then go together), and as Python values each is ~30 KB.
-#[pyclass(unsendable, module = "pktflow._core")]
-struct Finished {
-    left: std::collections::VecDeque<ConnectionRecord>,
-}
-
-#[pymethods]
-impl Finished {
-    fn __len__(&self) -> usize {
-        self.left.len()
-    }
-
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.left.pop_front().map(|c| to_py(py, &c)).transpose()
-    }
+pub(crate) fn spool_error(e: impl std::fmt::Display) -> PyErr {
+    SpoolError::new_err(e.to_string())
 }
 
 #[pymethods]
@@ -114,22 +102,27 @@ impl Pass {
         match py.detach(|| guard(|| CorePass::open(&path, options)))? {
             Ok(inner) => Ok(Pass {
                 inner,
-                relays: Some(RelayStage::default()),
+                assembly: Some(Assembly::default()),
             }),
             Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
         }
     }
 
     /// Reads the next batch of packets; each connection retired meanwhile is judged by
-    /// `judge` (a Judgement in, its Words out) and returned as its record.
-    fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Finished>> {
+    /// `judge` (a Judgement in, its Words out) and its record kept for the report. Returns
+    /// the numbers of those connections, or None once the capture is done.
+    fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u64>>> {
         let mut done = Vec::new();
         let inner = &mut self.inner;
         if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
             return Ok(None);
         }
         let start = self.inner.start();
-        let mut left = std::collections::VecDeque::with_capacity(done.len());
+        let assembly = self
+            .assembly
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
+        let mut numbers = Vec::with_capacity(done.len());
         for report in done {
             let number = report.tcp.number;
             let (judgement, mut record) = guard(|| judge_and_record(report, start))?;
@@ -138,38 +131,45 @@ impl Pass {
                 PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
             })?;
             words.apply(&mut record);
-            if let Some(stage) = self.relays.as_mut() {
-                stage.add(&record, number);
-            }
-            left.push_back(record);
+            guard(|| assembly.add(number, &record))?.map_err(spool_error)?;
+            numbers.push(number);
         }
-        Ok(Some(Finished { left }))
+        Ok(Some(numbers))
     }
 
     /// Once every step is done: the relays among the connections, each worded by `judge` (a
-    /// RelayJudgement in, its RelayWords out), as records; and each relay leg's role, by
-    /// connection id.
-    fn relays(
-        &mut self,
-        py: Python<'_>,
-        judge: &Bound<'_, PyAny>,
-    ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
-        let stage = self.relays.take().unwrap_or_default();
-        let found = guard(|| stage.finish())?;
-        let mut relays = Vec::with_capacity(found.relays.len());
-        for (judgement, mut record) in found.relays {
+    /// RelayJudgement in, its RelayWords out) and kept for the report.
+    fn relays(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let assembly = self
+            .assembly
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
+        let found = guard(|| assembly.find_relays())?;
+        let mut relays = Vec::with_capacity(found.len());
+        for (judgement, mut record) in found {
             let said = judge.call1((to_py(py, &judgement)?,))?;
             let words: RelayWords = pythonize::depythonize(&said)
                 .map_err(|e| PyTypeError::new_err(format!("the relay judge's words: {e}")))?;
             words.apply(&mut record);
-            relays.push(to_py(py, &record)?);
+            relays.push(record);
         }
-        let roles: std::collections::BTreeMap<String, Role> = found
-            .roles
-            .into_iter()
-            .map(|(n, role)| (format!("c{n}"), role))
-            .collect();
-        Ok((relays, to_py(py, &roles)?))
+        let n = relays.len();
+        assembly.set_relays(relays);
+        Ok(n)
+    }
+
+    /// The report, with Python's words for the capture as a whole (CaptureWords).
+    fn finish(&mut self, words: &Bound<'_, PyAny>) -> PyResult<report::Report> {
+        let words: CaptureWords = pythonize::depythonize(words)
+            .map_err(|e| PyTypeError::new_err(format!("the capture's words: {e}")))?;
+        let assembly = self
+            .assembly
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
+        let stats = self.inner.stats();
+        Ok(report::Report::new(guard(|| {
+            assembly.finish(stats, words)
+        })?))
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could
@@ -245,10 +245,9 @@ fn sql_key(sql: &str) -> String {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
     m.add_class::<Pass>()?;
-    m.add_class::<Finished>()?;
+    m.add_class::<report::Report>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
     m.add_function(wrap_pyfunction!(sql_key, m)?)?;
-    m.add_function(wrap_pyfunction!(json::json_text, m)?)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
     use pktflow_core::packet as p;
     use pktflow_core::tcp::observe as o;
@@ -272,6 +271,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("OpenError", m.py().get_type::<OpenError>())?;
     m.add("CoreBug", m.py().get_type::<CoreBug>())?;
+    m.add("SpoolError", m.py().get_type::<SpoolError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("SCHEMA", pktflow_core::report::document::SCHEMA)?;
     Ok(())
 }

@@ -11,7 +11,7 @@ from pktflow._core import (ACK, FILLS_HOLE, FIN, KEEPALIVE, OUT_OF_ORDER, PARTIA
                            RETRANS, RST, SYN)
 from pktflow.flow.events import Collected
 from pktflow.flow.legend import Detail, code, legend, tokens
-from pktflow.report.stored import by_id
+from pktflow.report.connections import by_id
 
 MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
 # Client (or server) endpoints drawn on lanes of their own; more share one lane, with a note.

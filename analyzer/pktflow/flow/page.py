@@ -21,7 +21,7 @@ from pktflow.flow.legend import MEANING, TCP_WORDS, family
 from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
 from pktflow.report.columns import short_sql
-from pktflow.report.stored import busiest
+from pktflow.report.connections import busiest
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
 MAX_QUERY_ROWS = 30  # queries in the timings table, the largest responses

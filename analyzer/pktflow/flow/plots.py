@@ -15,7 +15,7 @@ from typing import Any
 
 from pktflow._core import ACK, PARTIAL_RETRANS, RETRANS
 from pktflow.flow.events import Collected
-from pktflow.report.stored import by_id
+from pktflow.report.connections import by_id
 
 
 def _series(report: dict[str, Any], got: Collected) -> list[dict[str, Any]]:

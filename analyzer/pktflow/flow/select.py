@@ -10,7 +10,7 @@ from typing import Any
 
 from pktflow.errors import UsageError
 from pktflow.report.columns import short_sql
-from pktflow.report.stored import by_id, connection_ids
+from pktflow.report.connections import by_id, connection_ids
 
 # After a query's last response byte, keep drawing this long for the ACKs that follow it.
 TAIL_S = 0.2

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from pktflow.report.columns import fits, short_sql, table, widths
-from pktflow.report.stored import ranked_pairs
+from pktflow.report.connections import ranked_pairs
 
 MAX_ROWS = 15  # matched queries shown; the biggest responses first, the rest counted
 MAX_LEGS = 12  # connection ids listed per leg

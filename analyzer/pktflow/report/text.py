@@ -16,7 +16,7 @@ from rich.text import Text
 from pktflow.report.answer import render_answer
 from pktflow.report.queries import message_counts, protocol_line, query_table
 from pktflow.report.relays import render_relays
-from pktflow.report.stored import busiest
+from pktflow.report.connections import busiest
 from pktflow.report.transfer import transfer_views
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

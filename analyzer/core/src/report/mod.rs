@@ -6,12 +6,16 @@
 pub mod connection;
 pub mod conversation;
 pub mod direction;
+pub mod document;
+pub mod json;
 pub mod judgement;
 pub mod numbers;
 pub mod round_trips;
+pub mod spool;
 pub mod values;
 pub mod words;
 
 pub use connection::{CapturePoint, ConnectionRecord, Role};
+pub use document::{Assembly, CaptureRecord, CaptureWords, Report, ReportError};
 pub use judgement::{judge_and_record, Judgement};
 pub use words::{Finding, Verdict, Words};

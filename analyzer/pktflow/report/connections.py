@@ -1,0 +1,148 @@
+"""A finished report's connections and a relay's matched pairs as renderers read them: from the
+core, one at a time, as they are asked for. A storm's text report draws 50 connections and 15
+pairs of 20,000 each; the JSON is written by the core itself, never from these.
+
+The helpers below take either these sequences or plain lists (a report made with every value
+at once, `pipeline.Options(lazy=False)`), so renderers read both the same way."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Collection, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from pktflow import _core
+
+BULK_SEGMENTS = 4  # a pair whose back leg carried this many segments or more is bulk
+
+
+class Connections(Sequence[dict[str, Any]]):
+    """The report's "connections", in connection order, each decoded when read."""
+
+    def __init__(self, core: _core.Report) -> None:
+        self._core = core
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return dict(self._core.connection(i))
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def ids(self) -> list[str]:
+        return [f"c{n}" for n in self._core.numbers()]
+
+    def busiest(self, n: int) -> list[int]:
+        """The indexes of the n connections that carried the most bytes, busiest first (ties
+        in order), found without decoding any."""
+        payload = self._core.payload()
+        return heapq.nlargest(n, range(len(payload)), key=payload.__getitem__)
+
+
+class Pairs(Sequence[dict[str, Any]]):
+    """A relay's matched queries, each decoded when read."""
+
+    def __init__(self, core: _core.Report, relay: int) -> None:
+        self._core = core
+        self._relay = relay
+        # what ranking reads: (front response bytes, relay cost, back segments) per pair
+        self.keys = core.pair_keys(relay)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return self.at(list(range(len(self))[i]))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.at([i])[0]
+
+    def at(self, indices: list[int]) -> list[dict[str, Any]]:
+        return [dict(p) for p in self._core.pairs(self._relay, indices)]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        step = 512
+        for start in range(0, len(self), step):
+            yield from self.at(list(range(start, min(start + step, len(self)))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _bulk(segments_in: int | None) -> bool:
+    return (segments_in or 0) >= BULK_SEGMENTS
+
+
+def ranked_pairs(pairs: Sequence[dict[str, Any]], n: int) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether a relay carried bulk responses, and its first n matched queries: the biggest
+    responses first if so, else those the relay delayed most (ties in order)."""
+    if isinstance(pairs, Pairs):
+        keys = pairs.keys
+        bulk = any(_bulk(k[2]) for k in keys)
+        chosen = heapq.nsmallest(n, range(len(keys)),
+                                 key=lambda i: -(keys[i][0] or 0) if bulk
+                                 else -(keys[i][1] or 0.0))
+        return bulk, pairs.at(chosen)
+    bulk = any(_bulk(p["segments_in"]) for p in pairs)
+    return bulk, heapq.nsmallest(
+        n, pairs, key=lambda p: -(p["response_bytes"]["front"] or 0) if bulk
+        else -(p["relay_cost_ms"] or 0.0))
+
+
+def payload_bytes(conn: dict[str, Any]) -> int:
+    """What a connection carried, both ways: how the text report ranks connections."""
+    return sum(d["payload_bytes"] for d in conn["directions"].values())
+
+
+def connection_ids(conns: Sequence[dict[str, Any]]) -> list[str]:
+    """The ids of a report's connections, in order (none decoded)."""
+    if isinstance(conns, Connections):
+        return conns.ids()
+    return [c["id"] for c in conns]
+
+
+def by_id(conns: Sequence[dict[str, Any]], ids: Collection[str]) -> Iterator[dict[str, Any]]:
+    """The report's connections with these ids, in order (only they are decoded, one at a
+    time)."""
+    if isinstance(conns, Connections):
+        return (conns[i] for i, cid in enumerate(conns.ids()) if cid in ids)
+    return (c for c in conns if c["id"] in ids)
+
+
+def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str, Any]]]:
+    """The n connections that carried the most bytes, busiest first (ties in capture order),
+    with their indexes; a report's own sequence decodes only those n."""
+    if isinstance(conns, Connections):
+        return [(i, conns[i]) for i in conns.busiest(n)]
+    return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
