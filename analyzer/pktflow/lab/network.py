@@ -35,7 +35,7 @@ CONGESTION_CONTROL = "cubic"
 
 
 def tbf_argv(dev: str, rate: str) -> list[str]:
-    """The rate limit on one interface (compose/netem.sh applies the same)."""
+    """The rate limit on one interface (the compose stack's containers apply the same)."""
     return ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "64kb",
             "latency", "100ms"]
 
