@@ -434,13 +434,19 @@ def deliver(stack: Stack, meta: dict[str, Any]) -> Path:
     return out
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else ""
     if role not in SERVICES:
         print(f"usage: python3 -m pktflow.lab.compose {'|'.join(SERVICES)}", file=sys.stderr)
         return 2
-    # compose stops the stack with SIGTERM: unwind, so that Services stops what it started
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # compose stops the stack with SIGTERM: unwind, so that Services stops what it started.
+    # The servers' end is their normal one; the client's is an interrupted run (Ctrl-C on
+    # `up`), which must not pass for a recording.
+    signal.signal(signal.SIGTERM, _interrupted if role == "client" else lambda *_: sys.exit(0))
     if role == "server":
         # a container started again keeps its files: each run is a fresh one, as natively
         # (the server's container starts first, the others once it is ready)
@@ -499,6 +505,9 @@ def run(role: str) -> int:
         else:  # the client says it, once
             mark(f"{role}.failed", exc.one_line())
         return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("pktflow compose: interrupted; nothing recorded", file=sys.stderr)
+        return 130
     finally:
         if svc is not None:
             svc.close()
