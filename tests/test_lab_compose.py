@@ -548,6 +548,32 @@ def test_delay_10_is_the_handshake_round_trip(delayed: Run) -> None:
 
 
 @pytest.mark.lab
+def test_every_other_condition_applies_in_one_run(engine: Engine, built: dict[str, Any],
+                                                  captures: Path) -> None:
+    run = recorded(engine, captures, VIA="pgbouncer", DELAY_BACK="5", LOSS="2", RATE="1gbit",
+                   CLIENT_RCVBUF="65536", POOLER_RCVBUF="65536", SLOW_READER="2000000")
+    meta = run["meta"]
+    cond = meta["conditions"]
+    assert set(cond["how"]) == {"delay_back", "loss", "client_rcvbuf", "pooler_rcvbuf",
+                                "slow_reader"}
+    back = cond["delay_line_pooler"]
+    assert back["delay_ms"] == 5 and back["packets"] > 30
+    assert back["enobufs"] == back["queue_dropped"] == back["user_dropped"] == 0
+    socks = {s["direction"]: s for s in meta["kernel"]["sockets"]}
+    # the pooled server connection predates the delay (warm), so its minimum round trip does
+    # not show it; its smoothed one does
+    assert socks["server->pooler"]["srtt_ms"] >= 4.5, socks["server->pooler"]
+    assert cond["loss"]["dropped"] > 0 and socks["pooler->client"]["retrans"] > 0
+    assert meta["tcp_rmem"]["client"] == meta["tcp_rmem"]["pooler"] == [
+        int(x) for x in tcp_rmem(65536).split()]
+    assert meta["rate"].startswith("1gbit ")
+    assert meta["client_env"]["PKTFLOW_SLOW_READER"] == "2000000"
+    assert meta["client_seconds"] >= 0.5  # 1.1 MB read at 2 MB/s
+    for conn in _legs(run).values():
+        assert _data_rows(conn) == S.SEQSCAN_ROWS, conn["id"]
+
+
+@pytest.mark.lab
 def test_a_condition_that_does_not_take_fails_the_run_in_one_line(
         engine: Engine, built: dict[str, Any], captures: Path) -> None:
     # 3000 bytes is a receive buffer the native lab sets (min 3000); compose.yaml's sysctl

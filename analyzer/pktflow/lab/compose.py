@@ -310,8 +310,7 @@ def follow(stack: Stack, net: DockerBridge, svc: Services) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(sampler.pid, signal.SIGKILL)
             sampler.wait()
-        shaper.finish()
-        facts["conditions"] = shaper.metadata()
+        facts["conditions"] = shaper.finish()
         mark(f"{role}.json", json.dumps(facts))
     finally:
         shaper.close()
@@ -372,21 +371,18 @@ def conduct(stack: Stack, net: DockerBridge, svc: Services) -> dict[str, Any]:
         wait_for("server.json", "pooler.json", watch=others)
         facts = {r: json.loads((RUN / f"{r}.json").read_text()) for r in ("server", "pooler")}
         sockets, seen = sending_sockets(samplers, stack.via, POSTGRES_PORT, port)
-        shaper.finish()
-        client = {"network": net.facts(), "conditions": shaper.metadata()}
+        results = shaper.finish()
     finally:
         shaper.close()
-    conditions = client["conditions"]
-    pooler = facts["pooler"]["conditions"]
-    conditions.update({k: v for k, v in pooler.items() if k.startswith("delay_line_")})
-    conditions["how"] |= pooler["how"]
-    conditions.update(asdict(stack.conditions))
+    # the native record of every condition, with what the client's and the pooler's did
+    whole = Shaper(stack.conditions, net, svc, svc.workdir, via=stack.via, ports=ports)
+    conditions = whole.metadata() | results | facts["pooler"]["conditions"]
     bpf = " or ".join(f"tcp port {p}" for p in ports.values())
     where = SERVICES[stack.capture_role]
     return {
         "scenario": stack.scenario, "description": scen.description, "via": stack.via,
         "network": net.name,
-        **network_metadata(stack.rate, {"client": client["network"],
+        **network_metadata(stack.rate, {"client": net.facts(),
                                         "pooler": facts["pooler"]["network"],
                                         "server": facts["server"]["network"]}),
         "rows": scen.default_rows,
