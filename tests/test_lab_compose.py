@@ -266,6 +266,8 @@ def test_capture_names_say_what_was_recorded() -> None:
     assert C.stack_from({"OUTPUT": "mine.pcap.gz"}).output == "mine.pcap.gz"
     stack = C.stack_from({"DELAY": "10", "RATE": "1gbit"})
     assert stack.variables() == "SCENARIO=seqscan-10k VIA=pgbouncer DELAY=10 RATE=1gbit"
+    assert C.stack_from({"VIA": "direct", "OUTPUT": "x.pcap"}).variables() == \
+        "SCENARIO=seqscan-10k VIA=direct OUTPUT=x.pcap"
 
 
 def test_an_agent_acts_in_its_own_namespace_only() -> None:

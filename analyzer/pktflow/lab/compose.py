@@ -112,7 +112,15 @@ class Stack:
                 out.append(f"{var}={values[field]:g}")
         if self.rate:
             out.append(f"RATE={self.rate}")
+        if self.output != default_output(self.scenario, self.via, self.rate, self.conditions):
+            out.append(f"OUTPUT={self.output}")
         return " ".join(out)
+
+
+def default_output(scenario: str, via: str, rate: str | None, cond: Conditions) -> str:
+    """compose-SCENARIO-via-VIA, and the conditions as the native lab tags them."""
+    tag = "-".join(t for t in (f"rate{rate}" if rate else "", cond.tag()) if t)
+    return f"compose-{scenario}-via-{via}{'-' + tag if tag else ''}.pcap"
 
 
 def _flags_as_variables(text: str) -> str:
@@ -145,9 +153,7 @@ def stack_from(env: dict[str, str]) -> Stack:
     rate = env.get("RATE", "").strip() or None
     if rate is not None and not RATE.match(rate):
         raise LabError(f"RATE={rate}: give a tc rate such as 20mbit or 1gbit")
-    tag = "-".join(t for t in (f"rate{rate}" if rate else "", cond.tag()) if t)
-    default = f"compose-{scenario}-via-{via}{'-' + tag if tag else ''}.pcap"
-    output = env.get("OUTPUT", "").strip() or default
+    output = env.get("OUTPUT", "").strip() or default_output(scenario, via, rate, cond)
     if "/" in output or not re.search(r"\.pcap(\.gz)?$", output):
         raise LabError(f"OUTPUT={output}: give a file name ending in .pcap or .pcap.gz "
                        "(it is written in the captures directory)")
