@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from pktflow.lab.conditions import Conditions
+
 from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS, SCENARIOS
 
 
@@ -62,8 +64,16 @@ def add_subparser(sub: Any) -> None:
     rec.add_argument("-o", "--output", required=True, type=_path)
 
 
-def run(args: argparse.Namespace) -> int:
+def conditions_from(args: argparse.Namespace) -> Conditions:
+    """The network conditions the flags ask for (compose's variables map onto the same)."""
     from pktflow.lab.conditions import Conditions
+
+    return Conditions(delay_ms=args.delay, delay_back_ms=args.delay_back, loss_pct=args.loss,
+                      client_rcvbuf=args.client_rcvbuf, pooler_rcvbuf=args.pooler_rcvbuf,
+                      slow_reader=args.slow_reader)
+
+
+def run(args: argparse.Namespace) -> int:
     from pktflow.lab.record import Recording, metadata_path, record
 
     rec = Recording(scenario=args.scenario, via=args.via, network=args.network, rows=args.rows,
@@ -72,24 +82,27 @@ def run(args: argparse.Namespace) -> int:
                         {"default_pool_size": args.pool_size} if args.pool_size else {}),
                     warm_pool=not args.cold_pool,
                     offloads=None if args.offloads is None else args.offloads == "on",
-                    rate=args.rate,
-                    conditions=Conditions(delay_ms=args.delay, delay_back_ms=args.delay_back,
-                                          loss_pct=args.loss, client_rcvbuf=args.client_rcvbuf,
-                                          pooler_rcvbuf=args.pooler_rcvbuf,
-                                          slow_reader=args.slow_reader))
+                    rate=args.rate, conditions=conditions_from(args))
     meta = record(rec, args.output)
-    print(f"recorded {args.output} ({meta['client_seconds']} s client time, "
-          f"tcpdump dropped {meta['tcpdump_dropped']}); metadata in "
-          f"{metadata_path(args.output)}")
+    print("\n".join(summary(meta, str(args.output), str(metadata_path(args.output)))))
+    return 0
+
+
+def summary(meta: dict[str, Any], capture: str, metadata: str) -> list[str]:
+    """What a recording did, in a few lines: the handshakes' round trips, the loss achieved,
+    the kernel's account of each sending socket."""
+    lines = [f"recorded {capture} ({meta['client_seconds']} s client time, tcpdump dropped "
+             f"{meta['tcpdump_dropped']}); metadata in {metadata}"]
     for h in meta["handshakes"]:
-        print(f"  handshake {h['client']} -> {h['server']}: round trip {h['rtt_ms']:.3f} ms")
+        lines.append(f"  handshake {h['client']} -> {h['server']}: round trip "
+                     f"{h['rtt_ms']:.3f} ms")
     loss = meta["conditions"].get("loss")
     if loss:
-        print(f"  loss: {loss['dropped']} of {loss['dropped'] + loss['passed']} segments "
-              f"dropped ({loss['achieved_pct']}%)")
+        lines.append(f"  loss: {loss['dropped']} of {loss['dropped'] + loss['passed']} "
+                     f"segments dropped ({loss['achieved_pct']}%)")
     for s in meta["kernel"]["sockets"]:
-        print(f"  {s['direction']:15} busy {s['busy_ms']} ms, rwnd_limited "
-              f"{s['rwnd_limited_ms']} ms, sndbuf_limited {s['sndbuf_limited_ms']} ms, "
-              f"retrans {s['retrans']}, {s['congestion_control']}: {s['dominant_limit']} "
-              f"({s['dominant_rule']})")
-    return 0
+        lines.append(f"  {s['direction']:15} busy {s['busy_ms']} ms, rwnd_limited "
+                     f"{s['rwnd_limited_ms']} ms, sndbuf_limited {s['sndbuf_limited_ms']} ms, "
+                     f"retrans {s['retrans']}, {s['congestion_control']}: "
+                     f"{s['dominant_limit']} ({s['dominant_rule']})")
+    return lines

@@ -21,7 +21,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
-from typing import IO, Any
+from typing import Any
 
 SAMPLE_INTERVAL_S = 0.05
 SEPARATOR = "@@"  # printed by the sampler loop after each ss run
@@ -110,7 +110,7 @@ class Sampler:
     `idle_round` is set once a round found every socket idle (nothing unacknowledged: the
     warm-up's last ACK, perhaps a delayed one, is in, and its busy time with it)."""
 
-    def __init__(self, stream: IO[bytes], label: str) -> None:
+    def __init__(self, stream: Iterable[bytes], label: str) -> None:
         self.label = label
         self.samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.rounds = 0

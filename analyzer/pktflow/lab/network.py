@@ -35,9 +35,16 @@ CONGESTION_CONTROL = "cubic"
 
 
 def tbf_argv(dev: str, rate: str) -> list[str]:
-    """The rate limit on one interface (compose/netem.sh applies the same)."""
+    """The rate limit on one interface (the compose stack's containers apply the same)."""
     return ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate, "burst", "64kb",
             "latency", "100ms"]
+
+
+def cubic_route_argv(role: str) -> list[str]:
+    """The connected route carries every connection of the lab: pin its congestion control
+    there (a route metric overrides the namespace's default, which a namespace cannot set)."""
+    return ["ip", "route", "change", SUBNET, "dev", "eth0", "proto", "kernel", "scope", "link",
+            "src", ADDRESSES[role], "congctl", CONGESTION_CONTROL]
 
 
 def host_congestion_control() -> str:
@@ -117,10 +124,7 @@ class Bridge:
             _ip("link", "set", port, "master", "br0", "up", ns=br)
             _ip("link", "set", "eth0", "mtu", str(MTU), "up", ns=self.ns[role])
             _ip("addr", "add", f"{ADDRESSES[role]}/24", "dev", "eth0", ns=self.ns[role])
-            # the connected route carries every connection of the lab: pin its congestion
-            # control there (a route metric overrides the namespace's default)
-            _ip("route", "change", SUBNET, "dev", "eth0", "proto", "kernel", "scope", "link",
-                "src", ADDRESSES[role], "congctl", CONGESTION_CONTROL, ns=self.ns[role])
+            _ip(*cubic_route_argv(role)[1:], ns=self.ns[role])
             if role in self.rcvbuf:
                 self.run(["sysctl", "-q", "-w",
                           f"net.ipv4.tcp_rmem={tcp_rmem(self.rcvbuf[role])}"], role)

@@ -128,6 +128,12 @@ def record(rec: Recording, out: Path) -> dict[str, Any]:
         else:
             shutil.move(pcap, out)
     metadata_path(out).write_text(json.dumps(meta, indent=2) + "\n")
+    require_complete(meta, out)
+    return meta
+
+
+def require_complete(meta: dict[str, Any], out: Path) -> None:
+    """A recording whose capture or delay line lost packets is not what was asked: say so."""
     if meta["tcpdump_dropped"]:
         raise LabError(f"tcpdump dropped {meta['tcpdump_dropped']} packets: the capture is "
                        "incomplete", file=str(out))
@@ -137,7 +143,6 @@ def record(rec: Recording, out: Path) -> dict[str, Any]:
                      line.get("user_dropped")):
             raise LabError(f"the delay line in the {role}'s namespace lost packets ({line}): "
                            "the delay is not what was asked", file=str(out))
-    return meta
 
 
 @contextlib.contextmanager
@@ -234,16 +239,21 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
                      "kernel": platform.release()},
         "remake": remake_command(rec, _in_captures(out)),
         "recording": asdict(rec),
-        "kernel": {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
-                              "each sending namespace; per socket the last sample before it "
-                              "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
-                                          "and two more sampler rounds, so that one comes "
-                                          "after the transfer)" if linger else "")
-                              + "; a socket open before the client started (a warm pool's) "
-                                "counted from the last sampler round before it, once idle",
-                   "rule": kernel.RULE, "sockets_seen": seen,
-                   "sockets": sockets},
+        "kernel": kernel_account(linger, sockets, seen),
     }
+
+
+def kernel_account(linger: bool, sockets: list[dict[str, Any]], seen: int) -> dict[str, Any]:
+    """The metadata's `kernel` part: how the sending sockets were sampled, the rule that
+    names each one's limit, and the sockets."""
+    return {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
+                       "each sending namespace; per socket the last sample before it "
+                       "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
+                                   "and two more sampler rounds, so that one comes "
+                                   "after the transfer)" if linger else "")
+                       + "; a socket open before the client started (a warm pool's) "
+                         "counted from the last sampler round before it, once idle",
+            "rule": kernel.RULE, "sockets_seen": seen, "sockets": sockets}
 
 
 def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_port: int,
@@ -280,8 +290,15 @@ def _stop_samplers(svc: Services, samplers: list[tuple[subprocess.Popen[bytes],
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    return sending_sockets([sampler for _, sampler, _ in samplers], via, pg_port, pool_port)
+
+
+def sending_sockets(samplers: list[kernel.Sampler], via: str, pg_port: int, pool_port: int
+                    ) -> tuple[list[dict[str, Any]], int]:
+    """The lab's sending sockets, each summarised with its direction, from samplers whose
+    streams have ended (or end now); and how many there were before the busiest were kept."""
     sockets = []
-    for _, sampler, _ in samplers:
+    for sampler in samplers:
         sampler.join()
         for (local, peer), series in sampler.samples.items():
             lport = int(local.rsplit(":", 1)[1])

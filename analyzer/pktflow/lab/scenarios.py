@@ -1,7 +1,7 @@
 """What the lab runs: tables, scenario commands and pooler settings, in one place.
 
-compose.yaml repeats these facts for Docker users; tests/test_lab_compose.py checks that it
-names the same ones, so the two ways of recording cannot drift apart.
+The compose stack runs this same code in its containers (pktflow.lab.compose);
+tests/test_lab_compose.py checks compose.yaml against it, and records with both.
 """
 
 from __future__ import annotations
