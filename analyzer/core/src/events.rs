@@ -15,7 +15,9 @@ use crate::capture::{Capture, OpenError};
 use crate::pgwire::counts::{Detail as TrailDetail, MAX_DETAILS};
 use crate::pgwire::facts::Encryption;
 use crate::pgwire::messages::Name;
-use crate::pgwire::tls::{cipher_name, handshake_name, record_name, version_name, RecordWalk};
+use crate::pgwire::tls::{
+    cipher_name, group_name, handshake_name, record_name, version_name, RecordWalk,
+};
 use crate::pgwire::{Conversation, ConversationFacts};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
@@ -126,6 +128,9 @@ impl StreamSink for Recorder {
                         }
                         if let Some(c) = h.cipher {
                             text += &format!(", {}", cipher_name(c));
+                        }
+                        if let Some(g) = h.group {
+                            text += &format!(", {}", group_name(g));
                         }
                         details.push(TrailDetail {
                             name,

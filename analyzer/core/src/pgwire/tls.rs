@@ -113,6 +113,7 @@ pub fn record_name(content_type: u8) -> &'static str {
 const CHANGE_CIPHER_SPEC: u8 = 20;
 const SERVER_HELLO: u8 = 0x02;
 const SUPPORTED_VERSIONS: u16 = 0x002b;
+const KEY_SHARE: u16 = 0x0033;
 /// RFC 8446 4.1.3: a ServerHello whose random is this value is a HelloRetryRequest.
 const RETRY_RANDOM: [u8; 32] = [
     0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
@@ -134,6 +135,8 @@ pub struct Handshake {
     pub version: Option<u16>,
     /// a ServerHello's cipher suite
     pub cipher: Option<u16>,
+    /// a ServerHello's key share group (a HelloRetryRequest's: the group it asks for)
+    pub group: Option<u16>,
 }
 
 /// A handshake message's name by its type; None for a type without one.
@@ -167,6 +170,18 @@ pub fn version_name(v: u16) -> String {
     }
 }
 
+/// Key exchange groups by name (RFC 8446 4.2.7); others by number.
+pub fn group_name(g: u16) -> String {
+    match g {
+        0x0017 => "secp256r1".to_string(),
+        0x0018 => "secp384r1".to_string(),
+        0x0019 => "secp521r1".to_string(),
+        0x001d => "x25519".to_string(),
+        0x001e => "x448".to_string(),
+        _ => format!("group 0x{g:04x}"),
+    }
+}
+
 /// TLS 1.3's cipher suites by name (RFC 8446 B.4); others by number.
 pub fn cipher_name(c: u16) -> String {
     match c {
@@ -186,6 +201,7 @@ fn handshake(kind: u8, body: &[u8]) -> Handshake {
         retry: false,
         version: None,
         cipher: None,
+        group: None,
     };
     if kind != SERVER_HELLO {
         return h;
@@ -208,10 +224,11 @@ fn handshake(kind: u8, body: &[u8]) -> Handshake {
         let (Some(etype), Some(elen)) = (be16(body, i), be16(body, i + 2)) else {
             break;
         };
+        // both carry their value first: the version chosen, the group (of the share)
         if etype == SUPPORTED_VERSIONS {
-            if let Some(v) = be16(body, i + 4) {
-                h.version = Some(v);
-            }
+            h.version = be16(body, i + 4).or(h.version);
+        } else if etype == KEY_SHARE {
+            h.group = be16(body, i + 4);
         }
         i += 4 + usize::from(elen);
     }
@@ -439,6 +456,8 @@ mod tests {
             &SUPPORTED_VERSIONS.to_be_bytes()[..],
             &[0, 2],
             &version.to_be_bytes(),
+            &KEY_SHARE.to_be_bytes(),
+            &[0, 2, 0, 0x17],
         ]
         .concat();
         body.extend((ext.len() as u16).to_be_bytes());
@@ -470,6 +489,9 @@ mod tests {
                         if let (Some(v), Some(c)) = (h.version, h.cipher) {
                             n += &format!(" {} {}", version_name(v), cipher_name(c));
                         }
+                        if let Some(g) = h.group {
+                            n += &format!(" {}", group_name(g));
+                        }
                         n
                     })
                     .collect();
@@ -492,12 +514,12 @@ mod tests {
                 (22, vec!["ClientHello".to_string()]),
                 (
                     22,
-                    vec!["HelloRetryRequest TLS 1.3 TLS_AES_256_GCM_SHA384".to_string()]
+                    vec!["HelloRetryRequest TLS 1.3 TLS_AES_256_GCM_SHA384 secp256r1".to_string()]
                 ),
                 (20, vec![]),
                 (
                     22,
-                    vec!["ServerHello TLS 1.3 TLS_AES_256_GCM_SHA384".to_string()]
+                    vec!["ServerHello TLS 1.3 TLS_AES_256_GCM_SHA384 secp256r1".to_string()]
                 ),
             ]
         );
@@ -516,7 +538,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                vec!["ServerHello TLS 1.2 cipher suite 0xc02f".to_string()],
+                vec!["ServerHello TLS 1.2 cipher suite 0xc02f secp256r1".to_string()],
                 vec!["Certificate".to_string(), "ServerHelloDone".to_string()]
             ]
         );
@@ -548,6 +570,9 @@ mod tests {
         assert_eq!(version_name(0x0300), "SSL 3.0");
         assert_eq!(version_name(0x0301), "TLS 1.0");
         assert_eq!(version_name(0x7f1c), "version 0x7f1c");
+        assert_eq!(group_name(0x001d), "x25519");
+        assert_eq!(group_name(0x0100), "group 0x0100");
+        assert_eq!(cipher_name(0x1303), "TLS_CHACHA20_POLY1305_SHA256");
     }
 
     #[test]
