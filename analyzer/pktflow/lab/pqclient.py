@@ -72,7 +72,7 @@ class Client:
     def results(self, until: int | None = None, limit: int = 64) -> list[int]:
         """Statuses of the results that come, up to `until` (a pipeline's sync), else up to
         the end of one query's results (libpq's NULL)."""
-        got = []
+        got: list[int] = []
         for _ in range(limit):
             res = self.pq.PQgetResult(self.conn)
             if not res:
