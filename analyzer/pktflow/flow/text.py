@@ -162,9 +162,10 @@ def leg_messages(tot: dict, lanes: list[str]) -> str:  # type: ignore[type-arg]
 
 def _totals_line(tot: dict, prefix: str, lanes: list[str]) -> str:  # type: ignore[type-arg]
     msgs = leg_messages(tot, lanes)
+    moved = f"{tot['segments']:,} segments, {tot['bytes']:,} B, " if tot["segments"] else ""
     return (f"{prefix}frames {tot['first_frame']}-{tot['last_frame']}, "
-            f"{(tot['t1'] - tot['t0']) * 1000:,.3f} ms, {tot['segments']:,} segments, "
-            f"{tot['bytes']:,} B, {tot['acks']:,} ACKs" + (f", {msgs}" if msgs else ""))
+            f"{(tot['t1'] - tot['t0']) * 1000:,.3f} ms, {moved}{tot['acks']:,} ACKs"
+            + (f", {msgs}" if msgs else ""))
 
 
 def render(ladder: Ladder, console: Console, *, expand: bool = False,
