@@ -9,7 +9,9 @@ whole: a new kind of sentence fails it until a test here covers it."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -521,6 +523,38 @@ def test_the_report_page_steps_through_the_walk(tmp_path: Path) -> None:
     assert "skips everything after it up to the Sync" in data["steps"][0]["sentence"]
     assert "<h3>Step by step</h3>" in text and "Z(I)" in text
     assert "L.steps.findIndex(s => s.frames.includes(r.frame))" in text
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package "
+                                             "chromium)")
+def test_a_picked_arrow_says_its_step_in_a_real_browser(tmp_path: Path) -> None:
+    """Stepping through the ladder arrow by arrow, the pane names the walk's step each arrow
+    belongs to: the pipelined batch's error and the Sync's ReadyForQuery(I)."""
+    from cdp import Browser
+
+    from test_flow import cli
+    page = tmp_path / "p.html"
+    code, _, err = cli("report", str(PIPELINE), "-o", str(page))
+    assert code == 0, err
+    with Browser(CHROMIUM or "chromium", tmp_path) as b:
+        b.open(page.as_uri())
+        b.eval("document.querySelector('#ladder-box summary').click()")
+        for _ in range(100):
+            if b.eval("document.querySelectorAll('#ladder-svg .arrow').length"):
+                break
+            time.sleep(0.05)
+        b.eval("document.getElementById('next').click()")  # the first arrow: frame 18
+        pane = b.eval("document.getElementById('pane').innerText")
+        assert pane.startswith("frame 18") and "step 1, extended query (c2):" in pane
+        assert "skips everything after it up to the Sync" in pane
+        for _ in range(2):
+            b.eval("document.getElementById('next').click()")
+        pane = b.eval("document.getElementById('pane').innerText")
+        assert pane.startswith("frame 20") and "ReadyForQuery" in pane and "(I)" in pane
+        assert "step 1, extended query (c2):" in pane
 
 
 # -- Every sentence printed is one tested above ---------------------------------------------

@@ -173,7 +173,8 @@ def _startup(x: Exchange, ctx: Context) -> tuple[str, str]:
         parts.append("gives the key a CancelRequest needs (BackendKeyData)")
     if "ReadyForQuery" in x.answered:
         parts.append(f"answers {_status(x)}: the session is ready")
-    said = "StartupMessage opens the session, naming the user and the database"
+    said = "StartupMessage opens the session with the protocol version and its options (user, " \
+        "database…)"
     if parts:
         said += "; " + _list(parts)
     errors = x.details("ErrorResponse")
@@ -280,6 +281,10 @@ def _matched(x: Exchange) -> tuple[int | None, list[str]]:
 
 def _extended(x: Exchange) -> tuple[str, str]:
     syncs, readies = x.count("Sync", True), x.count("ReadyForQuery", False)
+    # an implicit transaction: no transaction block opened or closed in the batch
+    tags = [t for _, t, _ in x.details("CommandComplete")]
+    implicit = not any(t.split(" ")[0] in ("BEGIN", "START", "COMMIT", "ROLLBACK", "END")
+                       for t in tags) and _status(x).startswith("ReadyForQuery(I)")
     executes = x.count("Execute", True)
     parts = []
     asked = [n for n in ("Parse", "Bind", "Describe", "Execute") if n in x.sent]
@@ -303,8 +308,7 @@ def _extended(x: Exchange) -> tuple[str, str]:
             said_error += f" ({len(skipped)} messages unanswered: {' '.join(skipped)})"
         parts.append(said_error)
         done = [t for _, t, f in x.details("CommandComplete") if f <= frame]
-        if done and x.details("ReadyForQuery")[-1:] and \
-                x.details("ReadyForQuery")[-1][1] == "I":
+        if done and implicit:
             parts.append(f"the error rolls back the batch's implicit transaction, with what "
                          f"ran before it ({', '.join(done)})")
         ready = x.first_frame("ReadyForQuery", False)
@@ -321,8 +325,8 @@ def _extended(x: Exchange) -> tuple[str, str]:
                          "before the Sync, without ReadyForQuery, and the batch went on")
     if syncs and readies == syncs:
         closed = ("Sync ends the batch" + (" and commits its implicit transaction (no BEGIN "
-                                           "opened one)" if failed is None and
-                                           _status(x).startswith("ReadyForQuery(I)") else "")
+                                           "opened one)" if failed is None and implicit
+                                           else "")
                   + f"; ReadyForQuery comes only after the Sync, one per Sync: {_status(x)}")
         parts.append(closed)
         replies = [r for r in x.rows if not r.to_server and sync is not None
