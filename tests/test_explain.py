@@ -468,11 +468,23 @@ def test_segments_are_not_writes_at_mtu_1500() -> None:
 
 @needs_tshark
 def test_a_segment_coalesced_after_the_window_reopened() -> None:
-    said = note(explain(POOLED), "52,224 B")
-    assert "(frame 65) one segment, the first after the window reopened (frame 64)" in said
-    seen = tshark(POOLED, ["tcp.srcport", "tcp.len", "tcp.window_size_value"],
-                  where="frame.number>=58 && frame.number<=65 && tcp.port==55894")
-    assert seen[58][2] == "0" and seen[64][2] != "0" and seen[65][:2] == ["5432", "52224"]
+    lines = explain(POOLED)
+    (said,) = [ln for ln in lines if "the first after the window reopened" in ln]
+    m = re.fullmatch(r"([\d,]+) B  \(frame (\d+)\) one segment, the first after the window "
+                     r"reopened \(frame (\d+)\), against ([\d,]+) B, its most frequent size: .*",
+                     said)
+    assert m is not None, said
+    size, segment, reopened, common = (int(g.replace(",", "")) for g in m.groups())
+    seen = tshark(POOLED, ["tcp.stream", "tcp.srcport", "tcp.len", "tcp.window_size_value"])
+    stream, sender = seen[segment][0], seen[segment][1]
+    assert int(seen[segment][2]) == size >= 2 * common
+    back = {f: v for f, v in seen.items() if v[0] == stream and v[1] != sender}
+    assert seen[reopened] == back[reopened] and back[reopened][3] != "0"
+    closed = max(f for f, v in back.items() if f < reopened and v[3] == "0")  # a zero window
+    assert all(v[3] != "0" for f, v in back.items() if closed < f <= reopened)
+    between = [f for f, v in seen.items() if v[0] == stream and v[1] == sender
+               and reopened < f < segment and v[2] != "0"]
+    assert between == []  # the first segment the sender sent after it reopened
     assert not [ln for ln in explain(DIRECT) if "window reopened" in ln]
 
 

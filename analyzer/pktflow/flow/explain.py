@@ -11,7 +11,10 @@ from pktflow.flow.ladder import Ladder, Row
 from pktflow.flow.legend import MEANING, code, family
 from pktflow.flow.tcpnotes import tcp_notes
 from pktflow.flow.tcpsteps import tcp_steps
-from pktflow.flow.walk import Exchange, exchanges, fold, lines, message_steps
+from pktflow.flow.walk import Exchange, exchanges, fold, lines, message_steps, who_text
+
+PAGE_STEPS = 200  # steps the page lists and steps through
+PAGE_FRAMES = 2_000  # frames of a step the page maps to it
 
 # What each message is and why it shows where it does, by name, where the legend's short
 # meaning is not enough; the conditional clauses are added by _message below.
@@ -158,6 +161,9 @@ def teach(ladder: Ladder, report: dict[str, Any] | None = None) -> None:
     """The walk and the notes, into the ladder (its explain lines, and its steps for the
     page's step-through)."""
     folded = fold(tcp_steps(ladder) + message_steps(ladder, report))
-    ladder.steps = [(f"{s.kind} ({', '.join(who)})" + (f" ×{n}" if n > 1 else ""),
-                     s.sentence, sorted(s.frames)) for s, who, n in folded]
+    # the page's step-through keeps a bounded walk: its size follows the conversation's
+    # shape, not a storm's 20,000 handshakes
+    ladder.steps = [(f"{s.kind} ({who_text(who)})" + (f" ×{n}" if n > 1 else ""),
+                     s.sentence, sorted(s.frames)[:PAGE_FRAMES])
+                    for s, who, n in folded[:PAGE_STEPS]]
     ladder.explain = lines(folded) + notes(ladder, report)

@@ -14,6 +14,8 @@ from pktflow.report.stored import by_id
 
 Way = tuple[str, int, int]  # (connection, sender lane, receiver lane)
 MIN_SEGMENTS = 4  # segments of one size before it is "the" size of a direction
+MAX_WAYS = 4  # directions a note speaks of, the busiest (a storm has thousands)
+MAX_LOSSES = 500  # retransmissions read for the losses' note
 TLS_OVERHEAD = 5 + 1 + 16  # TLS 1.3 record: header, inner content type, AEAD tag
 
 
@@ -21,20 +23,27 @@ def _frames(frames: list[int], most: int = 4) -> str:
     return ", ".join(str(f) for f in frames[:most]) + (" …" if len(frames) > most else "")
 
 
-def _ways(rows: list[Row]) -> dict[Way, list[Row]]:
-    """Data segments by direction, in order."""
-    out: dict[Way, list[Row]] = {}
-    for r in rows:
-        if r.kind == "data" and "retransmission" not in r.marks:
-            out.setdefault((r.conn, r.src, r.dst), []).append(r)
-    return out
+class Drawing:
+    """The rows indexed once: per connection, per data direction (its segments, and the ACKs
+    of new data coming back), so that a note costs a pass, not a pass per direction (a storm
+    draws 40,000 directions)."""
 
+    def __init__(self, ladder: Ladder) -> None:
+        self.ladder = ladder
+        self.by_conn: dict[str, list[Row]] = {}
+        self.ways: dict[Way, list[Row]] = {}
+        self.acks: dict[Way, list[Row]] = {}
+        for r in ladder.rows:
+            self.by_conn.setdefault(r.conn, []).append(r)
+            if r.kind == "data" and "retransmission" not in r.marks:
+                self.ways.setdefault((r.conn, r.src, r.dst), []).append(r)
+            elif r.kind == "ack" and r.nbytes:
+                self.acks.setdefault((r.conn, r.dst, r.src), []).append(r)
+        self.top = sorted(self.ways.items(), key=lambda kv: -len(kv[1]))[:MAX_WAYS]
 
-def _acks(rows: list[Row], way: Way) -> list[Row]:
-    """The ACKs of new data coming back for a direction."""
-    conn, src, dst = way
-    return [r for r in rows if r.conn == conn and r.src == dst and r.dst == src
-            and r.kind == "ack" and r.nbytes]
+    def busiest(self) -> list[tuple[Way, list[Row]]]:
+        """The directions that carried the most segments: the ones a note speaks of."""
+        return self.top
 
 
 def _common(segments: list[Row]) -> int:
@@ -43,15 +52,20 @@ def _common(segments: list[Row]) -> int:
     return size if n >= MIN_SEGMENTS else 0
 
 
-def _limits(report: dict[str, Any] | None, conn: str, to_server: bool) -> dict[str, Any]:
-    """What analyze said limited a direction: its limits and verdict, or {}."""
-    if report is None:
-        return {}
-    for c in by_id(report["connections"], {conn}):
-        d = c["directions"]["client_to_server" if to_server else "server_to_client"]
-        return {"limits": d.get("limits") or {}, "verdict": d.get("verdict") or {},
-                "rtt": (d.get("rtt_ms") or {}).get("median"), "mss": d.get("mss")}
-    return {}
+def _limits(report: dict[str, Any] | None, ways: list[tuple[Way, list[Row]]]
+            ) -> dict[Way, dict[str, Any]]:
+    """What analyze said limited each of these directions: its limits, verdict and RTT."""
+    out: dict[Way, dict[str, Any]] = {}
+    if report is None or not ways:
+        return out
+    for c in by_id(report["connections"], {w[0] for w, _ in ways}):
+        for way, segments in ways:
+            if way[0] == c["id"]:
+                d = c["directions"]["client_to_server" if segments[0].to_server
+                                    else "server_to_client"]
+                out[way] = {"limits": d.get("limits") or {}, "verdict": d.get("verdict") or {},
+                            "rtt": (d.get("rtt_ms") or {}).get("median")}
+    return out
 
 
 RULE = ("ACK n B  how Linux acknowledges: at once when more than one segment's worth has "
@@ -64,13 +78,14 @@ RULE = ("ACK n B  how Linux acknowledges: at once when more than one segment's w
         "segment.")
 
 
-def _ack_notes(ladder: Ladder, report: dict[str, Any] | None) -> list[str]:
+def _ack_notes(d: Drawing, report: dict[str, Any] | None) -> list[str]:
     out: list[str] = []
-    ways = _ways(ladder.rows)
-    if any(_acks(ladder.rows, w) for w in ways):
+    if d.acks:
         out.append(RULE)
-    for way, segments in ways.items():
-        acks = _acks(ladder.rows, way)
+    busiest = d.busiest()
+    limits = _limits(report, busiest)
+    for way, segments in busiest:
+        acks = d.acks.get(way, [])
         common = _common(segments)
         if len(acks) < MIN_SEGMENTS or not common:
             continue
@@ -79,7 +94,7 @@ def _ack_notes(ladder: Ladder, report: dict[str, Any] | None) -> list[str]:
             out.append(f"ACK {2 * common:,} B  here one ACK per two {common:,}-byte segments "
                        f"({len(pairs):,} of {len(acks):,} ACKs; frames "
                        f"{_frames([a.frame for a in pairs])})")
-            got = _limits(report, way[0], segments[0].to_server)
+            got = limits.get(way, {})
             seconds = got.get("limits", {}).get("seconds") or {}
             transfer = got.get("limits", {}).get("transfer_s") or 0.0
             if transfer and got.get("verdict", {}).get("limit") not in (None, "none"):
@@ -96,21 +111,21 @@ def _ack_notes(ladder: Ladder, report: dict[str, Any] | None) -> list[str]:
                                    "; the rest of the time it did not wait for these ACKs."))
                 continue
             out[-1] += "."
-    out += _held(ladder, ways)
-    return out
+    return out + _held(d)
 
 
-def _held(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
+def _held(d: Drawing) -> list[str]:
     """ACKs of many segments at once while the receiver's window shrank: its application had
     not read, so the kernel held the ACK."""
     out = []
-    for way, segments in ways.items():
+    for way, segments in d.busiest():
         conn, src, dst = way
+        rows = d.by_conn[conn]
         sizes = sorted(r.nbytes for r in segments)
         median = sizes[len(sizes) // 2] if sizes else 0
         win = None
-        for i, r in enumerate(ladder.rows):
-            if r.conn != conn or r.src != dst or r.kind not in ("ack", "window"):
+        for i, r in enumerate(rows):
+            if r.src != dst or r.kind not in ("ack", "window"):
                 continue
             if r.kind == "ack" and r.nbytes >= 3 * median > 0 and win is not None \
                     and r.win < win:
@@ -122,8 +137,8 @@ def _held(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
                         f"application had read less than arrived, so the window it could offer "
                         f"was smaller than the last one, and Linux did not acknowledge every "
                         f"second segment: the ACK waited")
-                update = next((u for u in ladder.rows[i + 1:] if u.conn == conn
-                               and u.src == dst and u.kind == "window" and u.win > r.win), None)
+                update = next((u for u in rows[i + 1:] if u.src == dst
+                               and u.kind == "window" and u.win > r.win), None)
                 if update is not None:
                     said += (f"; the window update (frame {update.frame}, "
                              f"{(update.t - r.t) * 1000:,.3f} ms later) shows it reading again")
@@ -137,11 +152,11 @@ def _held(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
     return out
 
 
-def _writes(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
+def _writes(d: Drawing) -> list[str]:
     """Segments are not writes: Linux ends each write with PSH; a write larger than the MSS
     leaves as full segments and a tail."""
     out = []
-    for segments in ways.values():
+    for _, segments in d.busiest():
         shapes: Counter[tuple[int, ...]] = Counter()
         run: list[int] = []
         for r in segments:
@@ -163,17 +178,15 @@ def _writes(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
     return out
 
 
-def _coalesced(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
+def _coalesced(d: Drawing) -> list[str]:
     """A segment much larger than the direction's habit right after the receiver's window
     reopened: the writes queued while it was closed left together."""
-    for (conn, src, dst), segments in ways.items():
+    for (conn, src, dst), segments in d.busiest():
         common = _common(segments)
         if not common:
             continue
         zero, opened = False, None
-        for r in ladder.rows:
-            if r.conn != conn:
-                continue
+        for r in d.by_conn[conn]:
             if r.src == dst and r.kind in ("ack", "window", "dupack"):
                 if r.win == 0:
                     zero, opened = True, None
@@ -207,44 +220,54 @@ def _windows(ladder: Ladder) -> list[str]:
     return out
 
 
-def _holes(ladder: Ladder) -> list[str]:
+def _holes(d: Drawing) -> list[str]:
     """A segment beyond a hole, and the one that filled it: reordered (sent once) or lost."""
-    rows = ladder.rows
+    for rows in d.by_conn.values():
+        said = _hole(rows)
+        if said:
+            return [said]
+    return []
+
+
+def _hole(rows: list[Row]) -> str:
     for i, r in enumerate(rows):
         if "after a hole" not in r.marks:
             continue
-        fill = next((f for f in rows[i + 1:] if f.conn == r.conn and f.src == r.src
-                     and f.kind == "data" and f.seq < r.seq), None)
+        fill = next((f for f in rows[i + 1:] if f.src == r.src and f.kind == "data"
+                     and f.seq < r.seq), None)
         if fill is None or "retransmission" in fill.marks:
             continue
         said = (f"[after a hole]  frame {r.frame} came before the bytes ahead of it, which "
                 f"came {(fill.t - r.t) * 1e6:,.0f} µs later in frame {fill.frame} ([out of "
                 f"order]), sent once, not retransmitted: the segments were reordered, nothing "
                 f"was lost")
-        sack = next((a for a in rows[i + 1:] if a.conn == r.conn and a.src == r.dst
-                     and "SACK" in a.marks and a.ack <= fill.seq), None)
+        sack = next((a for a in rows[i + 1:] if a.src == r.dst and "SACK" in a.marks
+                     and a.ack <= fill.seq), None)
         if sack is not None:
             said += (f"; the receiver saw them in this order too: its ACK (frame {sack.frame}) "
                      f"reports the hole with a SACK block")
-        return [said + "."]
-    return []
+        return said + "."
+    return ""
 
 
-def _losses(ladder: Ladder) -> list[str]:
+def _losses(d: Drawing) -> list[str]:
     """Each retransmission, the original the capture saw, and the duplicate ACKs with SACK
-    blocks that reported the loss."""
-    rows = ladder.rows
-    resent = [(i, r) for i, r in enumerate(rows) if "retransmission" in r.marks]
+    blocks that reported the loss (the first MAX_LOSSES read)."""
+    resent = [(rows, i, r) for rows in d.by_conn.values() for i, r in enumerate(rows)
+              if "retransmission" in r.marks]
     if not resent:
         return []
-    counts, delays, example = [], [], ""
-    for i, r in resent:
-        original = next((o for o in reversed(rows[:i]) if o.conn == r.conn and o.src == r.src
-                         and o.kind == "data" and o.seq == r.seq), None)
-        if original is None:
+    counts: list[int] = []
+    delays: list[float] = []
+    example = ""
+    for rows, i, r in resent[:MAX_LOSSES]:
+        at = next((k for k in range(i - 1, -1, -1) if rows[k].src == r.src
+                   and rows[k].kind == "data" and rows[k].seq == r.seq), None)
+        if at is None:
             continue
-        dups = [a for a in rows[rows.index(original) + 1:i] if a.conn == r.conn
-                and a.src == r.dst and a.ack == r.seq and "SACK" in a.marks]
+        original = rows[at]
+        dups = [a for a in rows[at + 1:i] if a.src == r.dst and a.ack == r.seq
+                and "SACK" in a.marks]
         counts.append(len(dups))
         if dups:
             delays.append(r.t - dups[0].t)
@@ -271,11 +294,12 @@ def _losses(ladder: Ladder) -> list[str]:
     return [said + "."]
 
 
-def _slow_start(ladder: Ladder, report: dict[str, Any] | None,
-                ways: dict[Way, list[Row]]) -> list[str]:
+def _slow_start(d: Drawing, report: dict[str, Any] | None) -> list[str]:
     """Rounds of segments a round trip apart: slow start's growth, as it happened."""
-    for way, segments in sorted(ways.items(), key=lambda kv: -len(kv[1])):
-        rtt = _limits(report, way[0], segments[0].to_server).get("rtt") or 0.0
+    busiest = d.busiest()
+    limits = _limits(report, busiest)
+    for way, segments in busiest:
+        rtt = limits.get(way, {}).get("rtt") or 0.0
         if rtt < 1.0 or len(segments) < 20:
             continue
         rounds = [[segments[0]]]
@@ -322,14 +346,16 @@ def _delayed(ladder: Ladder) -> list[str]:
     return []
 
 
-def _tls_records(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
-    for (conn, _, _), segments in ways.items():
-        chose = tls13([r for r in ladder.rows if r.conn == conn])
+def _tls_records(d: Drawing) -> list[str]:
+    """Consecutive segments each completing one TLS 1.3 record of one size: the records'
+    size, and what of it is the plaintext."""
+    one = (("TLSApplicationData", 1),)
+    for (conn, _, _), segments in d.busiest():
+        chose = tls13(d.by_conn[conn])
         if chose is None or len(chose) < 2 or chose[1] not in TAG16:
             continue
-        ones = [r for r in segments if r.msgs == (("TLSApplicationData", 1),)]
-        size = _common(ones)
-        runs = sum(1 for a, b in zip(segments, segments[1:]) if a in ones and b in ones
+        size = _common([r for r in segments if r.msgs == one])
+        runs = sum(1 for a, b in zip(segments, segments[1:]) if a.msgs == b.msgs == one
                    and a.nbytes == b.nbytes == size)
         if not size or not runs:
             continue
@@ -344,21 +370,19 @@ def _tls_records(ladder: Ladder, ways: dict[Way, list[Row]]) -> list[str]:
 
 
 def tcp_notes(ladder: Ladder, report: dict[str, Any] | None) -> list[str]:
-    ways = _ways(ladder.rows)
-    out = _ack_notes(ladder, report)
+    d = Drawing(ladder)
+    out = _ack_notes(d, report)
     if report is not None and any(r.get("forward_write") == 4096 and r.get("server_write")
                                   == 8192 for r in report.get("relays") or []) and \
             any(name.startswith("pooler") for name in ladder.lanes):
         out.append("~4 KB segments from the pooler  the server writes 8,192 bytes at a time "
                    "and the pooler forwards them in 4,096-byte writes: PgBouncer reads at most "
                    "pkt_buf bytes (4,096 by default) before it writes to the other side.")
-    out += _writes(ladder, ways) + _coalesced(ladder, ways) + _windows(ladder)
+    out += _writes(d) + _coalesced(d) + _windows(ladder)
     if any(r.kind == "dupack" for r in ladder.rows):
         out.append("dup ACK  the same acknowledgement again while data is outstanding: the "
                    "receiver got bytes beyond a hole.")
-    out += _holes(ladder) + _losses(ladder) + _slow_start(ladder, report, ways)
-    out += _delayed(ladder)
-    out += _tls_records(ladder, ways)
+    out += _holes(d) + _losses(d) + _slow_start(d, report) + _delayed(ladder) + _tls_records(d)
     if any("raw" in name for name in ladder.lanes) or any(r.win_raw for r in ladder.rows):
         out.append("win … raw  the connection began before the capture, so the window-scale "
                    "factor (sent only in the SYNs) is unknown: the raw 16-bit value is shown.")

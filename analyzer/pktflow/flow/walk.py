@@ -17,6 +17,8 @@ from pktflow.report.stored import by_id
 
 MAX_STEPS = 16  # steps told; the rest are counted
 FRAMES_LISTED = 8
+WHO_LISTED = 6  # connections named in a folded step's title; the rest are counted
+MAX_LOOKED = 10_000  # exchanges searched for what a cancel did
 
 # ReadyForQuery's status byte, as the documentation words it
 STATUS = {"I": "idle, no transaction open", "T": "inside a transaction block",
@@ -117,6 +119,17 @@ class Context:
 
     def __init__(self, ladder: Ladder, xs: list[Exchange], report: dict[str, Any] | None):
         self.ladder, self.xs = ladder, xs
+        self.next: dict[int, Exchange] = {}  # id of an exchange -> the next on its connection
+        last: dict[str, Exchange] = {}
+        for x in xs:
+            if x.conn in last:
+                self.next[id(last[x.conn])] = x
+            last[x.conn] = x
+        self.closes: dict[str, list[int]] = {}  # connection -> the server side's FIN, RST
+        for r in ladder.rows:
+            if not r.to_server and (r.kind in ("fin", "rst") or "FIN" in r.marks):
+                self.closes.setdefault(r.conn, []).append(r.frame)
+        self.cancels = [x for x in xs if "CancelRequest" in x.sent]
         self.sql: dict[tuple[str, int], str] = {}  # (connection, sent frame) -> SQL
         own = {(q["connection"], q["query_index"]): q["sql"]
                for relay in (report or {}).get("relays") or []
@@ -133,14 +146,11 @@ class Context:
 
     def closed_by_server(self, conn: str, after: int) -> int | None:
         """The frame of the server side's FIN (or RST) on `conn` after frame `after`."""
-        return next((r.frame for r in self.ladder.rows if r.conn == conn and r.frame > after
-                     and not r.to_server and (r.kind in ("fin", "rst") or "FIN" in r.marks)),
-                    None)
+        return next((f for f in self.closes.get(conn, []) if f > after), None)
 
     def after(self, x: Exchange) -> Exchange | None:
         """The next exchange on the same connection."""
-        i = self.xs.index(x)
-        return next((y for y in self.xs[i + 1:] if y.conn == x.conn), None)
+        return self.next.get(id(x))
 
 
 def _encryption(x: Exchange, ctx: Context) -> tuple[str, str]:
@@ -196,7 +206,7 @@ def _cancel(x: Exchange, ctx: Context) -> tuple[str, str]:
         frame = x.frames[0]
         if ctx.closed_by_server(x.conn, frame) is not None:
             said += " and closes this connection"
-    for y in ctx.xs:
+    for y in ctx.xs[:MAX_LOOKED]:
         hit = [e for e in y.details("ErrorResponse") if e[0] == "57014" and e[2] > x.frames[0]]
         if y.conn != x.conn and hit:
             said += f"; the query on {y.conn} then fails with E({hit[0][0]} {hit[0][1]})"
@@ -344,8 +354,7 @@ def _simple(x: Exchange, ctx: Context) -> tuple[str, str]:
         code, text, _ = errors[0]
         said = f"a simple query that fails: E({code} {text}) instead of a result"
         if code == "57014":
-            cancel = next((y for y in ctx.xs if "CancelRequest" in y.sent
-                           and y.frames[0] < errors[0][2]), None)
+            cancel = next((y for y in ctx.cancels if y.frames[0] < errors[0][2]), None)
             if cancel is not None:
                 said += f", the cancel sent on {cancel.conn}"
         said += ("; the error ends the Query (whatever its string held after the failing "
@@ -429,15 +438,25 @@ def fold(steps: list[Step]) -> list[tuple[Step, list[str], int]]:
     carried it: a relay's front and back legs alternate), with its count."""
     steps = sorted(steps, key=lambda s: s.frames[0] if s.frames else 0)
     out: list[tuple[Step, list[str], int]] = []
+    seen: set[str] = set()  # the connections of the last step
     for s in steps:
         if out and out[-1][0].kind == s.kind and out[-1][0].sentence == s.sentence and \
                 not s.kind.startswith(("TCP", "TLS")):
             was, who, count = out[-1]
-            out[-1] = (was._replace(frames=was.frames + s.frames),
-                       who if s.who in who else who + [s.who], count + 1)
+            was.frames.extend(s.frames)
+            if s.who not in seen:
+                seen.add(s.who)
+                who.append(s.who)
+            out[-1] = (was, who, count + 1)
         else:
-            out.append((s, [s.who], 1))
+            out.append((s._replace(frames=list(s.frames)), [s.who], 1))
+            seen = {s.who}
     return out
+
+
+def who_text(who: list[str]) -> str:
+    return ", ".join(who[:WHO_LISTED]) + (f" … {len(who):,} connections"
+                                          if len(who) > WHO_LISTED else "")
 
 
 def lines(folded: list[tuple[Step, list[str], int]]) -> list[str]:
@@ -445,7 +464,7 @@ def lines(folded: list[tuple[Step, list[str], int]]) -> list[str]:
     out = []
     for i, (s, who, count) in enumerate(folded[:MAX_STEPS], 1):
         times = f" ×{count}" if count > 1 else ""
-        out.append(f"step {i}  {s.kind} ({', '.join(who)}){times}: {s.sentence} "
+        out.append(f"step {i}  {s.kind} ({who_text(who)}){times}: {s.sentence} "
                    f"({_frames(sorted(s.frames))})")
     if len(folded) > MAX_STEPS:
         out.append(f"…  {len(folded) - MAX_STEPS} more steps: select a query (--query) to "
