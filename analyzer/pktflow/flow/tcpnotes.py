@@ -70,11 +70,11 @@ def _limits(report: dict[str, Any] | None, ways: list[tuple[Way, list[Row]]]
 
 RULE = ("ACK n B  how Linux acknowledges: at once when more than one segment's worth has "
         "arrived unacknowledged (a segment's worth is its estimate of the sender's segment "
-        "size, about the largest segment received, at most its own MSS) and its receive "
-        "window can move forward, the application reading; at once for every segment in its "
-        "quick-ACK mode (a connection's start, after an idle time); otherwise the ACK waits "
-        "for the application's read or for the delayed-ACK timer (40 ms at least). RFC 1122 "
-        "(4.2.3.2) says a receiver SHOULD acknowledge at least every second full-sized "
+        "size, rcv_mss, measured on the segments received and at most its own MSS) and its "
+        "receive window can move forward, the application reading; at once for every segment "
+        "in its quick-ACK mode (a connection's start, after an idle time); otherwise the ACK "
+        "waits for the application's read or for the delayed-ACK timer (40 ms at least). RFC "
+        "1122 (4.2.3.2) says a receiver SHOULD acknowledge at least every second full-sized "
         "segment.")
 
 
