@@ -244,7 +244,9 @@ function draw() {
     shown.push(r);
     g.appendChild(el('title', {}, `frame ${r.frame}, ${r.t.toFixed(6)} s, ${r.connection}: ${r.label}`));
     g.appendChild(el('text', {x: 8, y: y + 4, class: 't'}, lead));
-    const col = r.marks.length ? '#c0392b' : (r.kind === 'data' ? '#1f6fb2' : '#2e8b57');
+    // red for what went wrong on the wire, not for whose request a pooler sent
+    const trouble = r.marks.some(m => !m.startsWith('for ') && m !== "pooler's own");
+    const col = trouble ? '#c0392b' : (r.kind === 'data' ? '#1f6fb2' : '#2e8b57');
     const line = el('line', {x1: xs[r.from], y1: y, x2: xs[r.to], y2: y, stroke: col,
                              'stroke-width': 1.6, 'marker-end': 'url(#h)'});
     if (r.kind !== 'data') line.setAttribute('stroke-dasharray', '5,3');
