@@ -208,3 +208,28 @@ def test_bridge_rate_shapes_the_transfer(lab_tmp: Path) -> None:
     # 1.15 MB at 100 Mbit/s takes at least ~90 ms (the bucket's 64 KB burst goes faster)
     seconds = q["last_response_s"] - q["first_response_s"]
     assert seconds >= 0.8 * (q["response_bytes"] - 65536) * 8 / 100e6
+
+
+def test_loopback_pipeline_scenario_teaches_what_it_is_recorded_for(lab_tmp: Path) -> None:
+    """The libpq client's scenario, recorded anew, shows each thing its capture is kept for:
+    a refused start-up, the pipelined batch failing at its second query's Bind and skipped
+    to its Sync, the Flush answered before its Sync, BEGIN/error/ROLLBACK, CopyFail, and a
+    query cancelled from a second connection."""
+    from test_explain import steps
+    from test_flow import flow_json
+
+    meta, report = recorded(lab_tmp, "pipeline", Recording("pipeline", via="direct"))
+    assert_clean(meta, report)
+    assert meta["client_command"].startswith("python3 -m pktflow.lab.pqclient ")
+    lines = flow_json(str(lab_tmp / "pipeline.pcap"), "--all", "--explain")["explain"]
+    kinds = [t for t, _, _ in steps(lines, "")]
+    assert "cancellation (c3)" in kinds and "COPY in, aborted (c2)" in kinds
+    batch, flushed = steps(lines, "extended query")
+    assert "E(22012 division by zero) answers the Bind of query 2" in batch[1]
+    assert "(6 messages unanswered" in batch[1] and "(INSERT 0 1)" in batch[1]
+    assert "Flush asks the server to send what it has" in flushed[1]
+    assert "an error during start-up ends it" in steps(lines, "start-up (c1)")[0][1]
+    statuses = [d["text"] for it in flow_json(str(lab_tmp / "pipeline.pcap"), "--all",
+                                                "--expand")["items"]
+                for d in it.get("details", []) if d["message"] == "ReadyForQuery"]
+    assert {"I", "T", "E"} <= set(statuses)

@@ -68,7 +68,7 @@ def test_extended_protocol_reads_in_wire_order() -> None:
     assert answer["message_sequence"] == [
         ["ParseComplete", 1], ["BindComplete", 1], ["RowDescription", 1], ["DataRow", 1],
         ["CommandComplete", 1], ["ReadyForQuery", 1]]
-    assert answer["label"].endswith("1 2 T D C(SELECT 1) Z")
+    assert answer["label"].endswith("1 2 T D C(SELECT 1) Z(I)")
     # the legend tells the two D's apart, by sender
     legend = "\n".join(doc["legend"])
     assert "F, toward the server:" in legend and "D Describe" in legend
@@ -82,11 +82,12 @@ def test_rows_then_completion_fold_and_tags_are_as_sent() -> None:
     assert last["message_sequence"] == [["DataRow", 18], ["CommandComplete", 1],
                                         ["ReadyForQuery", 1]]
     assert last["details"] == [{"message": "CommandComplete", "sqlstate": None,
-                                "text": "SELECT 10000"}]
+                                "text": "SELECT 10000"},
+                               {"message": "ReadyForQuery", "sqlstate": None, "text": "I"}]
     # a row cut across segments belongs to the segment that ends it (as tshark counts it)
     assert frame_row(doc, 11)["message_sequence"] == [["RowDescription", 1], ["DataRow", 72]]
     copy = flow_json(str(CAPTURES / "pgdump-20k-direct-loopback.pcap"))
-    assert frame_row(copy, 631)["label"].endswith("d×25 c C(COPY 20000) Z")
+    assert frame_row(copy, 631)["label"].endswith("d×25 c C(COPY 20000) Z(T)")
 
 
 def test_errors_show_sqlstate_and_message() -> None:
@@ -198,6 +199,7 @@ def test_tls_records_are_named_by_content_type_as_tshark_shows_them() -> None:
     assert ours == theirs
     assert frame_row(doc, 6)["message_sequence"] == [["EncryptionAccepted", 1]]
     assert frame_row(doc, 6)["label"] == "1 B  'S'"
-    assert frame_row(doc, 11)["label"].endswith("TLS-handshake TLS-data×4")
+    assert frame_row(doc, 11)["label"].endswith("TLS-handshake(ServerHello) TLS-data×4")
     legend = "\n".join(doc["legend"])
-    assert "'S' EncryptionAccepted" in legend and "TLS-data = " in legend
+    assert "'S' (the single-byte answer to SSLRequest: TLS follows)" in legend
+    assert "EncryptionAccepted" not in legend and "TLS-data = " in legend

@@ -20,6 +20,8 @@ PARTIAL_RETRANS: int
 OUT_OF_ORDER: int
 FILLS_HOLE: int
 KEEPALIVE: int
+SACK_ABOVE: int
+SACK_DUPLICATE: int
 __version__: str
 SCHEMA: str
 

@@ -266,6 +266,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("OUT_OF_ORDER", o::OUT_OF_ORDER),
         ("FILLS_HOLE", o::FILLS_HOLE),
         ("KEEPALIVE", o::KEEPALIVE),
+        ("SACK_ABOVE", o::SACK_ABOVE),
+        ("SACK_DUPLICATE", o::SACK_DUPLICATE),
     ] {
         m.add(name, v)?;
     }

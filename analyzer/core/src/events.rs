@@ -12,17 +12,21 @@ use serde::Serialize;
 
 use crate::capture::Item;
 use crate::capture::{Capture, OpenError};
+use crate::pgwire::counts::{Detail as TrailDetail, MAX_DETAILS};
 use crate::pgwire::facts::Encryption;
 use crate::pgwire::messages::Name;
-use crate::pgwire::tls::{record_name, RecordWalk};
+use crate::pgwire::tls::{
+    cipher_name, group_name, handshake_name, record_name, version_name, RecordWalk,
+};
 use crate::pgwire::{Conversation, ConversationFacts};
 use crate::report::connection::settle_roles;
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, Handler, TcpEngine};
 
-/// One packet: connection number, then the engine's observation of it.
+/// One packet: connection number, then the engine's observation of it (direction, frame,
+/// time, seq, end, ack, window, flags, payload class, first SACK block's place).
 #[derive(Serialize)]
-pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8);
+pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8, u8);
 
 /// Messages a segment completed, in wire order, consecutive repeats folded: name and count.
 pub type Label = Vec<(String, u64)>;
@@ -94,7 +98,7 @@ impl PacketObserver for Recorder {
             return;
         }
         s.events.push(Event(
-            number, p.d, p.frame, p.ts, p.seq, p.end, p.ack, p.win, p.flags, p.kind,
+            number, p.d, p.frame, p.ts, p.seq, p.end, p.ack, p.win, p.flags, p.kind, p.sack,
         ));
     }
 
@@ -106,14 +110,40 @@ impl StreamSink for Recorder {
         let tls_before = self.conversation.encryption() == Encryption::Tls;
         self.conversation
             .feed(d, data, offset, frame, ts, start_seen);
-        let (mut steps, details) = self.conversation.take_trail(d).unwrap_or_default();
+        let (mut steps, mut details) = self.conversation.take_trail(d).unwrap_or_default();
         // TLS from here on (after the server's 'S'), or from the first byte (direct TLS)
         let tls_now = self.conversation.encryption() == Encryption::Tls;
         if tls_before || (tls_now && data.first() == Some(&0x16)) {
             if let Some(walk) = self.tls.get_mut(d) {
-                walk.feed(data, |t| match steps.last_mut() {
-                    Some((last, n)) if *last == Name::Known(record_name(t)) => *n += 1,
-                    _ => steps.push((Name::Known(record_name(t)), 1)),
+                walk.feed(data, |t, handshakes| {
+                    let name = Name::Known(record_name(t));
+                    match steps.last_mut() {
+                        Some((last, n)) if *last == name => *n += 1,
+                        _ => steps.push((name, 1)),
+                    }
+                    // the plaintext handshake messages by name, a ServerHello with what it
+                    // chose ("ServerHello, TLS 1.3, TLS_AES_256_GCM_SHA384")
+                    for h in handshakes
+                        .iter()
+                        .take(MAX_DETAILS.saturating_sub(details.len()))
+                    {
+                        let mut text = handshake_name(h)
+                            .map_or_else(|| format!("handshake type {}", h.kind), str::to_string);
+                        if let Some(v) = h.version {
+                            text += &format!(", {}", version_name(v));
+                        }
+                        if let Some(c) = h.cipher {
+                            text += &format!(", {}", cipher_name(c));
+                        }
+                        if let Some(g) = h.group {
+                            text += &format!(", {}", group_name(g));
+                        }
+                        details.push(TrailDetail {
+                            name,
+                            code: None,
+                            text,
+                        });
+                    }
                 });
             }
         }

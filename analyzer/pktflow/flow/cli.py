@@ -158,11 +158,10 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         side_lanes = _terminal_side_lanes(width)
     report, got, ladder = prepare(args, analyze, side_lanes)
     if args.explain:
-        from pktflow.flow.explain import notes
-        from pktflow.flow.walk import walk
+        from pktflow.flow.explain import teach
 
         # the conversation step by step, then a sentence on each symbol drawn
-        ladder.explain = walk(ladder) + notes(ladder)
+        teach(ladder, report)
     if fmt == "text":
         if args.output:
             with open(args.output, "w") as fh:

@@ -26,6 +26,7 @@ class Event(NamedTuple):
     win: int
     flags: int
     kind: int
+    sack: int  # the first SACK block: 1 above the ACK (data past a hole), 2 below (D-SACK)
 
 
 class Collected:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pktflow._core import (ACK, FILLS_HOLE, FIN, KEEPALIVE, OUT_OF_ORDER, PARTIAL_RETRANS,
-                           RETRANS, RST, SYN)
+                           PSH, RETRANS, RST, SACK_ABOVE, SYN)
 from pktflow.flow.events import Collected
 from pktflow.flow.legend import Detail, code, legend, tokens
 from pktflow.report.connections import by_id
@@ -39,6 +39,9 @@ class Row(NamedTuple):
     details: tuple[Detail, ...] = ()  # command tags, errors' SQLSTATE and message
     to_server: bool = False  # sent toward the server: frontend messages
     acks: str = ""  # what an ACK-only acknowledges: "SYN-ACK", "FIN" (or nothing)
+    push: bool = False  # PSH: Linux sets it on the last segment of each write
+    seq: int = 0  # where the payload starts in its direction's stream (relative)
+    ack: int = -1  # the next byte the sender expects of the other direction's stream
 
     @property
     def signature(self) -> tuple[Any, ...]:
@@ -81,6 +84,8 @@ class Ladder:
     notes: list[str] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)  # teaching mode's sentences
     legend: list[str] = field(default_factory=list)  # every symbol drawn, explained
+    # teaching mode's walk as steps: (title, sentence, frames), for the page's step-through
+    steps: list[tuple[str, str, list[int]]] = field(default_factory=list)
 
 
 def label(row: Row, *, windows: bool = True) -> str:
@@ -158,6 +163,7 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
         raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
                    if not d.get("window_scale_known"))
     lanes, ends, lane_notes = _lane_names(drawn, side_lanes)
+    owners = _owners(report, conn_ids)
     start = report["capture"]["first_ts"] or 0.0
     rows: list[Row] = []
     last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
@@ -182,10 +188,12 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
         def row(kind: str, nbytes: int = 0, **kw: Any) -> None:
             rows.append(Row(t, ev.frame, ev.conn, src, dst, kind, nbytes, ev.win,
                             kw.pop("msgs", ()), kw.pop("partial", False), tuple(marks),
-                            win_raw, to_server=from_client, **kw))
+                            win_raw, to_server=from_client, seq=ev.seq, ack=ev.ack, **kw))
 
         if ev.win == 0 and not ev.flags & (SYN | RST):
             marks.append("zero window")
+        if ev.sack:
+            marks.append("SACK" if ev.sack == SACK_ABOVE else "D-SACK")
         if ev.flags & SYN:
             syn_seen.add(here)
             row("syn-ack" if ev.flags & ACK else "syn")
@@ -222,10 +230,13 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                 marks.append("FIN")
                 fin_at[here] = ev.end
             key = (ev.conn, ev.frame)
+            # a pooler's request: on whose behalf it went to the server
+            marks += owners.get(key, ())
             first_seq.setdefault(here, ev.seq)
             sent_end[here] = max(sent_end.get(here, 0), ev.end)
             row("data", ev.end - ev.seq, msgs=got.labels.get(key, ()),
-                partial=key in got.partial, details=got.details.get(key, ()))
+                partial=key in got.partial, details=got.details.get(key, ()),
+                push=bool(ev.flags & PSH))
         elif ev.kind & KEEPALIVE or (ev.end == ev.seq and ev.seq == sent_end.get(here, 0) - 1
                                      and not ev.flags & FIN):
             # one sequence number back, empty or one byte: a keep-alive (tshark's rule), or
@@ -245,7 +256,7 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
             else:
                 row("ack")  # ACK-only: nothing new acknowledged, the same window
         last_win[here] = ev.win
-    ladder = Ladder(title, lanes, rows, cut=got.cut, notes=lane_notes)
+    ladder = Ladder(title, lanes, rows, cut=got.cut, notes=lane_notes + _time_notes(rows))
     ladder.legend = symbols(rows)
     ladder.items = collapse(rows)
     ladder.phases = phases(rows, ladder.items)
@@ -253,6 +264,52 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
         ladder.notes.append("the diagram was cut: more packets than it keeps; select a query "
                             "or a time range")
     return ladder
+
+
+# How a pooler's request is marked: sent for the client connection named, or its own.
+POOLER_OWN = "pooler's own"
+
+
+def _owners(report: dict[str, Any], conn_ids: set[str]) -> dict[tuple[str, int], list[str]]:
+    """(back connection, frame) -> a mark per query the frame sent: "for c5" (a client's,
+    forwarded) or the pooler's own statement, from the relay's pairing."""
+    of: dict[tuple[str, int], str] = {}  # (back connection, query index) -> mark
+    for relay in report.get("relays") or []:
+        for p in relay["queries"]:
+            if p["back"]["connection"] in conn_ids:
+                of[(p["back"]["connection"], p["back"]["query_index"])] = \
+                    f"for {p['front']['connection']}"
+        for q in relay.get("pooler_own_queries") or []:
+            if q["connection"] in conn_ids:
+                of[(q["connection"], q["query_index"])] = POOLER_OWN
+    out: dict[tuple[str, int], list[str]] = {}
+    for c in by_id(report["connections"], {conn for conn, _ in of}):
+        for i, q in enumerate(c.get("queries") or []):
+            mark = of.get((c["id"], i))
+            if mark is not None and q.get("sent_frame") is not None:
+                marks = out.setdefault((c["id"], q["sent_frame"]), [])
+                if mark not in marks:
+                    marks.append(mark)
+    return out
+
+
+def _time_notes(rows: list[Row]) -> list[str]:
+    """Say where printed times go backwards: rows keep the capture's order."""
+    back = [(r.frame, round((p.t - r.t) * 1e6)) for p, r in zip(rows, rows[1:]) if r.t < p.t]
+    if not back:
+        return []
+    frames = ", ".join(str(f) for f, _ in back[:6]) + (" …" if len(back) > 6 else "")
+    return [f"frame{'s' if len(back) > 1 else ''} {frames} carr{'y' if len(back) > 1 else 'ies'} "
+            f"a timestamp up to {max(us for _, us in back)} µs earlier than the frame before: "
+            f"the rows keep the capture's order (as tshark numbers the frames), so the "
+            f"printed times go back there"]
+
+
+def ack_key(r: Row) -> str:
+    """The legend's key of an ACK without data: of a SYN-ACK, of a FIN, bare, or of bytes."""
+    if r.nbytes:
+        return "ack"
+    return {"SYN-ACK": "ack-syn", "SYN": "ack-syn", "FIN": "ack-fin"}.get(r.acks, "ack-only")
 
 
 def symbols(rows: list[Row]) -> list[str]:
@@ -263,9 +320,9 @@ def symbols(rows: list[Row]) -> list[str]:
     for r in rows:
         for name, _ in r.msgs:
             used.setdefault((r.to_server, name))
-        kinds.setdefault("ack-only" if r.kind == "ack" and not r.nbytes else r.kind)
+        kinds.setdefault(ack_key(r) if r.kind == "ack" else r.kind)
         for m in r.marks:
-            kinds.setdefault(m)
+            kinds.setdefault("for" if m.startswith("for ") else m)
         if r.win_raw and r.kind in ("ack", "window"):
             kinds.setdefault("raw")
     return legend(used, kinds)
@@ -325,7 +382,8 @@ def phases(rows: list[Row], items: list[Row | Group]) -> list[Row | Group | Phas
 
     def flush(end: int) -> None:
         nonlocal run, way
-        if run and end - run_start >= MIN_PHASE_ROWS and len(run) >= 2:
+        # a transfer moves data: a run of ACKs alone (a round trip late) is not one
+        if run and end - run_start >= MIN_PHASE_ROWS and len(run) >= 2 and way is not None:
             groups = [g for g in run if isinstance(g, Group)]
             dom = max(groups, key=lambda g: g.reps * g.period) if groups else None
             out.append(Phase(run_start, end, dom))
@@ -365,14 +423,28 @@ def breakdown(rows: list[Row], start: int, end: int) -> list[dict[str, Any]]:
             data.setdefault((r.src, r.dst), []).append(r.nbytes)
         elif r.kind == "ack":
             acks.setdefault((r.dst, r.src), []).append(r.nbytes)  # keyed by the data's way
+    msgs = {(leg["from"], leg["to"]): leg["messages"] for leg in legs(rows, start, end)}
     out = []
     for (src, dst), sizes in data.items():
         sizes.sort()
         back = sorted(acks.get((src, dst), []))
         out.append({"from": src, "to": dst, "segments": len(sizes), "bytes": sum(sizes),
                     "segment_median": sizes[len(sizes) // 2],
-                    "acks": len(back), "ack_median": back[len(back) // 2] if back else None})
+                    "acks": len(back), "ack_median": back[len(back) // 2] if back else None,
+                    "messages": msgs.get((src, dst), {})})
     return out
+
+
+def legs(rows: list[Row], start: int, end: int) -> list[dict[str, Any]]:
+    """The messages of a span per arrow direction (a leg of a relay, one way), by name: a
+    relayed result crosses two legs, and its rows are counted on each, never added up."""
+    out: dict[tuple[int, int], dict[str, int]] = {}
+    for r in rows[start:end]:
+        if r.kind == "data" and r.msgs:
+            leg = out.setdefault((r.src, r.dst), {})
+            for name, k in r.msgs:
+                leg[name] = leg.get(name, 0) + k
+    return [{"from": a, "to": b, "messages": m} for (a, b), m in out.items()]
 
 
 def span_totals(rows: list[Row], start: int, end: int) -> dict[str, Any]:
@@ -388,6 +460,7 @@ def group_totals(rows: list[Row], g: Group) -> dict[str, Any]:
             msgs[c] = msgs.get(c, 0) + k
     return {"rows": len(span), "segments": len(data), "bytes": sum(r.nbytes for r in data),
             "acks": sum(1 for r in span if r.kind == "ack"), "messages": msgs,
+            "legs": legs(rows, g.start, g.end),
             "first_frame": span[0].frame, "last_frame": span[-1].frame,
             "t0": span[0].t, "t1": span[-1].t}
 

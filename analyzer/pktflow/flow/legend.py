@@ -24,19 +24,32 @@ _WORDS = {"StartupMessage": "Startup", "SSLRequest": "SSLRequest",
           "TLSApplicationData": "TLS-data", "TLSAlert": "TLS-alert",
           "TLSHeartbeat": "TLS-heartbeat", "TLSRecord": "TLS-record"}
 
+# The server's single-byte answers have no name in the documentation: the legend says what
+# they are beside their letter.
+_SHOWN = {"EncryptionAccepted": "the single-byte answer to SSLRequest: TLS follows",
+          "EncryptionRefused": "the single-byte answer: no encryption"}
+
 # What each message is, in a few words (the documentation's one-line purpose).
 MEANING = {
-    "StartupMessage": "the client's first message: user, database and options",
-    "SSLRequest": "the client asks for TLS before starting",
-    "GSSENCRequest": "the client asks for GSSAPI encryption before starting",
+    "StartupMessage": "opens the session: protocol version, user, database and options "
+                      "(the first message, unless an SSLRequest or GSSENCRequest and its "
+                      "answer came before it)",
+    "SSLRequest": "the client asks for TLS before starting; the answer is a single byte, S "
+                  "or N",
+    "GSSENCRequest": "the client asks for GSSAPI encryption before starting; the answer is a "
+                     "single byte, G or N",
     "CancelRequest": "cancel the query running on another connection (sent on a new one)",
-    "EncryptionRefused": "the server's one-byte 'N': no encryption, plain text continues",
-    "EncryptionAccepted": "the server's one-byte 'S': TLS follows, the messages are "
-                          "encrypted from here",
-    "TLSHandshake": "a TLS handshake record (content type 22): hellos, keys, certificates",
+    "EncryptionRefused": "the server's single-byte answer N: it will not encrypt; the client "
+                         "may go on in plain text, close, or try the other request (its "
+                         "sslmode or gssencmode decides)",
+    "EncryptionAccepted": "the server's single-byte answer S to SSLRequest: a TLS handshake "
+                          "follows, and every message after it is encrypted",
+    "TLSHandshake": "a TLS handshake record in plain text (content type 22): the hellos (and "
+                    "before TLS 1.3, keys and certificates); its messages in brackets",
     "TLSChangeCipherSpec": "a TLS ChangeCipherSpec record (20)",
-    "TLSApplicationData": "a TLS record of encrypted data (23; TLS 1.3 writes every "
-                          "encrypted record so): PostgreSQL messages inside, unreadable",
+    "TLSApplicationData": "a TLS record of encrypted data (content type 23; TLS 1.3 sends "
+                          "every encrypted record so, its certificate and Finished "
+                          "included): PostgreSQL messages inside, unreadable",
     "TLSAlert": "a TLS alert record (21): a warning, or the end of the session",
     "TLSHeartbeat": "a TLS heartbeat record (24)",
     "TLSRecord": "a TLS record of another content type",
@@ -44,14 +57,19 @@ MEANING = {
     "PasswordMessage": "the client's password or SASL/GSS response (content never shown)",
     "BackendKeyData": "the key a client needs to cancel a query on this backend",
     "ParameterStatus": "a server setting the client should know",
-    "ReadyForQuery": "the server is idle again; it flushes its send buffer here",
+    "ReadyForQuery": "the server is ready for the next query; its status byte in brackets: "
+                     "I idle, T in a transaction block, E in a failed transaction block",
     "Query": "a simple-protocol query: the SQL text in one message",
     "Parse": "extended protocol: prepare a statement",
     "Bind": "extended protocol: bind parameters to a statement, making a portal",
-    "Describe": "extended protocol: ask for a statement's or portal's description",
+    "Describe": "extended protocol: ask for a statement's description (answered "
+                "ParameterDescription, then RowDescription or NoData) or a portal's "
+                "(RowDescription or NoData)",
     "Execute": "extended protocol: run a portal",
-    "Sync": "extended protocol: end of a batch; the server answers ReadyForQuery",
-    "Flush": "extended protocol: ask the server to send what it has",
+    "Sync": "extended protocol: ends the batch (and commits its implicit transaction "
+            "when no BEGIN opened one); the server answers ReadyForQuery",
+    "Flush": "extended protocol: ask the server to send what it has produced so far, "
+             "without ending the batch",
     "Close": "extended protocol: close a statement or portal",
     "ParseComplete": "the server accepted a Parse",
     "BindComplete": "the server accepted a Bind",
@@ -71,11 +89,12 @@ MEANING = {
     "CopyBothResponse": "streaming replication's COPY in both directions begins",
     "CopyData": "a chunk of COPY data (one row per message for COPY TO STDOUT, pg_dump)",
     "CopyDone": "the end of the COPY data",
-    "CopyFail": "the client aborts a COPY FROM STDIN",
+    "CopyFail": "the client aborts a COPY FROM STDIN with a message; the server answers "
+                "ErrorResponse",
     "FunctionCall": "the fast-path call of a function",
     "FunctionCallResponse": "the result of a fast-path call",
     "NegotiateProtocolVersion": "the server offers an older protocol minor version",
-    "Terminate": "the client ends the session",
+    "Terminate": "the client ends the session; the TCP close follows",
 }
 
 # The packets as drawn, and what they are; then the marks a packet can carry.
@@ -85,13 +104,19 @@ TCP_WORDS = {
     "syn": ("SYN", "the client opens the connection (with its MSS, window scale, options)"),
     "syn-ack": ("SYN-ACK", "the server accepts, with its own options: the handshake's second "
                 "step"),
-    "ack": ("ACK n B", "acknowledges n new bytes; win: the receiver's free buffer (window)"),
-    "ack-only": ("ACK", "a bare acknowledgement with nothing new: the handshake's last step, "
-                 "or the answer to a FIN"),
+    "ack": ("ACK n B", "acknowledges n new bytes; win: the receive window it advertises "
+            "(bytes it can take beyond them)"),
+    "ack-syn": ("ACK of SYN-ACK", "the handshake's last step"),
+    "ack-fin": ("ACK of FIN", "acknowledges the peer's FIN (one sequence number)"),
+    "ack-only": ("ACK", "an acknowledgement with nothing new and the same window"),
     "window": ("window update", "nothing new acknowledged, a larger window: the reader freed "
                "buffer space"),
-    "dupack": ("dup ACK", "the same acknowledgement again while data is outstanding: a lost "
-               "or reordered segment"),
+    "dupack": ("dup ACK", "the same acknowledgement again while data is outstanding: the "
+               "receiver got bytes beyond a hole (a segment lost or reordered)"),
+    "SACK": ("[SACK]", "the ACK carries a SACK block: the bytes the receiver holds beyond the "
+             "hole, so the sender resends only what is missing"),
+    "D-SACK": ("[D-SACK]", "the ACK's SACK block lies below it: bytes that arrived twice (a "
+               "retransmission that was not needed)"),
     "keepalive": ("keep-alive", "a probe one byte before the next sequence number: is the "
                   "peer still there?"),
     "probe": ("window probe", "the sender asks a receiver whose window is zero whether it has "
@@ -106,6 +131,10 @@ TCP_WORDS = {
     "after a hole": ("[after a hole]", "bytes beyond a hole: something before them is missing "
                      "so far"),
     "FIN": ("[FIN]", "the sender's last data: no more will come from it"),
+    "for": ("[for cN]", "a request the pooler forwards to the server on behalf of client "
+            "connection cN (paired by the relay analysis)"),
+    "pooler's own": ("[pooler's own]", "a statement the pooler sends on its own: no client "
+                     "sent it"),
 }
 
 
@@ -147,7 +176,10 @@ def tokens(msgs: Iterable[tuple[str, int]], details: Iterable[Detail] = ()) -> l
         mine = queue.get(name, [])[:n]
         if mine:
             del queue[name][:len(mine)]
-            text += "(" + ", ".join(" ".join(filter(None, (d.code, d.text))) for d in mine) + ")"
+            # a handshake message by its name only: what a ServerHello chose is for the walk
+            text += "(" + ", ".join(d.text.partition(", ")[0] if d.name.startswith("TLS")
+                                    else " ".join(filter(None, (d.code, d.text)))
+                                    for d in mine) + ")"
         out.append(text)
     return out
 
@@ -162,8 +194,9 @@ def legend(used: Iterable[tuple[bool, str]], packets: Iterable[str]) -> list[str
     for front, head in ((True, "F, toward the server"), (False, "B, toward the client")):
         plain = {c: n for c, n in seen[front].items() if not n.startswith("TLS")}
         if plain:
-            out.append(f"{head}: " + " · ".join(c if c == n else f"{c} {n}"
-                                                for c, n in plain.items()))
+            out.append(f"{head}: " + " · ".join(
+                c if c == n else f"{c} ({_SHOWN[n]})" if n in _SHOWN else f"{c} {n}"
+                for c, n in plain.items()))
     tls = {c: n for side in seen.values() for c, n in side.items() if n.startswith("TLS")}
     if tls:
         out.append("TLS records, by content type: " + " · ".join(

@@ -15,9 +15,10 @@ import json
 from html import escape
 from typing import Any
 
+from pktflow.flow.explain import teach
 from pktflow.flow.ladder import (Group, Ladder, Phase, breakdown, group_totals, row_json,
                                  span_totals)
-from pktflow.flow.legend import MEANING, TCP_WORDS, family
+from pktflow.flow.legend import MEANING, TCP_WORDS, code, family
 from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
 from pktflow.report.columns import short_sql
@@ -56,7 +57,12 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
     return {"title": ladder.title, "lanes": ladder.lanes, "items": items,
             "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes,
             "meaning": {n: MEANING.get(n, "") for n in sorted(names)},
-            "kinds": {k: " ".join(TCP_WORDS[k]) for k in sorted(kinds) if k in TCP_WORDS}}
+            # the server's single-byte answers have no documented name: shown by their byte
+            "shown": {n: code(n) for n in sorted(names) if n.startswith("Encryption")},
+            "kinds": {k: " ".join(TCP_WORDS[k]) for k in sorted(kinds) if k in TCP_WORDS},
+            # the walk, step by step: the pane says which step a picked arrow belongs to
+            "steps": [{"title": t, "sentence": said, "frames": frames}
+                      for t, said, frames in ladder.steps]}
 
 
 def _ms(a: float | None, b: float | None) -> str:
@@ -201,9 +207,11 @@ function pick(r) {
     const mine = details.filter(d => d.message === name).slice(0, k);
     mine.forEach(d => details.splice(details.indexOf(d), 1));
     const extra = mine.map(d => (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
-    lines.push(`<b>${esc(name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[family(name)] || '')}`);
+    lines.push(`<b>${esc(L.shown[name] || name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[family(name)] || '')}`);
   });
   if (r.partial) lines.push('… the last message goes on in a later segment');
+  const i = L.steps.findIndex(s => s.frames.includes(r.frame));
+  if (i >= 0) lines.push(`<i>step ${i + 1}, ${esc(L.steps[i].title)}:</i> ${esc(L.steps[i].sentence)}`);
   pane.innerHTML = lines.filter(Boolean).map(x => `<div>${x}</div>`).join('');
 }
 function esc(t) { return t.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]); }
@@ -236,7 +244,9 @@ function draw() {
     shown.push(r);
     g.appendChild(el('title', {}, `frame ${r.frame}, ${r.t.toFixed(6)} s, ${r.connection}: ${r.label}`));
     g.appendChild(el('text', {x: 8, y: y + 4, class: 't'}, lead));
-    const col = r.marks.length ? '#c0392b' : (r.kind === 'data' ? '#1f6fb2' : '#2e8b57');
+    // red for what went wrong on the wire, not for whose request a pooler sent
+    const trouble = r.marks.some(m => !m.startsWith('for ') && m !== "pooler's own");
+    const col = trouble ? '#c0392b' : (r.kind === 'data' ? '#1f6fb2' : '#2e8b57');
     const line = el('line', {x1: xs[r.from], y1: y, x2: xs[r.to], y2: y, stroke: col,
                              'stroke-width': 1.6, 'marker-end': 'url(#h)'});
     if (r.kind !== 'data') line.setAttribute('stroke-dasharray', '5,3');
@@ -252,7 +262,10 @@ function draw() {
     const isOpen = open.has(idx);
     const g = el('g', {class: 'group' + (isOpen ? ' open' : ''), 'data-index': idx});
     y += 18;
-    const msgs = Object.entries(fold.messages).map(([c, k]) => `${c}×${n(k)}`).join(' ');
+    // per leg: a relayed row is one row on each leg, never two
+    const legs = fold.legs.filter(l => Object.keys(l.messages).length);
+    const msgs = legs.map(l => (legs.length > 1 ? `${L.lanes[l.from].split(' ')[0]}→${L.lanes[l.to].split(' ')[0]} ` : '') +
+      Object.entries(l.messages).map(([c, k]) => `${c}×${n(k)}`).join(' ')).join('; ');
     const head = it.group
       ? `× ${n(fold.repetitions)} of ${fold.period} step(s): frames ${fold.first_frame}-${fold.last_frame}, ${n(fold.bytes)} B ${msgs}`
       : `bulk transfer: frames ${fold.first_frame}-${fold.last_frame}, ${n(fold.segments)} segments, ${n(fold.bytes)} B, ${n(fold.acks)} ACKs ${msgs}`;
@@ -332,6 +345,8 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
          figures: list[tuple[str, str]] | None = None, *, ladder_open: bool = False) -> str:
     """The page; the ladder's box starts closed (drawn when opened) unless `ladder_open`
     (`pktflow flow --format html`, where the ladder is what was asked for)."""
+    if not ladder.steps:  # the walk, for the step-through and its list
+        teach(ladder, report)
     data = json.dumps(page_json(ladder), separators=(",", ":")).replace("</", "<\\/")
     parts = []
     top = [] if report is None else busiest(report["connections"], MAX_SECTIONS)
@@ -350,6 +365,15 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
     legend = ("<h3>Legend</h3><ul class='legend'>" + "".join(
         f"<li>{escape(line.strip())}</li>" for line in ladder.legend) + "</ul>"
               if ladder.legend else "")
+    walk = ("<h3>Step by step</h3><ol id='walk'>" + "".join(
+        f"<li><b>{escape(t)}</b>: {escape(said)} <small>(frames "
+        f"{escape(', '.join(map(str, frames[:8])))}{' …' if len(frames) > 8 else ''})"
+        f"</small></li>" for t, said, frames in ladder.steps) + "</ol>"
+            if ladder.steps else "")
+    seen = [line for line in ladder.explain if not line.startswith(("step ", "…  "))]
+    what = ("<h3>What you see</h3><ul id='what'>" + "".join(
+        f"<li><b>{escape(k)}</b> {escape(v)}</li>"
+        for k, _, v in (line.partition("  ") for line in seen)) + "</ul>" if seen else "")
     notes = "".join(f"<p>{escape(n)}</p>" for n in ladder.notes)
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
@@ -367,6 +391,6 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
         "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
         "messages in the order sent, what each is, and the packet's TCP fields.</div>"
         f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'></svg>"
-        f"</div>{notes}{legend}</details></section>"
+        f"</div>{notes}{walk}{what}{legend}</details></section>"
         f"<script type='application/json' id='ladder'>{data}</script>"
         f"<script>{_SCRIPT}</script></body></html>\n")

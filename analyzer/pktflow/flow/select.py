@@ -1,7 +1,12 @@
 """Which connections and which time span a diagram shows, chosen from the analysis report.
 
-Default: the relay's biggest matched query with both its legs; without a relay, the biggest
-query of the capture; without queries, the busiest connection."""
+Default: the conversation that teaches the capture's point. Where a response is a transfer
+(BULK_BYTES or more), the biggest one: the relay's biggest matched query with both its legs,
+else the biggest query of the capture. Where every response is small, the protocol is the
+point: the first failed query with the exchange after it (the session goes on), else the
+first explicit transaction (through a pooler, with the server legs that carried it), else the
+first extended-protocol query, else the biggest query. Without queries, the busiest
+connection."""
 
 from __future__ import annotations
 
@@ -14,6 +19,11 @@ from pktflow.report.connections import by_id, connection_ids
 
 # After a query's last response byte, keep drawing this long for the ACKs that follow it.
 TAIL_S = 0.2
+# A response at least this large makes the capture about a transfer: its default is the
+# biggest query. Below it the capture's point is the protocol (an error, a transaction).
+BULK_BYTES = 64 * 1024
+BEGINS = ("BEGIN", "START TRANSACTION")
+ENDS = ("END", "COMMIT", "ROLLBACK", "ABORT")
 TITLE_SQL = 60  # SQL in a diagram's title
 
 
@@ -94,6 +104,9 @@ def select(report: dict[str, Any], *, query: str | None = None,
         q = _query(report, conn, idx_n)
         pair = _pair_for(report, conn, idx_n)
     else:
+        lesson = _lesson(report)
+        if lesson is not None:
+            return lesson
         pair = max((p for r in report.get("relays") or [] for p in r["queries"]),
                    key=lambda p: p["response_bytes"]["front"] or 0, default=None)
         if pair is not None:
@@ -127,3 +140,75 @@ def select(report: dict[str, Any], *, query: str | None = None,
     last = q.get("last_response_s") or t0
     return Selection(ids, t0, _span_after(report, ids, last),
                      f"{short_sql(q.get('sql'), TITLE_SQL)}  ({conn}#{idx_n})")
+
+
+def _pairs(report: dict[str, Any]) -> dict[tuple[str, int], tuple[str, int]]:
+    """(front connection, query index) -> the server leg's (connection, query index)."""
+    return {(p["front"]["connection"], p["front"]["query_index"]):
+            (p["back"]["connection"], p["back"]["query_index"])
+            for r in report.get("relays") or [] for p in r["queries"]}
+
+
+def _drawn(report: dict[str, Any], conn: str, first: int, last: int, title: str
+           ) -> Selection:
+    """Queries first..last of a connection, with the server legs that carried them through a
+    relay, from the first one's sending to the last one's end."""
+    pairs = _pairs(report)
+    ids, ends = {conn}, []
+    for i in range(first, last + 1):
+        q = _query(report, conn, i)
+        ends += [q.get("last_response_s"), q.get("sent_s")]
+        back = pairs.get((conn, i))
+        if back is not None:
+            ids.add(back[0])
+            b = _query(report, *back)
+            ends += [b.get("last_response_s")]
+    t0 = _query(report, conn, first)["sent_s"]
+    last_s = max(t for t in ends if t is not None)
+    return Selection(ids, t0, _span_after(report, ids, last_s), title)
+
+
+def _lesson(report: dict[str, Any]) -> Selection | None:
+    """Where no response is a transfer: the exchange that shows what the capture is about,
+    or None (then the biggest query is drawn)."""
+    candidates: list[tuple[str, list[dict[str, Any]]]] = []
+    for c in report["connections"]:
+        qs = c.get("queries") or []
+        if any((q.get("response_bytes") or 0) >= BULK_BYTES for q in qs):
+            return None
+        if qs and c.get("role") != "back":  # a client's own conversation, not a pooler's
+            candidates.append((c["id"], qs))
+    candidates.sort(key=lambda cq: min(q["sent_s"] for q in cq[1]))
+
+    def first(test: Any) -> tuple[str, int, list[dict[str, Any]]] | None:
+        found = [(qs[i]["sent_s"], conn, i, qs) for conn, qs in candidates
+                 for i in range(len(qs)) if test(qs, i)]
+        return min(found, key=lambda f: f[0])[1:] if found else None
+
+    failed = first(lambda qs, i: qs[i].get("error") is not None)
+    if failed is not None:
+        conn, i, qs = failed
+        # from the first query of its batch (sent in the same segment) to the answer of the
+        # next one sent after it: the session goes on
+        start = min(k for k in range(len(qs)) if qs[k]["sent_frame"] == qs[i]["sent_frame"])
+        nxt = next((k for k in range(i + 1, len(qs))
+                    if qs[k]["sent_frame"] != qs[i]["sent_frame"]), None)
+        return _drawn(report, conn, start, i if nxt is None else nxt,
+                      f"{short_sql(qs[i].get('sql'), TITLE_SQL)}  ({conn}#{i}, failed)"
+                      + ("" if nxt is None else ", and the next query"))
+    opened = first(lambda qs, i: (qs[i].get("sql") or "").lstrip().upper().startswith(BEGINS))
+    if opened is not None:
+        conn, i, qs = opened
+        end = next((k for k in range(i + 1, len(qs))
+                    if (qs[k].get("sql") or "").lstrip().upper().startswith(ENDS)), None)
+        if end is not None:
+            return _drawn(report, conn, i, end,
+                          f"a transaction: {conn}#{i}-{end} ("
+                          f"{short_sql(qs[i].get('sql'), 20)} … "
+                          f"{short_sql(qs[end].get('sql'), 20)})")
+    extended = first(lambda qs, i: qs[i].get("kind") == "extended")
+    if extended is not None:
+        conn, i, qs = extended
+        return _drawn(report, conn, i, i,
+                      f"{short_sql(qs[i].get('sql'), TITLE_SQL)}  ({conn}#{i})")
+    return None

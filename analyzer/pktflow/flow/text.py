@@ -148,11 +148,24 @@ def _lead(r: Row, t0: float) -> str:
     return f"{(r.t - t0) * 1000:9.3f} ms #{r.frame}"
 
 
-def _totals_line(tot: dict, prefix: str) -> str:  # type: ignore[type-arg]
-    msgs = "  ".join(f"{c}×{n:,}" for c, n in tot["messages"].items())
+def leg_messages(tot: dict, lanes: list[str]) -> str:  # type: ignore[type-arg]
+    """A span's messages, per leg when it crosses more than one ("DataRow×10,000" on one,
+    "server→pooler DataRow×10,000; pooler→client DataRow×10,000" on two): a relayed row is
+    one row on each leg, never two."""
+    shown = [leg for leg in tot["legs"] if leg["messages"]]
+    if len(shown) == 1:
+        return "  ".join(f"{c}×{n:,}" for c, n in shown[0]["messages"].items())
+    return "; ".join(f"{lanes[leg['from']].split()[0]}→{lanes[leg['to']].split()[0]} "
+                     + " ".join(f"{c}×{n:,}" for c, n in leg["messages"].items())
+                     for leg in shown)
+
+
+def _totals_line(tot: dict, prefix: str, lanes: list[str]) -> str:  # type: ignore[type-arg]
+    msgs = leg_messages(tot, lanes)
+    moved = f"{tot['segments']:,} segments, {tot['bytes']:,} B, " if tot["segments"] else ""
     return (f"{prefix}frames {tot['first_frame']}-{tot['last_frame']}, "
-            f"{(tot['t1'] - tot['t0']) * 1000:,.3f} ms, {tot['segments']:,} segments, "
-            f"{tot['bytes']:,} B, {tot['acks']:,} ACKs" + (f", {msgs}" if msgs else ""))
+            f"{(tot['t1'] - tot['t0']) * 1000:,.3f} ms, {moved}{tot['acks']:,} ACKs"
+            + (f", {msgs}" if msgs else ""))
 
 
 def render(ladder: Ladder, console: Console, *, expand: bool = False,
@@ -179,7 +192,8 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
         elif isinstance(it, Group) and not expand:
             tot = group_totals(rows, it)
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
-                                _totals_line(tot, f"╭─ × {it.reps:,}: "), "bold yellow"))
+                                _totals_line(tot, f"╭─ × {it.reps:,}: ", ladder.lanes),
+                                "bold yellow"))
             for r in rows[it.start:it.start + it.period]:
                 out.add(canvas.arrow(r, f"     ×{it.reps:,}"))
             out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",
@@ -190,8 +204,10 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
         else:
             out.add(canvas.arrow(it, _lead(it, t0)))
     out.flush()
-    for n in ladder.notes:
-        console.print(Text(n, "yellow"))
+    for n in ladder.notes:  # wrapped and indented as the legend, right of the margin
+        console.print(Text("\n".join(textwrap.wrap(
+            n, max(40, console.width), initial_indent="  ", subsequent_indent="    ",
+            break_on_hyphens=False)), "yellow"))
     if ladder.legend:
         # indented and wrapped here, so that every line stays right of the margin
         width = max(40, console.width)
@@ -213,7 +229,7 @@ def _phase(out: _Lines, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
            lanes: list[str]) -> None:
     tot = span_totals(rows, it.start, it.end)
     out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
-                        _totals_line(tot, "╭─ bulk transfer: "), "bold yellow"))
+                        _totals_line(tot, "╭─ bulk transfer: ", lanes), "bold yellow"))
     for b in breakdown(rows, it.start, it.end):
         ack = (f"; {b['acks']:,} ACKs back, median {b['ack_median']:,} B"
                if b["acks"] else "; no ACKs back in this span")

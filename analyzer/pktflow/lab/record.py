@@ -193,6 +193,12 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
     shaper_box.append(shaper)
     shaper.start()
     env = dict(scen.env) | shaper.client_env()
+    program = need(argv[0], "postgresql-client-15")
+    if argv[0] == "python3":
+        # the lab's own client (lab/pqclient.py), from this checkout, by Debian's python3:
+        # the client runs as the lab's unprivileged user, who may not reach another one
+        program = need("/usr/bin/python3", "python3")
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     samplers = _start_samplers(rec, svc, net, pg_port, port)
     linger = argv[0] in LINGER_CLIENTS and not scen.tls
     if linger:
@@ -204,7 +210,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
     where, iface = net.capture_point(rec.via)
     dump = svc.tcpdump(iface, pcap, bpf, where)
     t0 = time.time()
-    svc.run([need(argv[0], "postgresql-client-15"), *argv[1:]], role="client",
+    svc.run([program, *argv[1:]], role="client",
             stdout=subprocess.DEVNULL, env=env, ok=scen.ok_codes)
     elapsed = time.time() - t0
     drops = svc.stop_tcpdump(dump)

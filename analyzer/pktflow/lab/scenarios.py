@@ -104,6 +104,16 @@ SCENARIOS = {
                  ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
                   "{db}", "-c", "SELECT 1/0", "-c", "SELECT count(*) FROM {table}"),
                  ok_codes=(0, 1), compose=False),
+        # What psql and pgbench cannot send, through libpq itself (lab/pqclient.py): a
+        # pipelined batch with an error, a Flush, a failed transaction block, CopyFail, a
+        # cancelled query, and a start-up that fails
+        Scenario("pipeline", "libpq: a pipelined extended batch with an error, Flush, "
+                             "BEGIN/error/ROLLBACK, CopyFail, a cancel, a failed start-up",
+                 "tpipe", 0,
+                 ("python3", "-m", "pktflow.lab.pqclient", "host={host} port={port} "
+                  "user={user} dbname={db} sslmode=disable", "{table}"),
+                 setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
+                        "{db}", "-c", "CREATE TABLE {table} (id int)"), compose=False),
         Scenario("tls", "psql with sslmode=require: SSLRequest answered 'S', then TLS",
                  SEQSCAN_TABLE, 1_000,
                  ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",

@@ -242,10 +242,14 @@ impl Conversation {
             }
         }
         self.sides[d].counts.count(name);
-        if let (b'C' | b'E' | b'N', Some(trail)) = (t, self.sides[d].counts.trail.as_mut()) {
-            // what a diagram shows of them: the tag as sent, the SQLSTATE and message
+        if let (b'C' | b'E' | b'N' | b'Z', Some(trail)) = (t, self.sides[d].counts.trail.as_mut()) {
+            // what a diagram shows of them: the tag as sent, the SQLSTATE and message, and
+            // ReadyForQuery's transaction status byte (I idle, T in a transaction block, E in
+            // a failed one)
             if t == b'C' {
                 trail.detail(name, None, &lossy(rstrip_nul(body)));
+            } else if t == b'Z' {
+                trail.detail(name, None, &lossy(body.get(..1).unwrap_or_default()));
             } else {
                 let err = error_fields(body);
                 trail.detail(name, err.code, err.message.as_deref().unwrap_or(""));

@@ -91,7 +91,49 @@ fn an_extended_query_segment_reads_in_wire_order() {
     );
     assert_eq!(
         got[3].1,
-        [("CommandComplete".to_string(), None, "SELECT 3".to_string())]
+        [
+            ("CommandComplete".to_string(), None, "SELECT 3".to_string()),
+            ("ReadyForQuery".to_string(), None, "I".to_string())
+        ]
+    );
+}
+
+#[test]
+fn ready_for_query_keeps_its_transaction_status() {
+    // BEGIN: 'T'; a failing statement inside: 'E'; ROLLBACK: 'I'
+    let mut segs = opening();
+    for (sql, reply) in [
+        (
+            "BEGIN",
+            [msg(b'C', &cstr("BEGIN")), msg(b'Z', b"T")].concat(),
+        ),
+        (
+            "SELECT 1/0",
+            [error("22012", "division by zero"), msg(b'Z', b"E")].concat(),
+        ),
+        (
+            "ROLLBACK",
+            [msg(b'C', &cstr("ROLLBACK")), msg(b'Z', b"I")].concat(),
+        ),
+    ] {
+        segs.push((0, msg(b'Q', &cstr(sql))));
+        segs.push((1, reply));
+    }
+    let status: Vec<String> = trails(&segs)
+        .into_iter()
+        .flat_map(|t| t.1)
+        .filter(|x| x.0 == "ReadyForQuery")
+        .map(|x| x.2)
+        .collect();
+    assert_eq!(status, ["I", "T", "E", "I"]);
+    // a ReadyForQuery without its byte (a malformed one) keeps an empty status
+    let mut segs = opening();
+    segs.push((0, msg(b'Q', &cstr("SELECT 1"))));
+    segs.push((1, msg(b'Z', b"")));
+    let last = trails(&segs).pop().map(|t| t.1);
+    assert_eq!(
+        last,
+        Some(vec![("ReadyForQuery".to_string(), None, String::new())])
     );
 }
 
@@ -125,7 +167,7 @@ fn rows_then_completion_and_repeats_apart_stay_apart() {
         ])
     );
     let tags: Vec<_> = got[3].1.iter().map(|x| x.2.as_str()).collect();
-    assert_eq!(tags, ["SELECT 3", "SELECT 1", "COPY 7"]);
+    assert_eq!(tags, ["SELECT 3", "I", "SELECT 1", "COPY 7"]);
 }
 
 #[test]
@@ -201,7 +243,8 @@ fn errors_and_notices_keep_sqlstate_and_message() {
                 "ErrorResponse".to_string(),
                 Some("42P01".to_string()),
                 "relation \"nope\" does not exist".to_string()
-            )
+            ),
+            ("ReadyForQuery".to_string(), None, "I".to_string())
         ]
     );
 }
