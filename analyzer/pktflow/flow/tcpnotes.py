@@ -10,7 +10,7 @@ from typing import Any
 
 from pktflow.flow.ladder import Ladder, Row
 from pktflow.flow.tcpsteps import TAG16, tls13
-from pktflow.report.stored import by_id
+from pktflow.report.connections import by_id
 
 Way = tuple[str, int, int]  # (connection, sender lane, receiver lane)
 MIN_SEGMENTS = 4  # segments of one size before it is "the" size of a direction

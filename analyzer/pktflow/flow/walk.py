@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pktflow.flow.ladder import POOLER_OWN, Ladder, Row
 from pktflow.flow.legend import tokens
-from pktflow.report.stored import by_id
+from pktflow.report.connections import by_id
 
 MAX_STEPS = 16  # steps told; the rest are counted
 FRAMES_LISTED = 8

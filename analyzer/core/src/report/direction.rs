@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::numbers::{round_int, round_to};
+use super::numbers::{int_text, round_int, round_to};
 use super::values::{Inline, Maybe};
 use super::words::Verdict;
 use crate::tcp;
@@ -19,9 +19,9 @@ impl Serialize for Counts {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(Some(self.0.len()))?;
-        let mut key = itoa_buf();
+        let mut key = [0u8; 40];
         for (value, count) in &self.0 {
-            m.serialize_entry(int_text(*value, &mut key), count)?;
+            m.serialize_entry(int_text((*value).into(), &mut key), count)?;
         }
         m.end()
     }
@@ -46,33 +46,6 @@ impl<'de> Deserialize<'de> for Counts {
         }
         d.deserialize_map(V)
     }
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0u8; 20]
-}
-
-/// n in decimal, in `buf` (an i64 has at most 20 characters).
-fn int_text(n: i64, buf: &mut [u8; 20]) -> &str {
-    let mut at = buf.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        if let Some(d) = buf.get_mut(at) {
-            *d = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 || at == 1 {
-            break;
-        }
-    }
-    if n < 0 {
-        at -= 1;
-        if let Some(d) = buf.get_mut(at) {
-            *d = b'-';
-        }
-    }
-    std::str::from_utf8(buf.get(at..).unwrap_or_default()).unwrap_or("0")
 }
 
 /// One direction (client_to_server or server_to_client).
@@ -434,19 +407,6 @@ impl LimitsRecord {
                 latency: run(&lo.latency),
                 sender: run(&lo.sender),
             },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn int_text_writes_every_i64() {
-        let mut buf = itoa_buf();
-        for n in [0i64, 7, -7, 10, 123_456, i64::MAX, i64::MIN, -1] {
-            assert_eq!(int_text(n, &mut buf), n.to_string());
         }
     }
 }

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use serde::ser::{self, Serialize};
 
-use super::numbers::float_repr;
+use super::numbers::{float_repr, int_text};
 use super::values::{shape, Shape, DIGITS, INLINE};
 
 #[derive(Debug)]
@@ -111,6 +111,13 @@ impl<W: Write> Writer<W> {
             float_repr(f, &mut self.text);
         }
         self.out.write_all(self.text.as_bytes())?;
+        Ok(())
+    }
+
+    fn int(&mut self, v: impl Into<i128>) -> Result<()> {
+        let mut buf = [0u8; 40];
+        self.out
+            .write_all(int_text(v.into(), &mut buf).as_bytes())?;
         Ok(())
     }
 
@@ -243,31 +250,31 @@ impl<'a, W: Write> ser::Serializer for &'a mut Writer<W> {
         self.raw(if v { b"true" } else { b"false" })
     }
     fn serialize_i8(self, v: i8) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_i16(self, v: i16) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_i32(self, v: i32) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_i64(self, v: i64) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_i128(self, v: i128) -> Result<()> {
         self.display(v)
     }
     fn serialize_u8(self, v: u8) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_u16(self, v: u16) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_u32(self, v: u32) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_u64(self, v: u64) -> Result<()> {
-        self.display(v)
+        self.int(v)
     }
     fn serialize_u128(self, v: u128) -> Result<()> {
         self.display(v)

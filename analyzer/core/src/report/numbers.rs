@@ -24,6 +24,30 @@ pub fn round_to(x: f64, places: i32) -> f64 {
     text.parse().unwrap_or(x)
 }
 
+/// An integer's decimal digits (and sign), written into `buf`: what `int.__repr__` writes,
+/// without core::fmt's machinery (a report has hundreds of thousands of counters).
+pub fn int_text(n: i128, buf: &mut [u8; 40]) -> &str {
+    let mut at = buf.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        if let Some(d) = buf.get_mut(at) {
+            *d = b'0' + (rest % 10) as u8;
+        }
+        rest /= 10;
+        if rest == 0 || at == 1 {
+            break;
+        }
+    }
+    if n < 0 {
+        at -= 1;
+        if let Some(d) = buf.get_mut(at) {
+            *d = b'-';
+        }
+    }
+    std::str::from_utf8(buf.get(at..).unwrap_or_default()).unwrap_or("0")
+}
+
 /// Python's `round(x)` of a float: the nearest integer, ties to even.
 pub fn round_int(x: f64) -> i64 {
     x.round_ties_even() as i64
@@ -186,6 +210,24 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn ints_print_as_python_repr() {
+        let mut buf = [0u8; 40];
+        for n in [
+            0i128,
+            7,
+            -7,
+            10,
+            123_456,
+            i64::MAX.into(),
+            i64::MIN.into(),
+            -1,
+            u64::MAX.into(),
+        ] {
+            assert_eq!(int_text(n, &mut buf), n.to_string());
         }
     }
 
