@@ -289,6 +289,7 @@ impl Report {
         };
         let written = doc.serialize(&mut w).and_then(|()| w.raw(b"\n"));
         written.map_err(|e: json::Error| ReportError::Write(e.to_string()))?;
-        Ok(w.into_inner())
+        w.into_inner()
+            .map_err(|e: json::Error| ReportError::Write(e.to_string()))
     }
 }

@@ -41,62 +41,84 @@ type Result<T> = std::result::Result<T, Error>;
 /// Indentation is copied from here.
 const SPACES: &[u8; 64] = b"                                                                ";
 
+/// Text is gathered here and handed to the writer in pieces of about this size.
+const PIECE: usize = 64 << 10;
+
 pub struct Writer<W: Write> {
     out: W,
+    /// What is not yet handed to `out`.
+    buf: Vec<u8>,
     /// None: compact; Some(n): indented two spaces a level, the value itself n levels deep.
     base: Option<usize>,
     level: usize,
-    /// Scratch for numbers.
+    /// Scratch for floats and escaped strings.
     text: String,
 }
 
 impl<W: Write> Writer<W> {
     pub fn compact(out: W) -> Self {
-        Writer {
-            out,
-            base: None,
-            level: 0,
-            text: String::new(),
-        }
+        Self::new(out, None)
     }
 
     /// Indented as json.dumps(..., indent=2) indents a value nested `depth` levels deep.
     pub fn indented(out: W, depth: usize) -> Self {
+        Self::new(out, Some(depth))
+    }
+
+    fn new(out: W, base: Option<usize>) -> Self {
         Writer {
             out,
-            base: Some(depth),
+            buf: Vec::with_capacity(PIECE + 4096),
+            base,
             level: 0,
             text: String::new(),
         }
     }
 
-    pub fn into_inner(self) -> W {
-        self.out
+    /// Everything written so far handed to the writer; the writer back.
+    pub fn into_inner(mut self) -> Result<W> {
+        self.out.write_all(&self.buf)?;
+        Ok(self.out)
     }
 
-    /// Raw text, as is (the document's own punctuation).
-    pub fn raw(&mut self, text: &[u8]) -> Result<()> {
-        self.out.write_all(text)?;
-        Ok(())
-    }
-
-    fn newline(&mut self, level: usize) -> Result<()> {
-        if let Some(base) = self.base {
-            self.out.write_all(b"\n")?;
-            let mut rest = 2 * (base + level);
-            while rest > 0 {
-                let n = rest.min(SPACES.len());
-                self.out.write_all(SPACES.get(..n).unwrap_or_default())?;
-                rest -= n;
-            }
+    /// Hand the gathered text on once there is a piece of it.
+    fn pass_on(&mut self) -> Result<()> {
+        if self.buf.len() >= PIECE {
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
         }
         Ok(())
     }
 
+    /// Raw text, as is (the document's own punctuation).
+    pub fn raw(&mut self, text: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(text);
+        Ok(())
+    }
+
+    fn newline(&mut self, level: usize) {
+        if let Some(base) = self.base {
+            self.buf.push(b'\n');
+            let mut rest = 2 * (base + level);
+            while rest > 0 {
+                let n = rest.min(SPACES.len());
+                self.buf
+                    .extend_from_slice(SPACES.get(..n).unwrap_or_default());
+                rest -= n;
+            }
+        }
+    }
+
     fn string(&mut self, s: &str) -> Result<()> {
-        self.text.clear();
-        escape_ascii(s, &mut self.text);
-        self.out.write_all(self.text.as_bytes())?;
+        if s.bytes().all(plain) {
+            self.buf.push(b'"');
+            self.buf.extend_from_slice(s.as_bytes());
+            self.buf.push(b'"');
+        } else {
+            self.text.clear();
+            escape_ascii(s, &mut self.text);
+            self.buf.extend_from_slice(self.text.as_bytes());
+        }
         Ok(())
     }
 
@@ -110,55 +132,60 @@ impl<W: Write> Writer<W> {
         } else {
             float_repr(f, &mut self.text);
         }
-        self.out.write_all(self.text.as_bytes())?;
+        self.buf.extend_from_slice(self.text.as_bytes());
         Ok(())
     }
 
     fn int(&mut self, v: impl Into<i128>) -> Result<()> {
-        let mut buf = [0u8; 40];
-        self.out
-            .write_all(int_text(v.into(), &mut buf).as_bytes())?;
+        let mut digits = [0u8; 40];
+        self.buf
+            .extend_from_slice(int_text(v.into(), &mut digits).as_bytes());
         Ok(())
     }
 
     fn display(&mut self, v: impl std::fmt::Display) -> Result<()> {
         self.text.clear();
         let _ = write!(self.text, "{v}");
-        self.out.write_all(self.text.as_bytes())?;
+        self.buf.extend_from_slice(self.text.as_bytes());
         Ok(())
     }
 
     /// Before an item of a container opened at `level`: its separator and line.
     fn item(&mut self, first: bool) -> Result<()> {
+        self.pass_on()?;
         if !first {
-            self.out.write_all(b",")?;
+            self.buf.push(b',');
         }
-        self.newline(self.level)
+        self.newline(self.level);
+        Ok(())
     }
 
     fn close(&mut self, empty: bool, bracket: &[u8]) -> Result<()> {
         self.level -= 1;
         if !empty {
-            self.newline(self.level)?;
+            self.newline(self.level);
         }
-        self.out.write_all(bracket)?;
+        self.buf.extend_from_slice(bracket);
         Ok(())
     }
 
     fn colon(&mut self) -> Result<()> {
-        self.out
-            .write_all(if self.base.is_some() { b": " } else { b":" })?;
+        self.buf
+            .extend_from_slice(if self.base.is_some() { b": " } else { b":" });
         Ok(())
     }
+}
+
+/// A byte written as it is inside a JSON string: printable ASCII but the quote and backslash.
+fn plain(b: u8) -> bool {
+    (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\'
 }
 
 /// `s` quoted and escaped as json's encode_basestring_ascii does: printable ASCII as is, the
 /// short escapes, everything else as \uXXXX (UTF-16 surrogate pairs above the BMP).
 pub fn escape_ascii(s: &str, out: &mut String) {
     out.push('"');
-    if s.bytes()
-        .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
-    {
+    if s.bytes().all(plain) {
         out.push_str(s);
         out.push('"');
         return;
@@ -201,7 +228,7 @@ pub struct Compound<'a, W: Write> {
 
 impl<'a, W: Write> Compound<'a, W> {
     fn open(w: &'a mut Writer<W>, bracket: &[u8], close: &'static [u8]) -> Result<Self> {
-        w.out.write_all(bracket)?;
+        w.buf.extend_from_slice(bracket);
         w.level += 1;
         Ok(Compound {
             w,
@@ -703,7 +730,7 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T, depth: Option<usize>) -> Resu
         None => Writer::compact(Vec::new()),
     };
     value.serialize(&mut w)?;
-    String::from_utf8(w.into_inner()).map_err(|e| Error(e.to_string()))
+    String::from_utf8(w.into_inner()?).map_err(|e| Error(e.to_string()))
 }
 
 #[cfg(test)]
