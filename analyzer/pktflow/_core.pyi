@@ -88,45 +88,33 @@ class TransferJudgement(TypedDict):
     window: WindowJudgement
     rtt_median_ms: float | None
     idle: IdleJudgement
-    limits: LimitFacts
-
-class SynOptions(TypedDict):
-    mss: int | None
-    window_scale: int | None
-    sack_permitted: bool
-    timestamps: bool
+    # for a transfer the judge judges (its min_bytes, min_segments), else None
+    limits: LimitFacts | None
 
 class DirectionJudgement(TypedDict):
-    """The engine's counters of a direction (tcp/facts.rs DirectionFacts) and its transfer."""
+    """A direction's engine counters (what the findings read) and its transfer; evidence
+    frames None where there are none."""
     payload_bytes: int
-    data_segments: int
     max_segment: int
     mss: int | None
-    window_scale: int | None
+    segments_above_mss: int
     window_scale_known: bool
     window_scale_lower_bound: int | None
+    gaps: int
+    missing_bytes: int
+    bound_gaps: int
+    holes_forgotten: int
     retransmitted_segments: int
     retransmitted_bytes: int
     out_of_order_segments: int
-    gaps: int
-    missing_bytes: int
     truncated_bytes: int
-    zero_window_events: int
-    window_updates: int
-    segments_above_mss: int
-    keepalives: int
     truncated_segments: int
-    holes_forgotten: int
-    bound_gaps: int
-    isn_seen: bool
-    syn: SynOptions | None
-    fin_seen: bool
-    rst_seen: bool
-    ev_retrans: list[int]
-    ev_ooo: list[int]
-    ev_gap: list[int]
-    ev_zero: list[int]
-    ev_trunc: list[int]
+    zero_window_events: int
+    ev_gap: list[int] | None
+    ev_retrans: list[int] | None
+    ev_ooo: list[int] | None
+    ev_trunc: list[int] | None
+    ev_zero: list[int] | None
     transfer: TransferJudgement | None
 
 class JudgedDirections(TypedDict):
@@ -207,6 +195,9 @@ class Words(TypedDict):
 
 class Judge(Protocol):
     def __call__(self, judgement: Judgement, /) -> Words: ...
+    # (optional) the least a transfer carries for the judge to read its limits
+    min_bytes: int
+    min_segments: int
 
 # -- a connection's record: the report's layout (report/connection.rs and the modules beside) --
 

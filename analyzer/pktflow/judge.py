@@ -15,8 +15,8 @@ from pktflow.pgwire.report import conversation_findings, stop_reason
 from pktflow.tcp.findings import connection_findings, engine_order
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.round_trips import round_trip_findings, summary
-from pktflow.transfer.verdict import (direction_findings, note_capture_point, pattern, verdict,
-                                      waiting_for)
+from pktflow.transfer.verdict import (MIN_BYTES, MIN_SEGMENTS, direction_findings,
+                                      note_capture_point, pattern, verdict, waiting_for)
 
 if TYPE_CHECKING:
     from pktflow._core import DirectionsWords, DirectionWords, Judgement, Words
@@ -26,6 +26,11 @@ class Judge:
     """Judges connections one at a time, keeping what the capture's own findings need: what a
     short snapshot length cut (said once, not per connection) and each connection's findings,
     by connection number."""
+
+    # A transfer smaller than this is too little to judge (transfer.verdict): the core hands
+    # over its limits only for transfers at least this large.
+    min_bytes = MIN_BYTES
+    min_segments = MIN_SEGMENTS
 
     def __init__(self) -> None:
         self.cut = Cut()

@@ -1,6 +1,7 @@
 //! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
 //! opened, stepped through, and each connection's facts converted as they come.
 
+mod producer;
 mod pyvalue;
 mod report;
 
@@ -9,7 +10,8 @@ use std::path::PathBuf;
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pktflow_core::relay::RelayWords;
-use pktflow_core::report::{judge_and_record, Assembly, CaptureWords, Words};
+use pktflow_core::report::{Assembly, CaptureWords, Judged, Words};
+use producer::{Judging, Message, Producer, Snapshot};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -37,7 +39,8 @@ create_exception!(
 thread_local! {
     /// The last panic's message and place, kept by the hook for `guard` (the default hook
     /// would print them to stderr: the command line prints one line of its own).
-    static PANIC: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    pub(crate) static PANIC: std::cell::RefCell<String> =
+        const { std::cell::RefCell::new(String::new()) };
 }
 
 /// Runs core code with a panic turned into CoreBug: an ordinary exception, so the command
@@ -67,18 +70,76 @@ pub(crate) fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<
     Ok(pyvalue::to_python(py, value)?.unbind())
 }
 
-/// One pass over a capture. `step` reads the next batch of packets and returns the facts of
-/// the connections finished meanwhile (a list, maybe empty), or None once the capture is done
-/// and every connection has been handed out.
+/// One pass over a capture, the core running ahead on a thread of its own while Python
+/// judges (producer.rs). `step` judges the connections the next batch of packets retired.
 #[pyclass(unsendable, module = "pktflow._core")]
 struct Pass {
-    inner: CorePass,
+    state: State,
     /// The report being assembled (None once `finish` took it).
     assembly: Option<Assembly>,
+    /// Where the pass stood after the last step judged.
+    now: Box<Snapshot>,
+}
+
+enum State {
+    /// Opened, no step yet.
+    Ready(CorePass),
+    Running(Producer),
+    /// Every step done: the pass back from its thread.
+    Done(CorePass),
+    /// The pass thread panicked or stopped.
+    Broken,
 }
 
 pub(crate) fn spool_error(e: impl std::fmt::Display) -> PyErr {
     SpoolError::new_err(e.to_string())
+}
+
+/// The least a transfer carries for the judge to read its limits, as the judge says
+/// (`min_bytes`, `min_segments`); a judge that does not say reads every transfer's.
+fn judged(judge: &Bound<'_, PyAny>) -> Judged {
+    let attr = |name: &str| -> u64 {
+        judge
+            .getattr(name)
+            .and_then(|v| v.extract::<u64>())
+            .unwrap_or(0)
+    };
+    Judged {
+        min_bytes: i64::try_from(attr("min_bytes")).unwrap_or(i64::MAX),
+        min_segments: attr("min_segments"),
+    }
+}
+
+impl Pass {
+    fn judge_chunk(
+        &mut self,
+        py: Python<'_>,
+        judge: &Bound<'_, PyAny>,
+        chunk: Vec<Judging>,
+        numbers: &mut Vec<u64>,
+    ) -> PyResult<()> {
+        let assembly = self
+            .assembly
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
+        for (number, judgement, mut record) in chunk {
+            let said = judge.call1((to_py(py, &judgement)?,))?;
+            let words: Words = pythonize::depythonize(&said).map_err(|e| {
+                PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
+            })?;
+            words.apply(&mut record);
+            guard(|| assembly.add(number, &record))?.map_err(spool_error)?;
+            numbers.push(number);
+        }
+        Ok(())
+    }
+
+    fn pass(&self) -> PyResult<&CorePass> {
+        match &self.state {
+            State::Ready(p) | State::Done(p) => Ok(p),
+            _ => Err(PyValueError::new_err("the pass is still running")),
+        }
+    }
 }
 
 #[pymethods]
@@ -101,40 +162,63 @@ impl Pass {
         };
         match py.detach(|| guard(|| CorePass::open(&path, options)))? {
             Ok(inner) => Ok(Pass {
-                inner,
+                now: Box::new(Snapshot {
+                    records: inner.records(),
+                    engine: inner.engine_facts(),
+                    stats: inner.stats().clone(),
+                }),
+                state: State::Ready(inner),
                 assembly: Some(Assembly::default()),
             }),
             Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
         }
     }
 
-    /// Reads the next batch of packets; each connection retired meanwhile is judged by
-    /// `judge` (a Judgement in, its Words out) and its record kept for the report. Returns
-    /// the numbers of those connections, or None once the capture is done.
+    /// Judges the connections the next batch of packets retired: each by `judge` (a
+    /// Judgement in, its Words out), its record kept for the report. Returns their numbers,
+    /// or None once the capture is done.
     fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u64>>> {
-        let mut done = Vec::new();
-        let inner = &mut self.inner;
-        if !py.detach(|| guard(|| inner.step(&mut done)))? && done.is_empty() {
-            return Ok(None);
+        match std::mem::replace(&mut self.state, State::Broken) {
+            State::Ready(pass) => self.state = State::Running(Producer::start(pass, judged(judge))),
+            State::Running(producer) => self.state = State::Running(producer),
+            State::Done(pass) => {
+                self.state = State::Done(pass);
+                return Ok(None);
+            }
+            State::Broken => return Err(CoreBug::new_err("the pass stopped")),
         }
-        let start = self.inner.start();
-        let assembly = self
-            .assembly
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        let mut numbers = Vec::with_capacity(done.len());
-        for report in done {
-            let number = report.tcp.number;
-            let (judgement, mut record) = guard(|| judge_and_record(report, start))?;
-            let said = judge.call1((to_py(py, &judgement)?,))?;
-            let words: Words = pythonize::depythonize(&said).map_err(|e| {
-                PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
-            })?;
-            words.apply(&mut record);
-            guard(|| assembly.add(number, &record))?.map_err(spool_error)?;
-            numbers.push(number);
+        let mut numbers = Vec::new();
+        loop {
+            let State::Running(producer) = std::mem::replace(&mut self.state, State::Broken) else {
+                return Err(CoreBug::new_err("the pass stopped"));
+            };
+            // wait for the pass thread without the GIL (it needs none; Python may run)
+            let (message, producer) = py.detach(move || (producer.next(), producer));
+            match message {
+                Some(Message::Chunk(chunk)) => {
+                    self.state = State::Running(producer);
+                    self.judge_chunk(py, judge, chunk, &mut numbers)?;
+                }
+                Some(Message::StepEnd { snapshot, more }) => {
+                    self.now = snapshot;
+                    if more {
+                        self.state = State::Running(producer);
+                        return Ok(Some(numbers));
+                    }
+                    let pass = py
+                        .detach(move || producer.join())
+                        .ok_or_else(|| CoreBug::new_err("the pass thread failed"))?;
+                    self.state = State::Done(pass);
+                    return Ok(if numbers.is_empty() {
+                        None
+                    } else {
+                        Some(numbers)
+                    });
+                }
+                Some(Message::Panicked(why)) => return Err(CoreBug::new_err(why)),
+                None => return Err(CoreBug::new_err("the pass thread stopped")),
+            }
         }
-        Ok(Some(numbers))
     }
 
     /// Once every step is done: the relays among the connections, each worded by `judge` (a
@@ -166,7 +250,7 @@ impl Pass {
             .assembly
             .take()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        let stats = self.inner.stats();
+        let stats = &self.now.stats;
         Ok(report::Report::new(guard(|| {
             assembly.finish(stats, words)
         })?))
@@ -175,27 +259,28 @@ impl Pass {
     /// After the last step: raises OpenError for a capture with records but none it could
     /// decode (only link types the core does not read).
     fn outcome(&self, py: Python<'_>) -> PyResult<()> {
-        match self.inner.outcome() {
+        match self.pass()?.outcome() {
             Ok(()) => Ok(()),
             Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
         }
     }
 
-    /// Counters about the file as a whole (so far; final once `step` returned None).
+    /// Counters about the file as a whole, as they stood after the last step judged (final
+    /// once `step` returned None).
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        to_py(py, self.inner.stats())
+        to_py(py, &self.now.stats)
     }
 
     /// Packets that came after their connection was reported, the engine's settled linger,
-    /// connections numbered.
+    /// connections numbered: after the last step judged.
     fn engine(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        to_py(py, &self.inner.engine_facts())
+        to_py(py, &self.now.engine)
     }
 
-    /// Records read so far (for a progress bar).
+    /// Records read by the last step judged (for a progress bar).
     #[getter]
     fn records(&self) -> u64 {
-        self.inner.records()
+        self.now.records
     }
 }
 

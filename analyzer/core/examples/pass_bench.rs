@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use pktflow_core::pass::{Pass, PassOptions};
-use pktflow_core::report::{judge_and_record, Assembly, CaptureWords};
+use pktflow_core::report::{judge_and_record, Assembly, CaptureWords, Judged};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -49,7 +49,7 @@ fn main() {
             for c in done.drain(..) {
                 let number = c.tcp.number;
                 let t0 = Instant::now();
-                let (_, record) = judge_and_record(c, start);
+                let (_, record) = judge_and_record(c, start, Judged::default());
                 let t1 = Instant::now();
                 if let Err(e) = assembly.add(number, &record) {
                     eprintln!("{e}");

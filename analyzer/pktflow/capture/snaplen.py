@@ -41,7 +41,7 @@ class Cut:
         self.connections += 1
         for d in dirs:
             room = MAX_FRAMES - len(self.frames)
-            self.frames += d["ev_trunc"][:max(room, 0)]
+            self.frames += (d["ev_trunc"] or [])[:max(room, 0)]
         pg = j["postgres"]
         self.resyncs += sum(1 for ev in pg["events"] if ev["kind"] == "resync") if pg else 0
         return [f for f in found if f.code not in FOLDED]

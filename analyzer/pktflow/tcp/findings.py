@@ -41,7 +41,7 @@ def connection_findings(j: Judgement) -> list[Finding]:
                 "warning", "capture-gap",
                 f"{name}: the capture missed {m['missing_bytes']:,} bytes in {m['gaps']} gap(s) "
                 f"that the receiver acknowledged or that later data skipped over; protocol "
-                f"decoding resynchronises after each", cid, list(m["ev_gap"])))
+                f"decoding resynchronises after each", cid, list(m["ev_gap"] or ())))
         if m["bound_gaps"] or m["holes_forgotten"]:
             out.append(Finding(
                 "warning", "reassembly-bound",
@@ -50,29 +50,29 @@ def connection_findings(j: Judgement) -> list[Finding]:
                 f"{MAX_HOLES} holes remembered): {m['bound_gaps']:,} hole(s) were declared "
                 f"capture gaps before they could fill and {m['holes_forgotten']:,} were "
                 f"forgotten, so late bytes there count as retransmissions", cid,
-                list(m["ev_gap"])))
+                list(m["ev_gap"] or ())))
         if m["retransmitted_segments"]:
             out.append(Finding(
                 "warning", "retransmission",
                 f"{name}: {m['retransmitted_segments']} retransmitted segment(s), "
-                f"{m['retransmitted_bytes']:,} bytes", cid, list(m["ev_retrans"])))
+                f"{m['retransmitted_bytes']:,} bytes", cid, list(m["ev_retrans"] or ())))
         if m["out_of_order_segments"]:
             out.append(Finding(
                 "info", "out-of-order",
                 f"{name}: {m['out_of_order_segments']} segment(s) arrived out of order at the "
-                f"capture point (filled a hole within 3 ms)", cid, list(m["ev_ooo"])))
+                f"capture point (filled a hole within 3 ms)", cid, list(m["ev_ooo"] or ())))
         if m["truncated_bytes"]:
             out.append(Finding(
                 "warning", "truncated-payload",
                 f"{name}: snaplen cut {m['truncated_bytes']:,} payload bytes from "
                 f"{m['truncated_segments']} segment(s); those bytes are counted, never invented",
-                cid, list(m["ev_trunc"])))
+                cid, list(m["ev_trunc"] or ())))
         if m["zero_window_events"]:
             out.append(Finding(
                 "info", "zero-window",
                 f"{who} advertised a zero receive window "
                 f"{m['zero_window_events']} time(s): its application was not reading fast "
-                f"enough", cid, list(m["ev_zero"])))
+                f"enough", cid, list(m["ev_zero"] or ())))
         mss = peer["mss"]
         if mss and m["max_segment"] > mss:
             out.append(Finding(

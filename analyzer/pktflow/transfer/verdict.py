@@ -62,14 +62,13 @@ def limit_shares(lim: LimitFacts) -> ByLimit[float]:
                 {k: round(secs[k] / total, 3) if total > 0 else 0.0 for k in LIMITS})
 
 
-def dominant(f: TransferJudgement) -> tuple[LimitName, float]:
+def dominant(f: TransferJudgement, lim: LimitFacts) -> tuple[LimitName, float]:
     """The dominant limit by the rule above, and the busy seconds it was judged against."""
-    lim = f["limits"]
     secs = lim["seconds"]
     busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
     if busy > 0 and secs["receiver_window"] >= HALF * busy:
         return "receiver_window", busy
-    if (_lost(f) >= LOSS_SHARE * max(1, f["segments"]) and busy > 0
+    if (_lost(f, lim) >= LOSS_SHARE * max(1, f["segments"]) and busy > 0
             and secs["loss"] >= LOSS_TIME * busy):
         return "loss", busy
     if secs["sender"] >= secs["network"] + secs["latency"]:
@@ -77,9 +76,9 @@ def dominant(f: TransferJudgement) -> tuple[LimitName, float]:
     return ("network" if secs["network"] >= secs["latency"] else "latency"), busy
 
 
-def _lost(f: TransferJudgement) -> int:
+def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
     """Segments sent again, and holes the capture never saw filled but the ACKs passed."""
-    return int(f["retransmitted_segments"]) + int(f["limits"]["recovery_by_hole"])
+    return int(f["retransmitted_segments"]) + int(lim["recovery_by_hole"])
 
 
 def verdict(f: TransferJudgement) -> Verdict:
@@ -88,6 +87,7 @@ def verdict(f: TransferJudgement) -> Verdict:
         return {"limit": "none", "shares": None, "summary": f"too little data to judge "
                 f"({data_bytes:,} bytes in {segments} segments)", "evidence_frames": []}
     lim, w = f["limits"], f["window"]
+    assert lim is not None, "the core hands over a judged transfer's limits (Judge.min_bytes)"
     if lim["transfer_s"] <= 0:
         # Many small responses (a pooler's server connection under a storm): each left in one
         # instant, so there is no transfer time to share out; the waits between them are the
@@ -99,7 +99,7 @@ def verdict(f: TransferJudgement) -> Verdict:
                 f"({how}); the time between them is the conversation's round trips",
                 "evidence_frames": []}
     shares = limit_shares(lim)
-    limit, busy = dominant(f)
+    limit, busy = dominant(f, lim)
     total_ms = lim["transfer_s"] * 1e3
     longest, first = lim["longest"][limit], lim["first"][limit]
     share = shares[limit]
@@ -121,7 +121,7 @@ def verdict(f: TransferJudgement) -> Verdict:
         summary = (f"the receiver's window held the sender {head} ({busy_share:.0%} of the "
                    f"time it had data to send); {why}")
     elif limit == "loss":
-        lost = _lost(f)
+        lost = _lost(f, lim)
         summary = (f"{lost:,} of {segments:,} segments were lost or sent again "
                    f"({lost / segments:.1%}); {lim['recoveries']} recoveries (from "
                    f"retransmissions, duplicate ACKs or SACKs, data beyond a hole) and the "

@@ -13,7 +13,7 @@ use pktflow_core::events::{self, Collected};
 use pktflow_core::pass::{ConnectionReport, Pass, PassOptions};
 use pktflow_core::pgwire::facts::{ConversationFacts, Protocol};
 use pktflow_core::pgwire::Conversation;
-use pktflow_core::report::judge_and_record;
+use pktflow_core::report::{judge_and_record, Judged};
 use pktflow_core::tcp::observe::StreamSink;
 use serde::Serialize;
 
@@ -174,7 +174,7 @@ pub fn pass(data: &[u8]) {
     diagram(data, &reports, &st);
     let start = pass.start();
     for r in reports {
-        let (judgement, record) = judge_and_record(r, start);
+        let (judgement, record) = judge_and_record(r, start, Judged::default());
         sound("judgement", &judgement);
         sound("record", &record);
     }

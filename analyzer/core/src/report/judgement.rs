@@ -8,7 +8,6 @@ use serde::Serialize;
 use super::connection::ConnectionRecord;
 use super::direction::{DirectionRecord, HandshakeMs};
 use super::round_trips::RoundTrips;
-use super::values::Inline;
 use crate::pass::ConnectionReport;
 use crate::pgwire::facts::{Event, StopReason};
 use crate::tcp;
@@ -38,11 +37,32 @@ pub struct JudgedDirections {
     pub server_to_client: DirectionJudgement,
 }
 
-/// A direction's engine counters (what the findings read: its facts, inlined) and its
-/// transfer.
+/// A direction's engine counters (what the findings read) and its transfer. Evidence frames
+/// are None where there are none (most connections).
 #[derive(Clone, Debug, Serialize)]
 pub struct DirectionJudgement {
-    pub tcp: Inline<tcp::DirectionFacts>,
+    pub payload_bytes: i64,
+    pub max_segment: i64,
+    /// From this side's SYN.
+    pub mss: Option<u16>,
+    pub segments_above_mss: u64,
+    pub window_scale_known: bool,
+    pub window_scale_lower_bound: Option<u8>,
+    pub gaps: u64,
+    pub missing_bytes: i64,
+    pub bound_gaps: u64,
+    pub holes_forgotten: u64,
+    pub retransmitted_segments: u64,
+    pub retransmitted_bytes: i64,
+    pub out_of_order_segments: u64,
+    pub truncated_bytes: i64,
+    pub truncated_segments: u64,
+    pub zero_window_events: u64,
+    pub ev_gap: Option<Vec<u64>>,
+    pub ev_retrans: Option<Vec<u64>>,
+    pub ev_ooo: Option<Vec<u64>>,
+    pub ev_trunc: Option<Vec<u64>>,
+    pub ev_zero: Option<Vec<u64>>,
     pub transfer: Option<TransferJudgement>,
 }
 
@@ -59,7 +79,17 @@ pub struct TransferJudgement {
     /// The report's RTT median (ms), when there were samples.
     pub rtt_median_ms: Option<f64>,
     pub idle: IdleJudgement,
-    pub limits: LimitFacts,
+    /// Where the transfer's time went: for a transfer the judge judges (Judged: as many bytes
+    /// and segments as it declares it needs), else None.
+    pub limits: Option<LimitFacts>,
+}
+
+/// The least a transfer carries for the judge to read its limits (it words the rest as too
+/// little to judge, from the counts alone).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Judged {
+    pub min_bytes: i64,
+    pub min_segments: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -101,14 +131,42 @@ pub struct PgJudgement {
     pub decode_stopped: Option<StopReason>,
 }
 
-fn direction(d: &tcp::DirectionFacts, t: Option<&transfer::DirectionFacts>) -> DirectionJudgement {
+fn frames(v: &[u64]) -> Option<Vec<u64>> {
+    (!v.is_empty()).then(|| v.to_vec())
+}
+
+fn direction(
+    d: &tcp::DirectionFacts,
+    t: Option<&transfer::DirectionFacts>,
+    judged: Judged,
+) -> DirectionJudgement {
     DirectionJudgement {
-        tcp: Inline(Some(d.clone())),
-        transfer: t.map(transfer_judgement),
+        payload_bytes: d.payload_bytes,
+        max_segment: d.max_segment,
+        mss: d.mss,
+        segments_above_mss: d.segments_above_mss,
+        window_scale_known: d.window_scale_known,
+        window_scale_lower_bound: d.window_scale_lower_bound,
+        gaps: d.gaps,
+        missing_bytes: d.missing_bytes,
+        bound_gaps: d.bound_gaps,
+        holes_forgotten: d.holes_forgotten,
+        retransmitted_segments: d.retransmitted_segments,
+        retransmitted_bytes: d.retransmitted_bytes,
+        out_of_order_segments: d.out_of_order_segments,
+        truncated_bytes: d.truncated_bytes,
+        truncated_segments: d.truncated_segments,
+        zero_window_events: d.zero_window_events,
+        ev_gap: frames(&d.ev_gap),
+        ev_retrans: frames(&d.ev_retrans),
+        ev_ooo: frames(&d.ev_ooo),
+        ev_trunc: frames(&d.ev_trunc),
+        ev_zero: frames(&d.ev_zero),
+        transfer: t.map(|t| transfer_judgement(t, judged)),
     }
 }
 
-fn transfer_judgement(f: &transfer::DirectionFacts) -> TransferJudgement {
+fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJudgement {
     let acks = &f.acks;
     TransferJudgement {
         data_bytes: f.data_bytes,
@@ -141,7 +199,8 @@ fn transfer_judgement(f: &transfer::DirectionFacts) -> TransferJudgement {
                 })
                 .collect(),
         },
-        limits: f.limits.clone(),
+        limits: (f.data_bytes >= judged.min_bytes && f.segments >= judged.min_segments)
+            .then(|| f.limits.clone()),
     }
 }
 
@@ -154,7 +213,11 @@ fn rtt_median(d: &DirectionRecord) -> Option<f64> {
 }
 
 /// A retired connection's judgement and record (the facts move into the record).
-pub fn judge_and_record(report: ConnectionReport, start: f64) -> (Judgement, ConnectionRecord) {
+pub fn judge_and_record(
+    report: ConnectionReport,
+    start: f64,
+    judged: Judged,
+) -> (Judgement, ConnectionRecord) {
     let (swapped, _) = super::connection::settle_roles(&report.tcp, report.frontend());
     let [tcp0, tcp1] = &report.tcp.directions;
     let (tr0, tr1) = match &report.transfer {
@@ -164,7 +227,7 @@ pub fn judge_and_record(report: ConnectionReport, start: f64) -> (Judgement, Con
         }
         None => (None, None),
     };
-    let (e0, e1) = (direction(tcp0, tr0), direction(tcp1, tr1));
+    let (e0, e1) = (direction(tcp0, tr0, judged), direction(tcp1, tr1, judged));
     let postgres = report.postgres.as_ref().map(|p| PgJudgement {
         events: p.events.clone(),
         decode_stopped: p.decode_stopped.as_ref().map(|s| s.reason.clone()),

@@ -17,5 +17,5 @@ pub mod words;
 
 pub use connection::{CapturePoint, ConnectionRecord, Role};
 pub use document::{Assembly, CaptureRecord, CaptureWords, Report, ReportError};
-pub use judgement::{judge_and_record, Judgement};
+pub use judgement::{judge_and_record, Judged, Judgement};
 pub use words::{Finding, Verdict, Words};
