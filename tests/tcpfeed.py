@@ -25,18 +25,28 @@ def _checksum(data: bytes) -> int:
     return ~(s + (s >> 16)) & 0xFFFF
 
 
+def tcp_header(sport: int, dport: int, seq: int, ack: int, flags: int, win: int,
+               options: bytes = b"") -> bytes:
+    """A TCP header (checksum left zero: pktflow does not check it), options padded."""
+    options = options + b"\0" * (-len(options) % 4)
+    return struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
+                       (5 + len(options) // 4) << 4, flags, win, 0, 0) + options
+
+
+def ip_header(src: bytes, dst: bytes, wire: int) -> bytes:
+    """An IPv4 (4-byte addresses) or IPv6 header for `wire` bytes of TCP."""
+    if len(src) == 4:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + wire, 0, 0x4000, 64, 6, 0, src, dst)
+        return ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
+    return struct.pack("!IHBB16s16s", 6 << 28, wire, 6, 64, src, dst)
+
+
 def ip_packet(pkt: tuple) -> tuple[bytes, int]:  # type: ignore[type-arg]
     """The packet's IP datagram as captured, and its length on the wire."""
     _, _, src, dst, sport, dport, seq, ack, flags, win, plen, payload, options = pkt
-    options = options + b"\0" * (-len(options) % 4)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, (5 + len(options) // 4) << 4,
-                      flags, win, 0, 0) + options
+    tcp = tcp_header(sport, dport, seq, ack, flags, win, options)
     wire = len(tcp) + plen
-    if len(src) == 4:
-        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + wire, 0, 0x4000, 64, 6, 0, src, dst)
-        ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
-    else:
-        ip = struct.pack("!IHBB16s16s", 6 << 28, wire, 6, 64, src, dst)
+    ip = ip_header(src, dst, wire)
     return ip + tcp + payload, len(ip) + wire
 
 

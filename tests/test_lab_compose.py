@@ -633,8 +633,13 @@ def test_stack_and_native_lab_agree(pooled: Run, tmp_path: Path) -> None:
         assert [(q["command_tag"], q["data_rows"]) for q in mine[role]["queries"]] == \
             [(q["command_tag"], q["data_rows"]) for q in theirs[role]["queries"]], role
     (r1,), (r2,) = pooled["report"]["relays"], native_report["relays"]
-    for key in ("server_write", "forward_write", "matched_queries"):
-        assert r1[key] == r2[key], key
+    assert r1["matched_queries"] == r2["matched_queries"]
+    # the re-split on both: the relay forwards in its 4 KB buffer's pieces what the server
+    # wrote in larger ones. (The server's habitual write is 8 KB; on a busy machine the
+    # socket takes several as one, 30 KB and more, so its size is not compared.)
+    pkt_buf = ours["pgbouncer_settings"]["pkt_buf"]
+    for r in (r1, r2):
+        assert 4000 <= r["forward_write"] <= pkt_buf < r["server_write"], r
 
 
 @pytest.mark.lab

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tcpfeed import ip_header, tcp_header
 
 from pktflow.errors import LabError
 from pktflow.lab import kernel
@@ -179,9 +180,8 @@ def test_the_baseline_is_the_last_round_before_the_client() -> None:
 # -- the handshake reader, on a crafted capture ----------------------------------------------
 
 def _frame(src: str, dst: str, sport: int, dport: int, seq: int, ack: int, flags: int) -> bytes:
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0,
-                     bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))))
+    tcp = tcp_header(sport, dport, seq, ack, flags, 65535)
+    ip = ip_header(bytes(map(int, src.split("."))), bytes(map(int, dst.split("."))), len(tcp))
     return b"\x00" * 12 + b"\x08\x00" + ip + tcp
 
 

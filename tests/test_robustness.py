@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from craft import LINKTYPE_RAW, _block, write_pcap
+from tcpfeed import ip_header, tcp_header
 
 from pktflow._core import ACK, FIN, PSH, RST, SYN
 from pktflow.cli import Env, main
@@ -52,11 +53,9 @@ def assert_one_line_error(err: str, path: Path | str) -> None:
 
 def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, seq: int, ack: int, flags: int,
            payload: bytes = b"", win: int = 512) -> bytes:
-    """A raw IPv4 + TCP packet (checksums left zero: pktflow does not check them)."""
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4,
-                      flags, win, 0, 0)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40 + len(payload), 0, 0, 64, 6, 0, src, dst)
-    return ip + tcp + payload
+    """A raw IPv4 + TCP packet."""
+    tcp = tcp_header(sport, dport, seq, ack, flags, win)
+    return ip_header(src, dst, len(tcp) + len(payload)) + tcp + payload
 
 
 class Talk:

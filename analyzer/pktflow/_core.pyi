@@ -24,6 +24,10 @@ SACK_ABOVE: int
 SACK_DUPLICATE: int
 __version__: str
 SCHEMA: str
+# the engine's reassembly bounds
+MAX_BUFFERED_BYTES: int
+MAX_BUFFERED_SEGMENTS: int
+MAX_HOLES: int
 
 LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
 VerdictLimit = Literal["receiver_window", "network", "loss", "latency", "sender", "none"]
@@ -125,10 +129,33 @@ class HandshakeMs(TypedDict):
     syn_to_synack: float
     synack_to_ack: float
 
-# A decoder event or stop reason: a dict tagged by "kind" (pgwire/facts.rs Event, StopReason);
-# each kind's keys are read by pgwire/report.py.
-Event = dict[str, Any]
-StopReason = dict[str, Any]
+class StopReason(TypedDict):
+    """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
+    kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
+                  "tls_without_alpn", "no_framing"]
+    length: NotRequired[int]
+    type_byte: NotRequired[int]
+    role: NotRequired[Role]
+    offered: NotRequired[list[str]]
+    lost: NotRequired[int]
+
+class Event(TypedDict):
+    """What happened on a connection, in order (pgwire/facts.rs Event), by kind."""
+    kind: Literal["resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
+                  "server_error", "query_error", "query_errors_total", "queries_capped"]
+    role: NotRequired[Role]
+    length: NotRequired[int]
+    offset: NotRequired[int]
+    frame: NotRequired[int]
+    encryption: NotRequired[Literal["none", "tls", "gss"]]
+    request: NotRequired[Literal["SSLRequest", "GSSENCRequest"] | None]
+    reason: NotRequired[StopReason]
+    code: NotRequired[str | None]
+    message: NotRequired[str | None]
+    sql: NotRequired[str]
+    sent_frame: NotRequired[int]
+    count: NotRequired[int]
+    listed: NotRequired[int]
 
 class PgJudgement(TypedDict):
     events: list[Event]
@@ -551,8 +578,75 @@ class Relay(TypedDict):
 
 # -- the pass ---------------------------------------------------------------------------------
 
+class StreamFault(TypedDict):
+    """A fault of a gzip stream (capture/error.rs), by kind."""
+    kind: Literal["no_member", "header_cut", "data_cut", "corrupt", "check_failed",
+                  "trailer_cut", "io"]
+    at: NotRequired[int]
+    start: NotRequired[int]
+    end: NotRequired[int]
+    errno: NotRequired[int | None]
+
+class DamageFacts(TypedDict):
+    """Where reading stopped and why (capture/error.rs Damage, its kind's fields beside)."""
+    frame: int
+    offset: int
+    kind: Literal["file_header_cut", "record_header_cut", "record_too_large", "record_cut",
+                  "block_header_cut", "bad_byte_order", "bad_block_length", "block_cut",
+                  "block_too_short", "trailer_mismatch", "bad_interface"]
+    stream: StreamFault | None
+    caplen: NotRequired[int]
+    snaplen: NotRequired[int]
+    present: NotRequired[int]
+    block_type: NotRequired[int]
+    length: NotRequired[int]
+    trailer: NotRequired[int]
+    interface: NotRequired[int]
+
+class CaptureStats(TypedDict):
+    """Counters about the capture file as a whole (capture/stats.rs)."""
+    file: str
+    format: Literal["pcap", "pcapng"]
+    compressed: bool
+    nanosecond: bool
+    link_types: list[str]
+    packets: int
+    tcp_packets: int
+    non_tcp_packets: int
+    truncated_packets: int
+    undecodable_packets: int
+    ip_fragments: int
+    first_ts: float | None
+    last_ts: float | None
+    if_drops: int | None
+    damage: DamageFacts | None
+
+class EngineFacts(TypedDict):
+    late_packets: int
+    late_frames: list[int]
+    settled_linger: float | None
+    opened: int
+
 class OpenError(Exception):
-    """args[0]: the problem's facts (capture.problems words them)."""
+    """The capture could not be opened: a subclass says how (capture.problems words it)."""
+
+class NoFile(OpenError):
+    why: Literal["directory", "missing", "permission_denied", "os"]
+    errno: int | None
+
+class EmptyCapture(OpenError): ...
+
+class BadGzip(OpenError):
+    fault: StreamFault
+
+class UnknownMagic(OpenError):
+    head: bytes
+
+class Unsupported(OpenError):
+    link_types: list[str]
+
+class ReadFailed(OpenError):
+    errno: int | None
 
 class CoreBug(Exception):
     """The core panicked: a bug (the message says where)."""
@@ -605,9 +699,12 @@ class RelayHead(TypedDict):
     coupling: Coupling
     verdict: RelayVerdict
 
+class TextSink(Protocol):
+    def write(self, text: str, /) -> object: ...
+
 class Report:
     """A finished report: the core writes its JSON and reads out its parts."""
-    def write_json(self, stream: Any, indented: bool = ...) -> None: ...
+    def write_json(self, stream: TextSink, indented: bool = ...) -> None: ...
     def capture(self) -> Capture: ...
     def findings(self) -> list[Finding]: ...
     def relays(self) -> list[RelayHead]: ...
@@ -624,13 +721,32 @@ class Pass:
     def step(self, judge: Judge) -> list[int] | None: ...
     def relays(self, judge: RelayJudge) -> int: ...
     def finish(self, words: CaptureWords) -> Report: ...
-    def stats(self) -> dict[str, Any]: ...
-    def engine(self) -> dict[str, Any]: ...
+    def stats(self) -> CaptureStats: ...
+    def engine(self) -> EngineFacts: ...
     def outcome(self) -> None: ...
     @property
     def records(self) -> int: ...
 
+# a packet as a diagram draws it (events.rs Event): connection number, engine direction,
+# frame, time, sequence, end, ack, window, flags, kind, first SACK block's place
+DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
+
+class Detail(TypedDict):
+    name: str
+    code: str | None
+    text: str
+
+class Collected(TypedDict):
+    """What a diagram draws of the connections chosen (events.rs)."""
+    events: list[DiagramEvent]
+    labels: list[tuple[int, int, list[tuple[str, int]]]]
+    details: list[tuple[int, int, list[Detail]]]
+    partial: list[tuple[int, int]]
+    swapped: list[tuple[int, bool]]
+    cut: bool
+    records: int
+
 def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int,
-            linger_s: float | None = ..., settled_linger_s: float | None = ...) -> dict[str, Any]: ...
+            linger_s: float | None = ..., settled_linger_s: float | None = ...) -> Collected: ...
 def sql_key(sql: str) -> str:
     """A statement as relay matching compares it."""

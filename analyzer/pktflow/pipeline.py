@@ -55,7 +55,7 @@ def open_pass(path: str, options: Options) -> Any:
         return _core.Pass(path, options.decode_postgres, options.transfer,
                           _finite(options.linger_s), _finite(options.settled_linger_s))
     except _core.OpenError as exc:
-        raise open_error(exc.args[0], path) from None
+        raise open_error(exc, path) from None
 
 
 def _finite(s: float) -> float | None:
@@ -77,7 +77,7 @@ def analyze(path: str, options: Options | None = None,
         try:
             core.outcome()
         except _core.OpenError as exc:
-            raise open_error(exc.args[0], path) from None
+            raise open_error(exc, path) from None
         stats = core.stats()
         relay_judge = RelayJudge()
         core.relays(relay_judge)

@@ -1,40 +1,21 @@
 //! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
 //! opened, stepped through, and each connection's facts converted as they come.
 
+mod errors;
 mod producer;
 mod pyvalue;
 mod report;
 
 use std::path::PathBuf;
 
+use errors::{CoreBug, SpoolError};
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pktflow_core::relay::RelayWords;
 use pktflow_core::report::{Assembly, CaptureWords, Judged, Words};
 use producer::{Judging, Message, Producer, Snapshot};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-
-create_exception!(
-    _core,
-    OpenError,
-    PyException,
-    "The capture could not be opened: args[0] is the problem's facts (a dict)."
-);
-create_exception!(
-    _core,
-    CoreBug,
-    PyException,
-    "The core panicked: a bug in pktflow (the message says where)."
-);
-create_exception!(
-    _core,
-    SpoolError,
-    PyException,
-    "The report's temporary file could not be written (TMPDIR full or read-only): args[0] \
-     says where and why."
-);
 
 thread_local! {
     /// The last panic's message and place, kept by the hook for `guard` (the default hook
@@ -170,7 +151,7 @@ impl Pass {
                 state: State::Ready(inner),
                 assembly: Some(Assembly::default()),
             }),
-            Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+            Err(problem) => Err(errors::open_error(py, problem)),
         }
     }
 
@@ -179,8 +160,15 @@ impl Pass {
     /// or None once the capture is done.
     fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u64>>> {
         match std::mem::replace(&mut self.state, State::Broken) {
-            State::Ready(pass) => self.state = State::Running(Producer::start(pass, judged(judge))),
-            State::Running(producer) => self.state = State::Running(producer),
+            State::Ready(pass) => {
+                let producer = Producer::start(pass, judged(judge));
+                producer.ask();
+                self.state = State::Running(producer);
+            }
+            State::Running(producer) => {
+                producer.ask();
+                self.state = State::Running(producer);
+            }
             State::Done(pass) => {
                 self.state = State::Done(pass);
                 return Ok(None);
@@ -261,7 +249,7 @@ impl Pass {
     fn outcome(&self, py: Python<'_>) -> PyResult<()> {
         match self.pass()?.outcome() {
             Ok(()) => Ok(()),
-            Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+            Err(problem) => Err(errors::open_error(py, problem)),
         }
     }
 
@@ -315,7 +303,7 @@ fn collect(
     })?;
     match got {
         Ok(c) => to_py(py, &c),
-        Err(problem) => Err(OpenError::new_err(to_py(py, &problem)?)),
+        Err(problem) => Err(errors::open_error(py, problem)),
     }
 }
 
@@ -356,9 +344,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     ] {
         m.add(name, v)?;
     }
-    m.add("OpenError", m.py().get_type::<OpenError>())?;
-    m.add("CoreBug", m.py().get_type::<CoreBug>())?;
-    m.add("SpoolError", m.py().get_type::<SpoolError>())?;
+    errors::add(m)?;
+    // the engine's reassembly bounds, named in a finding's sentence
+    use pktflow_core::tcp::direction as td;
+    m.add("MAX_BUFFERED_BYTES", td::MAX_BUFFERED_BYTES)?;
+    m.add("MAX_BUFFERED_SEGMENTS", td::MAX_BUFFERED_SEGMENTS)?;
+    m.add("MAX_HOLES", td::MAX_HOLES)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SCHEMA", pktflow_core::report::document::SCHEMA)?;
     Ok(())

@@ -1,14 +1,17 @@
 //! The core's pass on a thread of its own, running ahead of Python: it reads the capture,
 //! runs the engine and the analyses, and builds each retired connection's judgement and record,
 //! while the Python thread judges the connections before them. A step of the pass is sent as
-//! chunks of at most CHUNK connections, at most QUEUED chunks ahead: a storm's burst of
-//! retirements never waits whole in memory.
+//! chunks of at most CHUNK connections, each built as it is sent, at most QUEUED chunks ahead:
+//! a storm's burst of retirements never waits whole as judgements. The capture's end (which
+//! retires every connection still open, the largest burst of all) is taken only once Python
+//! asks for the step that holds it, as a pass on one thread would.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use pktflow_core::capture::CaptureStats;
-use pktflow_core::pass::Pass;
+use pktflow_core::pass::{ConnectionReport, Pass};
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
 use pktflow_core::tcp::EngineFacts;
 
@@ -35,9 +38,48 @@ pub enum Message {
     Panicked(String),
 }
 
+/// How many steps Python has asked for, and whether it has gone: the pass thread waits on
+/// it before taking the capture's end.
+#[derive(Default)]
+struct Gate {
+    state: Mutex<(u64, bool)>,
+    changed: Condvar,
+}
+
+impl Gate {
+    fn ask(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 += 1;
+            self.changed.notify_all();
+        }
+    }
+
+    fn cancel(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Wait until step `n` (counted from 1) is asked for; false when Python has gone.
+    fn wait_for(&self, n: u64) -> bool {
+        let Ok(mut s) = self.state.lock() else {
+            return false;
+        };
+        while s.0 < n && !s.1 {
+            s = match self.changed.wait(s) {
+                Ok(s) => s,
+                Err(_) => return false,
+            };
+        }
+        !s.1
+    }
+}
+
 pub struct Producer {
     rx: Option<Receiver<Message>>,
     handle: Option<JoinHandle<Pass>>,
+    gate: Arc<Gate>,
 }
 
 fn snapshot(pass: &Pass) -> Box<Snapshot> {
@@ -48,36 +90,60 @@ fn snapshot(pass: &Pass) -> Box<Snapshot> {
     })
 }
 
-fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>) -> Pass {
+/// Step `n` of the pass: feed a batch (at the capture's end, once asked for, end it) and
+/// take the connections it retired. Whether more steps follow; None when Python has gone.
+fn step(pass: &mut Pass, gate: &Gate, n: u64, done: &mut Vec<ConnectionReport>) -> Option<bool> {
+    let more = pass.feed();
+    if !more {
+        if !gate.wait_for(n) {
+            return None;
+        }
+        pass.end();
+    }
+    pass.take(done);
+    Some(more)
+}
+
+/// `f` with a panic sent to Python as a message (None then).
+fn unwound<T>(tx: &SyncSender<Message>, f: impl FnOnce() -> T) -> Option<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            let _ = tx.send(Message::Panicked(crate::PANIC.with(|p| p.take())));
+            None
+        }
+    }
+}
+
+fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>) -> Pass {
     let mut done = Vec::new();
-    loop {
-        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let more = pass.step(&mut done);
-            let start = pass.start();
-            let judging: Vec<Judging> = done
-                .drain(..)
-                .map(|report| {
-                    let number = report.tcp.number;
-                    let (judgement, record) = judge_and_record(report, start, judged);
-                    (number, judgement, record)
-                })
-                .collect();
-            (more, judging)
-        }));
-        let (more, judging) = match step {
-            Ok(stepped) => stepped,
-            Err(_) => {
-                let _ = tx.send(Message::Panicked(crate::PANIC.with(|p| p.take())));
-                return pass;
-            }
+    for n in 1.. {
+        let Some(Some(more)) = unwound(&tx, || step(&mut pass, &gate, n, &mut done)) else {
+            return pass;
         };
-        let mut judging = judging.into_iter().peekable();
-        while judging.peek().is_some() {
-            let chunk: Vec<Judging> = judging.by_ref().take(CHUNK).collect();
+        let start = pass.start();
+        let mut reports = done.drain(..);
+        loop {
+            let built = unwound(&tx, || {
+                (reports.by_ref().take(CHUNK))
+                    .map(|report| {
+                        let number = report.tcp.number;
+                        let (judgement, record) = judge_and_record(report, start, judged);
+                        (number, judgement, record)
+                    })
+                    .collect::<Vec<Judging>>()
+            });
+            let Some(chunk) = built else {
+                return pass;
+            };
+            if chunk.is_empty() {
+                break;
+            }
             if tx.send(Message::Chunk(chunk)).is_err() {
                 return pass; // the reader is gone (an exception in Python)
             }
         }
+        drop(reports);
         let end = Message::StepEnd {
             snapshot: snapshot(&pass),
             more,
@@ -86,25 +152,28 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>) -> Pass {
             return pass;
         }
     }
+    pass
 }
 
 impl Producer {
     pub fn start(pass: Pass, judged: Judged) -> Self {
         let (tx, rx) = sync_channel(QUEUED);
+        let gate = Arc::new(Gate::default());
+        let theirs = Arc::clone(&gate);
         let handle = std::thread::Builder::new()
             .name("pktflow-pass".into())
-            .spawn(move || run(pass, judged, tx));
-        match handle {
-            Ok(handle) => Producer {
-                rx: Some(rx),
-                handle: Some(handle),
-            },
+            .spawn(move || run(pass, judged, tx, theirs));
+        Producer {
             // no thread to be had: nothing runs, and the first receive says so
-            Err(_) => Producer {
-                rx: None,
-                handle: None,
-            },
+            rx: handle.is_ok().then_some(rx),
+            handle: handle.ok(),
+            gate,
         }
+    }
+
+    /// Python asks for the next step (counted, so the capture's end waits for its own).
+    pub fn ask(&self) {
+        self.gate.ask();
     }
 
     /// The next message; None once the pass thread is gone without a word (it could not
@@ -122,8 +191,9 @@ impl Producer {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        // the sender's next send fails and the thread ends
+        // the sender's next send fails, a wait for the end gives up, and the thread ends
         self.rx = None;
+        self.gate.cancel();
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }

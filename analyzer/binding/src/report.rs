@@ -9,7 +9,8 @@ use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::{guard, spool_error, to_py, CoreBug};
+use crate::errors::CoreBug;
+use crate::{guard, spool_error, to_py};
 
 #[pyclass(unsendable, module = "pktflow._core")]
 pub struct Report {

@@ -124,22 +124,39 @@ impl Pass {
         if self.done {
             return false;
         }
+        if !self.feed() {
+            self.end();
+        }
+        self.take(out);
+        !self.done
+    }
+
+    /// Feed packets up to where the reader ends a batch (the engine swept there); false once
+    /// the capture is exhausted (what remains open is retired by `end`).
+    pub fn feed(&mut self) -> bool {
         loop {
             match self.capture.next_item() {
                 Some(Item::Packet(pkt)) => self.engine.feed(&pkt),
                 Some(Item::BatchEnd { ts }) => {
                     self.engine.sweep(ts);
-                    break;
+                    return true;
                 }
-                None => {
-                    self.done = true;
-                    self.engine.finish();
-                    break;
-                }
+                None => return false,
             }
         }
+    }
+
+    /// The capture is done: every connection still open is retired.
+    pub fn end(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.engine.finish();
+        }
+    }
+
+    /// Append the connections retired so far to `out`.
+    pub fn take(&mut self, out: &mut Vec<ConnectionReport>) {
         out.extend(self.engine.take_retired().map(report));
-        !self.done
     }
 
     /// After the last step: a capture with records but none it could decode.

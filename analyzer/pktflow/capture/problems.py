@@ -1,13 +1,12 @@
 """The words for what the Rust capture reader (pktflow_core::capture) reports as facts.
 
-The facts arrive as the dicts pythonize makes of its serde structs; every enum there is
-internally tagged with "kind" (a unit variant is {"kind": "empty"}, a struct variant carries
-its fields beside the tag), and Damage flattens its kind into itself:
+The facts arrive as the binding hands them (pktflow/_core.pyi): a damage and a stream fault
+are dicts tagged by "kind", the damage's kind's fields beside its frame and offset:
 {"frame": 3, "offset": 100, "kind": "record_cut", "caplen": 1500, "present": 40,
- "stream": None}.
+ "stream": None}; an open error is an exception class per kind, its facts as attributes.
 
-- open_error(facts, path): the exception to raise for an OpenError (Capture.open, or
-  Capture.outcome once the records are exhausted), with today's reason, offset and hint.
+- open_error(exc, path): the exception to raise for the core's OpenError (a subclass per way
+  a capture cannot be opened, its facts as attributes), with its reason, offset and hint.
 - damage_reason(damage): the "reason" of report["capture"]["damage"].
 - damage_tuple(damage): stats.damage as the reference kept it, (frame, offset, reason).
 """
@@ -15,11 +14,13 @@ its fields beside the tag), and Damage flattens its kind into itself:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
+from pktflow import _core
 from pktflow.errors import NoFileError, NotACaptureError, PktflowError, UnsupportedCaptureError
 
-Facts = dict[str, Any]
+if TYPE_CHECKING:
+    from pktflow._core import DamageFacts, StreamFault
 
 NOT_A_CAPTURE_HINT = "record with tcpdump -w, or convert with editcap"
 PERMISSION_HINT = "check the file's permissions (tcpdump -w files are often root-only)"
@@ -33,7 +34,7 @@ def _os_error(errno: int | None) -> OSError:
     return OSError(errno, os.strerror(errno))
 
 
-def stream_fault(fault: Facts) -> str:
+def stream_fault(fault: StreamFault) -> str:
     """A fault of the compressed stream, as capture/gz.py worded its exceptions."""
     kind = fault["kind"]
     if kind == "no_member":
@@ -54,11 +55,12 @@ def stream_fault(fault: Facts) -> str:
     raise ValueError(f"unknown stream fault {kind!r}")
 
 
-def damage_reason(damage: Facts) -> str:
+def damage_reason(damage: DamageFacts) -> str:
     """Why reading stopped, as stats.damage's reason (a broken compressed stream's fault
     wins over what the reader found where it stopped)."""
-    if damage.get("stream") is not None:
-        return f"the compressed stream is damaged ({stream_fault(damage['stream'])})"
+    stream = damage["stream"]
+    if stream is not None:
+        return f"the compressed stream is damaged ({stream_fault(stream)})"
     kind, frame = damage["kind"], damage["frame"]
     if kind == "file_header_cut":
         return "the file ends inside the pcap file header"
@@ -91,44 +93,41 @@ def damage_reason(damage: Facts) -> str:
     raise ValueError(f"unknown damage {kind!r}")
 
 
-def damage_tuple(damage: Facts | None) -> tuple[int, int, str] | None:
+def damage_tuple(damage: DamageFacts | None) -> tuple[int, int, str] | None:
     if damage is None:
         return None
     return damage["frame"], damage["offset"], damage_reason(damage)
 
 
-def open_error(facts: Facts, path: str) -> PktflowError | OSError:
-    """The error the reference raised for `facts` (an OpenError) on the capture at `path`:
-    NoFileError (exit 3), NotACaptureError (4), UnsupportedCaptureError (5). A failed read
-    of the first bytes is the OSError the reference let escape (an internal error)."""
-    kind = facts["kind"]
-    if kind == "no_file":
-        why = facts["why"]
-        if why == "directory":
+def open_error(exc: _core.OpenError, path: str) -> PktflowError | OSError:
+    """The error to raise for the core's OpenError on the capture at `path`: NoFileError
+    (exit 3), NotACaptureError (4), UnsupportedCaptureError (5). A failed read of the first
+    bytes is the OSError Python's own read would have raised (an internal error)."""
+    if isinstance(exc, _core.NoFile):
+        if exc.why == "directory":
             return NoFileError("is a directory, not a capture file", file=path)
-        if why == "missing":
+        if exc.why == "missing":
             return NoFileError("no such file", file=path)
-        if why == "permission_denied":
+        if exc.why == "permission_denied":
             return NoFileError("permission denied", file=path, hint=PERMISSION_HINT)
-        errno = facts["errno"]
-        strerror = os.strerror(errno) if errno is not None else "I/O error"
+        strerror = os.strerror(exc.errno) if exc.errno is not None else "I/O error"
         return NoFileError(f"cannot open: {strerror}", file=path)
-    if kind == "empty":
+    if isinstance(exc, _core.EmptyCapture):
         return NotACaptureError("the file is empty", file=path, offset=0)
-    if kind == "bad_gzip":
-        return NotACaptureError(f"not a valid gzip file ({stream_fault(facts['fault'])})",
+    if isinstance(exc, _core.BadGzip):
+        return NotACaptureError(f"not a valid gzip file ({stream_fault(exc.fault)})",
                                 file=path, offset=0)
-    if kind == "unknown_magic":
+    if isinstance(exc, _core.UnknownMagic):
         return NotACaptureError(
-            f"not a pcap or pcapng capture (starts with {bytes(facts['head']).hex()})",
+            f"not a pcap or pcapng capture (starts with {exc.head.hex()})",
             file=path, offset=0, hint=NOT_A_CAPTURE_HINT)
-    if kind == "unsupported":
+    if isinstance(exc, _core.Unsupported):
         return UnsupportedCaptureError(
-            f"no supported link type ({', '.join(facts['link_types'])})", file=path,
+            f"no supported link type ({', '.join(exc.link_types)})", file=path,
             hint=UNSUPPORTED_HINT)
-    if kind == "read_failed":
-        return _os_error(facts["errno"])
-    raise ValueError(f"unknown open error {kind!r}")
+    if isinstance(exc, _core.ReadFailed):
+        return _os_error(exc.errno)
+    raise ValueError(f"unknown open error {type(exc).__name__}")
 
 
 __all__ = ["damage_reason", "damage_tuple", "open_error", "stream_fault"]

@@ -50,7 +50,7 @@ def collect(path: str, conn_ids: set[str], t0: float, t1: float,
     try:
         got = _core.collect(path, numbers, t0, t1, MAX_EVENTS, LINGER_S, SETTLED_LINGER_S)
     except _core.OpenError as exc:
-        raise open_error(exc.args[0], path) from None
+        raise open_error(exc, path) from None
     out.events = [Event(f"c{e[0]}", *e[1:]) for e in got["events"]]
     out.cut = got["cut"]
     # Labels: the messages each segment completed, as the core ordered them (wire order).

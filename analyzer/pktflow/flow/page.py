@@ -23,9 +23,9 @@ from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
 from pktflow.report.columns import short_sql
 from pktflow.report.connections import busiest
+from pktflow.report.queries import MAX_QUERY_ROWS
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
-MAX_QUERY_ROWS = 30  # queries in the timings table, the largest responses
 MARKED_ROWS = 6  # retransmissions, zero windows... shown of a folded bulk transfer
 
 
@@ -52,11 +52,12 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
         else:
             items.append(row_json(it))
     # what each message drawn is, for the reader's pane beside the ladder
-    names = {family(n) for r in rows for n, _ in r.msgs}
+    names = {n for r in rows for n, _ in r.msgs}
     kinds = {r.kind for r in rows}
     return {"title": ladder.title, "lanes": ladder.lanes, "items": items,
             "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes,
-            "meaning": {n: MEANING.get(n, "") for n in sorted(names)},
+            # keyed by the name drawn (the legend's family() groups them: one rule, here)
+            "meaning": {n: MEANING.get(family(n), "") for n in sorted(names)},
             # the server's single-byte answers have no documented name: shown by their byte
             "shown": {n: code(n) for n in sorted(names) if n.startswith("Encryption")},
             "kinds": {k: " ".join(TCP_WORDS[k]) for k in sorted(kinds) if k in TCP_WORDS},
@@ -207,7 +208,7 @@ function pick(r) {
     const mine = details.filter(d => d.message === name).slice(0, k);
     mine.forEach(d => details.splice(details.indexOf(d), 1));
     const extra = mine.map(d => (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
-    lines.push(`<b>${esc(L.shown[name] || name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[family(name)] || '')}`);
+    lines.push(`<b>${esc(L.shown[name] || name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[name] || '')}`);
   });
   if (r.partial) lines.push('… the last message goes on in a later segment');
   const i = L.steps.findIndex(s => s.frames.includes(r.frame));

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from pktflow._core import MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES
 from pktflow.findings import Finding
 
 if TYPE_CHECKING:
     from pktflow._core import Judgement
-
-# The core's reassembly bounds (pktflow-core tcp::direction), named in a finding's sentence.
-MAX_BUFFERED_BYTES = 4 << 20
-MAX_BUFFERED_SEGMENTS = 2048
-MAX_HOLES = 64
 
 Key = Literal["client_to_server", "server_to_client"]
 # a direction of the report: (its key, who sends it, its name, the other direction's key)

@@ -4,7 +4,7 @@
 use super::direction::{note, Direction};
 use super::facts::{ClosedBy, ConnectionFacts, Endpoint, RoleSource};
 use super::observe::{Observed, PacketObserver, StreamSink, SACK_ABOVE, SACK_DUPLICATE};
-use super::options::{first_sack_block, parse_syn_options};
+use super::options::{first_sack_block, parse_syn_options, proved_scale};
 use super::reassembly::Payload;
 use crate::packet::{TcpPacket, ACK, FIN, RST, SYN};
 
@@ -193,10 +193,7 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
             }
             // Data sent beyond the receiver's raw window proves a minimum scale factor.
             if plen != 0 && !peer.wscale_known && peer.last_win > 0 && peer.last_ack >= 0 {
-                let inflight = end - peer.last_ack;
-                while peer.wscale_lb < 14 && inflight > peer.last_win << peer.wscale_lb {
-                    peer.wscale_lb += 1;
-                }
+                peer.wscale_lb = proved_scale(peer.wscale_lb, peer.last_win, end - peer.last_ack);
             }
         }
         mine.last_win = win;

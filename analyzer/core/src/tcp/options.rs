@@ -12,6 +12,17 @@ const TIMESTAMP: u8 = 8;
 /// RFC 7323: a shift above 14 is treated as 14.
 pub const MAX_WINDOW_SCALE: u8 = 14;
 
+/// Without the handshake the window scale is unknown, but data in flight beyond the raw
+/// window shifted by a scale proves the scale larger: the least scale consistent with
+/// `in_flight` bytes against a raw window `win` (> 0), raised from `known`.
+pub fn proved_scale(known: u8, win: i64, in_flight: i64) -> u8 {
+    let mut scale = known;
+    while scale < MAX_WINDOW_SCALE && in_flight > win << scale {
+        scale += 1;
+    }
+    scale
+}
+
 /// What one side's SYN (or SYN-ACK) offered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SynOptions {

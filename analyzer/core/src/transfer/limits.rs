@@ -27,11 +27,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
+use crate::tcp::options::proved_scale;
 
 /// The limits, in the report's order.
 pub const LIMITS: usize = 5;
-/// RFC 7323's largest window scale.
-const MAX_SCALE: u8 = 14;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Limit {
@@ -320,10 +319,7 @@ impl Chrono {
     /// Bytes in flight beyond the raw window prove a scale at least this large.
     fn prove_scale(&mut self) {
         if let Some(w) = self.win.filter(|&w| w > 0) {
-            let flight = self.in_flight();
-            while self.scale_lb < MAX_SCALE && (w << self.scale_lb) < flight {
-                self.scale_lb += 1;
-            }
+            self.scale_lb = proved_scale(self.scale_lb, w, self.in_flight());
         }
     }
 
