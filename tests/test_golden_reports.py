@@ -72,6 +72,13 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.relays\[\d+\]\.verdict\.(summary|setting)"):
         "the relay's verdict says which component set the pace and attributes its added time "
         "to it; a forwarding unit (pkt_buf) is the setting only where the pooler is the limit",
+    (".*", r"\.relays\[\d+\]\.forwarding"):
+        "added: how the relay forwarded its bulk responses, from both legs' packets side by "
+        "side (each forwarded segment's delay after its back-leg twin, the bytes the relay "
+        "held, which leg's window closed first), issue 37",
+    (".*", r"\.relays\[\d+\]\.queries\[\d+\]\.relay_own_ms"):
+        "added: of each matched query's relay cost, what the relay did itself (forwarding the "
+        "request and the first byte), issue 37",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",

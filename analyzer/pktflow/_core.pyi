@@ -450,6 +450,24 @@ class Coupling(TypedDict):
     summary: str
     evidence_frames: list[int]
 
+class Quantiles(TypedDict):
+    median: float | None
+    p90: float | None
+    max: float | None
+
+class Forwarding(TypedDict):
+    """How a relay forwarded its bulk responses, from both legs side by side
+    (relay/forwarding.rs)."""
+    responses: int
+    delay_ms: Quantiles
+    held_bytes: Quantiles
+    few_segments_bytes: int | None
+    held_over_few_s: float
+    span_s: float
+    first_closed: Literal["client", "relay"] | None
+    client_closed: int
+    relay_closed: int
+
 class BulkPairs(TypedDict):
     count: int
     segment_median_in: int | None
@@ -498,6 +516,7 @@ class RelayJudgement(TypedDict):
     forward_write: int | None
     bulk: BulkPairs
     coupling: Coupling
+    forwarding: Forwarding
     waits: Waits
     costs: Costs
     unmatched_front: UnmatchedFront
@@ -545,6 +564,7 @@ class Pair(TypedDict):
     through_relay_ms: float | None
     back_leg_ms: float | None
     relay_cost_ms: float | None
+    relay_own_ms: float | None
     segments_in: int
     segments_out: int
     segments_out_per_in: float | None
@@ -574,6 +594,7 @@ class Relay(TypedDict):
     forward_write: int | None
     queries: list[Pair]
     coupling: Coupling
+    forwarding: Forwarding
     verdict: RelayVerdict
 
 # -- the pass ---------------------------------------------------------------------------------
@@ -697,6 +718,7 @@ class RelayHead(TypedDict):
     forward_write: int | None
     queries: list[Pair]
     coupling: Coupling
+    forwarding: Forwarding
     verdict: RelayVerdict
 
 class TextSink(Protocol):

@@ -103,13 +103,13 @@ impl Pass {
             .assembly
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        for (number, judgement, mut record) in chunk {
+        for (number, judgement, mut record, extras) in chunk {
             let said = judge.call1((to_py(py, &judgement)?,))?;
             let words: Words = pythonize::depythonize(&said).map_err(|e| {
                 PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
             })?;
             words.apply(&mut record);
-            guard(|| assembly.add(number, &record))?.map_err(spool_error)?;
+            guard(|| assembly.add(number, &record, extras))?.map_err(spool_error)?;
             numbers.push(number);
         }
         Ok(())

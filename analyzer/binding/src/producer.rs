@@ -12,14 +12,15 @@ use std::thread::JoinHandle;
 
 use pktflow_core::capture::CaptureStats;
 use pktflow_core::pass::{ConnectionReport, Pass};
+use pktflow_core::relay::LegExtras;
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
 use pktflow_core::tcp::EngineFacts;
 
 const CHUNK: usize = 256;
 const QUEUED: usize = 8;
 
-/// A retired connection, its number, judgement and record.
-pub type Judging = (u64, Judgement, ConnectionRecord);
+/// A retired connection: its number, judgement, record, and what only the relay stage reads.
+pub type Judging = (u64, Judgement, ConnectionRecord, LegExtras);
 
 /// Where the pass stood after a step: what `records`, `engine` and `stats` say then.
 #[derive(Clone)]
@@ -128,8 +129,8 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
                 (reports.by_ref().take(CHUNK))
                     .map(|report| {
                         let number = report.tcp.number;
-                        let (judgement, record) = judge_and_record(report, start, judged);
-                        (number, judgement, record)
+                        let (judgement, record, extras) = judge_and_record(report, start, judged);
+                        (number, judgement, record, extras)
                     })
                     .collect::<Vec<Judging>>()
             });

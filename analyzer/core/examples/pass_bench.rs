@@ -49,9 +49,9 @@ fn main() {
             for c in done.drain(..) {
                 let number = c.tcp.number;
                 let t0 = Instant::now();
-                let (_, record) = judge_and_record(c, start, Judged::default());
+                let (_, record, extras) = judge_and_record(c, start, Judged::default());
                 let t1 = Instant::now();
-                if let Err(e) = assembly.add(number, &record) {
+                if let Err(e) = assembly.add(number, &record, extras) {
                     eprintln!("{e}");
                     std::process::exit(1);
                 }

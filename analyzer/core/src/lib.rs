@@ -13,5 +13,6 @@ pub mod pass;
 pub mod pgwire;
 pub mod relay;
 pub mod report;
+pub mod series;
 pub mod tcp;
 pub mod transfer;

@@ -169,7 +169,15 @@ pub struct Conversation {
     pub(super) cut_message: bool,
     /// Texts seen (SQL, command tags), shared by the queries that repeat them.
     pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
+    /// Responses whose bytes over time were kept as bulk (BULK_SEGMENTS or more): past
+    /// MAX_BULK_SERIES, no more are (each is up to 64 KB).
+    pub(super) bulk_series: usize,
 }
+
+/// A response in this many segments or more keeps its bytes over time (series.rs).
+pub const BULK_SEGMENTS: u64 = 4;
+/// Bulk responses a connection keeps their series of: a relay's legs are compared over them.
+pub const MAX_BULK_SERIES: usize = 64;
 
 impl Default for Conversation {
     fn default() -> Self {
@@ -207,6 +215,7 @@ impl Conversation {
             backend_gap_at: 0,
             cut_message: false,
             texts: std::collections::HashSet::new(),
+            bulk_series: 0,
         }
     }
 
@@ -264,8 +273,16 @@ impl Conversation {
             return;
         }
         if s.role == Role::Backend && !self.pending.is_empty() {
+            let room = self.bulk_series < MAX_BULK_SERIES;
             if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
                 q.segments.add(data.len());
+                if room || q.series.is_some() {
+                    let series = q.series.get_or_insert_with(Default::default);
+                    series.add(ts, data.len());
+                    if series.totals().0 == BULK_SEGMENTS {
+                        self.bulk_series += 1;
+                    }
+                }
             }
         }
         let s = &mut self.sides[d];
@@ -325,12 +342,24 @@ impl Conversation {
     }
 
     fn do_gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
-        let Some(s) = self.sides.get_mut(d) else {
+        let Some(s) = self.sides.get(d) else {
             return;
         };
         if s.state == State::Stopped {
             return;
         }
+        if s.role == Role::Backend && !self.pending.is_empty() {
+            // bytes the capture did not keep (a short snaplen) still belong to the response
+            if let Some(series) = (self.head())
+                .and_then(|id| self.store.get_mut(id))
+                .and_then(|q| q.series.as_mut())
+            {
+                series.extend(ts, u64::try_from(length).unwrap_or(0));
+            }
+        }
+        let Some(s) = self.sides.get_mut(d) else {
+            return;
+        };
         // a message held for the trail that ends in (or is cut by) the gap ends in no segment
         if let Some(t) = s.counts.trail.as_mut() {
             t.held = None;

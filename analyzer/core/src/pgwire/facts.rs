@@ -6,9 +6,11 @@ use std::borrow::Cow;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::conversation::BULK_SEGMENTS;
 use super::conversation::{Conversation, Side};
 use super::messages::{ErrorFields, Role};
 use super::query::{Query, QueryKind, RowCount};
+use crate::series::Series;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Protocol {
@@ -214,6 +216,9 @@ pub struct QueryFacts {
     pub response_segment_max: Option<i64>,
     /// The 6 most frequent segment sizes: (size, count), largest count first.
     pub response_segment_sizes: Vec<(i64, u64)>,
+    /// A bulk response's bytes over time (moved out by `into_facts`, for a relay's legs).
+    #[serde(skip)]
+    pub series: Option<Box<Series>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -277,12 +282,19 @@ impl Conversation {
     }
 
     /// The same facts once the conversation is done: its strings and lists are moved, not
-    /// copied (a connection storm reports thousands of conversations a second).
+    /// copied (a connection storm reports thousands of conversations a second), and each bulk
+    /// response's series with its query.
     pub fn into_facts(mut self) -> ConversationFacts {
         let parameters = std::mem::take(&mut self.parameters);
         let events = std::mem::take(&mut self.events);
         let startup = self.startup.take();
+        let series: Vec<Option<Box<Series>>> = (self.store.listed.iter_mut())
+            .map(|q| q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS))
+            .collect();
         let mut facts = self.facts();
+        for (q, s) in facts.queries.iter_mut().zip(series) {
+            q.series = s;
+        }
         facts.server_parameters = Ordered(parameters);
         facts.events = events;
         facts.startup = startup;
@@ -312,6 +324,7 @@ impl Conversation {
             response_segment_median: q.segments.median(),
             response_segment_max: q.segments.hi(),
             response_segment_sizes: q.segments.top(6),
+            series: None,
         }
     }
 }

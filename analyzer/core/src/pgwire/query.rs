@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::messages::{command_rows, ErrorFields};
 use super::segments::SegmentSizes;
+use crate::series::Series;
 
 /// SQL kept per query (in characters, as the reference counts them); longer text is cut and
 /// marked.
@@ -144,6 +145,8 @@ pub struct Query {
     /// Sizes of the backend's segments while this query was the one being answered: how the
     /// response was carried, which a relay changes (re-segmentation).
     pub segments: SegmentSizes,
+    /// Its bytes over time, segment by segment (for a relay's legs, set against each other).
+    pub series: Option<Box<Series>>,
     pub kind: QueryKind,
     pub sql_truncated: bool,
     pub done: bool,
@@ -181,6 +184,7 @@ impl Query {
             error: None,
             gaps_at: 0,
             segments: SegmentSizes::default(),
+            series: None,
             kind,
             sql_truncated,
             done: false,

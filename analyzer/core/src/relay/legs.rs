@@ -2,12 +2,14 @@
 //! its queries (what matching and the matched pairs read), and what its server -> client
 //! direction says about the relay (windows, ACK cadence, writes, Python's verdict).
 
+use crate::pass::ConnectionReport;
 use crate::pgwire::messages::py_space;
 use crate::report::conversation::QueryRecord;
 use crate::report::direction::Counts;
 use crate::report::values::Digits;
 use crate::report::words::Limit;
 use crate::report::ConnectionRecord;
+use crate::series::Series;
 
 /// A response in this many segments or more is a bulk one.
 pub const BULK_SEGMENTS: u64 = 4;
@@ -15,6 +17,30 @@ pub const BULK_SEGMENTS: u64 = 4;
 /// A write size below this is no program's forwarding unit (and a storm's legs, whose writes
 /// are all smaller, keep none).
 pub const MIN_WRITE_UNIT: i64 = 1024;
+
+/// What only the relay stage reads of a connection, taken from its facts before they become
+/// its record: each listed query's bulk response over time, and when the server -> client
+/// direction's receiver (the client) advertised a zero window.
+#[derive(Debug, Default)]
+pub struct LegExtras {
+    pub series: Vec<Option<Box<Series>>>,
+    pub zero_spans: Vec<(f64, f64)>,
+}
+
+impl LegExtras {
+    /// Taken out of the facts (`swapped`: the report's client is the engine's server).
+    pub fn take(report: &mut ConnectionReport, swapped: bool) -> Self {
+        let series = (report.postgres.as_mut())
+            .map(|p| p.queries.iter_mut().map(|q| q.series.take()).collect())
+            .unwrap_or_default();
+        let s2c = usize::from(!swapped);
+        let zero_spans = (report.transfer.as_mut())
+            .and_then(|t| t.directions.get_mut(s2c))
+            .map(|d| std::mem::take(&mut d.window.zero_spans))
+            .unwrap_or_default();
+        LegExtras { series, zero_spans }
+    }
+}
 
 /// A query as matching and the pairs read it.
 #[derive(Clone, Debug)]
@@ -33,11 +59,14 @@ pub struct LegQuery {
     pub response_segment_max: Option<i64>,
     /// Kept for bulk responses only (what forward_chunk reads).
     pub response_segment_sizes: Option<Counts>,
+    /// A bulk response's bytes over time.
+    pub series: Option<Box<Series>>,
 }
 
 impl LegQuery {
-    fn of(q: &QueryRecord) -> Self {
+    fn of(q: &QueryRecord, series: Option<Box<Series>>) -> Self {
         LegQuery {
+            series,
             sql: q.sql.as_str().into(),
             rows: q.rows.clone(),
             response_bytes: q.response_bytes,
@@ -82,12 +111,14 @@ pub struct Leg {
     /// What limited it, as judged.
     pub limit: Limit,
     pub payload_bytes: i64,
+    /// When the client's window (the server -> client direction's receiver) was zero.
+    pub zero_spans: Vec<(f64, f64)>,
 }
 
 impl Leg {
     /// The leg of a judged record; None for one that cannot be a relay's leg (not
     /// PostgreSQL).
-    pub fn of(record: &ConnectionRecord, number: u64) -> Option<Self> {
+    pub fn of(record: &ConnectionRecord, number: u64, extras: LegExtras) -> Option<Self> {
         let pg = record.postgres.0.as_ref()?;
         if !pg.protocol.is_postgres() {
             return None;
@@ -98,7 +129,15 @@ impl Leg {
             number,
             client: (record.client.ip.clone(), record.client.port),
             server: (record.server.ip.clone(), record.server.port),
-            queries: pg.queries.iter().map(LegQuery::of).collect(),
+            queries: (pg.queries.iter())
+                .zip(
+                    extras
+                        .series
+                        .into_iter()
+                        .chain(std::iter::repeat_with(|| None)),
+                )
+                .map(|(q, series)| LegQuery::of(q, series))
+                .collect(),
             zero_window_periods: t.map_or(0, |t| t.window.zero_window_periods),
             zero_window_total_s: t.map_or(0.0, |t| t.window.zero_window_total_s),
             evidence_frames: t.map_or_else(Vec::new, |t| t.verdict.evidence_frames.clone()),
@@ -112,6 +151,7 @@ impl Leg {
             }),
             limit: t.map_or(Limit::None, |t| t.verdict.limit),
             payload_bytes: s2c.payload_bytes,
+            zero_spans: extras.zero_spans,
         })
     }
 

@@ -228,6 +228,7 @@ mod tests {
             response_segment_median: Some(100),
             response_segment_max: Some(100),
             response_segment_sizes: None,
+            series: None,
         }
     }
 
@@ -245,6 +246,7 @@ mod tests {
             write_sizes: vec![],
             limit: Limit::None,
             payload_bytes: 0,
+            zero_spans: vec![],
         }
     }
 

@@ -46,6 +46,9 @@ pub struct Pair {
     pub through_relay_ms: Option<f64>,
     pub back_leg_ms: Option<f64>,
     pub relay_cost_ms: Option<f64>,
+    /// Of the relay's cost, what it did itself: forward the request and the first response
+    /// byte (the rest is the front leg draining slower than the back leg).
+    pub relay_own_ms: Option<f64>,
     pub segments_in: u64,
     pub segments_out: u64,
     pub segments_out_per_in: Option<f64>,
@@ -72,6 +75,9 @@ impl Pair {
         let through = fq.last_response_s.map(|last| ms_between(fq.sent_s, last));
         let own = bq.last_response_s.map(|last| ms_between(bq.sent_s, last));
         let (seg_in, seg_out) = (bq.response_segments, fq.response_segments);
+        let request_delay = ms_between(fq.sent_s, bq.sent_s);
+        let first_byte_delay = ms_opt(bq.first_response_s, fq.first_response_s);
+        let cost = through.zip(own).map(|(t, o)| round_to(t - o, 3));
         Pair {
             front: QueryAt {
                 connection: fl.id(),
@@ -87,12 +93,16 @@ impl Pair {
                 front: fq.response_bytes,
                 back: bq.response_bytes,
             },
-            request_delay_ms: ms_between(fq.sent_s, bq.sent_s),
-            first_byte_delay_ms: ms_opt(bq.first_response_s, fq.first_response_s),
+            request_delay_ms: request_delay,
+            first_byte_delay_ms: first_byte_delay,
             last_byte_delay_ms: ms_opt(bq.last_response_s, fq.last_response_s),
             through_relay_ms: through,
             back_leg_ms: own,
-            relay_cost_ms: through.zip(own).map(|(t, o)| round_to(t - o, 3)),
+            relay_cost_ms: cost,
+            relay_own_ms: cost.map(|c| match first_byte_delay {
+                Some(first) => c.min((request_delay + first).max(0.0)),
+                None => c,
+            }),
             segments_in: seg_in,
             segments_out: seg_out,
             segments_out_per_in: (seg_in > 0).then(|| round_to(seg_out as f64 / seg_in as f64, 2)),

@@ -3,6 +3,7 @@
 //! once the pass is done (`matching`), and what the relay did is measured from both legs side
 //! by side (`measure`); Python words the verdict (`record`).
 
+pub mod forwarding;
 pub mod legs;
 pub mod matching;
 pub mod measure;
@@ -10,7 +11,7 @@ pub mod record;
 
 use std::collections::HashMap;
 
-pub use legs::Leg;
+pub use legs::{Leg, LegExtras};
 pub use record::{RelayJudgement, RelayRecord, RelayWords};
 
 use crate::report::{ConnectionRecord, Role};
@@ -30,8 +31,8 @@ pub struct Found {
 
 impl RelayStage {
     /// Keep what a judged connection can tell as a relay's leg.
-    pub fn add(&mut self, record: &ConnectionRecord, number: u64) {
-        if let Some(leg) = Leg::of(record, number) {
+    pub fn add(&mut self, record: &ConnectionRecord, number: u64, extras: LegExtras) {
+        if let Some(leg) = Leg::of(record, number, extras) {
             self.legs.push(leg);
         }
     }

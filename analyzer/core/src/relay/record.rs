@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::forwarding::{Forwarding, Gathered};
 use super::legs::Leg;
 use super::matching::Relay;
 use super::measure::{bulk_limit, forward_chunk, write_unit, Coupling, Pair, PerLeg};
@@ -69,6 +70,8 @@ pub struct RelayRecord {
     pub forward_write: Option<i64>,
     pub queries: Vec<Pair>,
     pub coupling: Coupling,
+    /// How it forwarded the bulk responses, from both legs side by side.
+    pub forwarding: Forwarding,
     pub verdict: RelayVerdict,
 }
 
@@ -153,6 +156,7 @@ pub struct RelayJudgement {
     pub forward_write: Option<i64>,
     pub bulk: BulkPairs,
     pub coupling: Coupling,
+    pub forwarding: Forwarding,
     pub waits: Waits,
     pub costs: Costs,
     pub unmatched_front: UnmatchedFront,
@@ -182,6 +186,11 @@ impl RelayRecord {
             .map(|&(f, b)| Pair::of(legs, f, b))
             .collect();
         let coupling = Coupling::of(&backs, &fronts);
+        let mut gathered = Gathered::default();
+        for &(f, b) in &relay.pairs {
+            gathered.add(legs, f, b);
+        }
+        let forwarding = gathered.facts();
         let server_write = write_unit(backs.iter().copied());
         let forward_write = write_unit(fronts.iter().copied());
         let query = |(l, q): (usize, usize)| &legs[l].queries[q];
@@ -198,6 +207,7 @@ impl RelayRecord {
             forward_write,
             bulk: bulk_pairs(&pairs),
             coupling: coupling.clone(),
+            forwarding: forwarding.clone(),
             waits: waits(&pairs),
             costs: costs(&pairs),
             unmatched_front: UnmatchedFront {
@@ -230,6 +240,7 @@ impl RelayRecord {
             forward_write,
             queries: pairs,
             coupling,
+            forwarding,
             verdict: RelayVerdict::default(),
         };
         (judgement, record)
@@ -293,10 +304,7 @@ fn costs(pairs: &[Pair]) -> Costs {
         };
         count += 1;
         total += cost;
-        own += match p.first_byte_delay_ms {
-            Some(first) => cost.min((p.request_delay_ms + first).max(0.0)),
-            None => cost,
-        };
+        own += p.relay_own_ms.unwrap_or(cost);
         if worst.is_none_or(|(_, w)| cost > w) {
             worst = Some((p, cost));
         }

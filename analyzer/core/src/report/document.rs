@@ -17,7 +17,7 @@ use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
 use super::words::Finding;
 use crate::capture::{CaptureStats, Format};
-use crate::relay::{RelayJudgement, RelayRecord, RelayStage};
+use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
 pub const SCHEMA: &str = "pktflow.report/1";
 
@@ -132,8 +132,13 @@ pub struct Assembly {
 
 impl Assembly {
     /// A judged connection: kept as a leg for the relay stage, and spooled.
-    pub fn add(&mut self, number: u64, record: &ConnectionRecord) -> Result<(), SpoolError> {
-        self.stage.add(record, number);
+    pub fn add(
+        &mut self,
+        number: u64,
+        record: &ConnectionRecord,
+        extras: LegExtras,
+    ) -> Result<(), SpoolError> {
+        self.stage.add(record, number, extras);
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =

@@ -10,6 +10,7 @@ use super::direction::{DirectionRecord, HandshakeMs};
 use super::round_trips::RoundTrips;
 use crate::pass::ConnectionReport;
 use crate::pgwire::facts::{Event, StopReason};
+use crate::relay::legs::LegExtras;
 use crate::tcp;
 use crate::transfer::{self, LimitFacts};
 
@@ -212,12 +213,14 @@ fn rtt_median(d: &DirectionRecord) -> Option<f64> {
     d.transfer.0.as_ref()?.rtt_ms.as_ref()?.median
 }
 
-/// A retired connection's judgement and record (the facts move into the record).
+/// A retired connection's judgement, its record (the facts move into it), and what only the
+/// relay stage reads (each bulk response's bytes over time, when the client's window was
+/// closed).
 pub fn judge_and_record(
-    report: ConnectionReport,
+    mut report: ConnectionReport,
     start: f64,
     judged: Judged,
-) -> (Judgement, ConnectionRecord) {
+) -> (Judgement, ConnectionRecord, LegExtras) {
     let (swapped, _) = super::connection::settle_roles(&report.tcp, report.frontend());
     let [tcp0, tcp1] = &report.tcp.directions;
     let (tr0, tr1) = match &report.transfer {
@@ -228,6 +231,7 @@ pub fn judge_and_record(
         None => (None, None),
     };
     let (e0, e1) = (direction(tcp0, tr0, judged), direction(tcp1, tr1, judged));
+    let extras = LegExtras::take(&mut report, swapped);
     let postgres = report.postgres.as_ref().map(|p| PgJudgement {
         events: p.events.clone(),
         decode_stopped: p.decode_stopped.as_ref().map(|s| s.reason.clone()),
@@ -262,7 +266,7 @@ pub fn judge_and_record(
         round_trips: record.round_trips.0.clone(),
         query_frames: sent.first().copied().zip(sent.last().copied()),
     };
-    (judgement, record)
+    (judgement, record, extras)
 }
 
 #[cfg(test)]

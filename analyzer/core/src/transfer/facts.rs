@@ -160,6 +160,8 @@ pub struct WindowFacts {
     /// Frames that shut the window, and frames whose data filled it (the first 20 each).
     pub zero_frames: Vec<u64>,
     pub full_frames: Vec<u64>,
+    /// When it was zero: (from, to) capture times, the first 20.
+    pub zero_spans: Vec<(f64, f64)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -305,6 +307,7 @@ impl Flow {
                 zero_window_total_s: self.zero_total,
                 zero_frames: self.zero_frames.clone(),
                 full_frames: self.full_frames.clone(),
+                zero_spans: self.zero_spans.clone(),
             },
             in_flight: InFlightFacts {
                 max: self.inflight_max,

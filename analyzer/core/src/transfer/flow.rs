@@ -80,6 +80,9 @@ pub(super) struct Flow {
     pub zero_periods: u64,
     pub zero_total: f64,
     pub zero_frames: Vec<u64>,
+    /// When the window was zero: (from, to) capture times, the first MAX_FRAMES_KEPT (a
+    /// relay's legs are set against each other: which window closed first).
+    pub zero_spans: Vec<(f64, f64)>,
     pub inflight: Quantiles,
     pub inflight_max: i64,
     pub inflight_max_frame: u64,
@@ -153,6 +156,7 @@ impl Flow {
             zero_periods: 0,
             zero_total: 0.0,
             zero_frames: Vec::new(),
+            zero_spans: Vec::new(),
             inflight: Quantiles::new(),
             inflight_max: 0,
             inflight_max_frame: 0,
@@ -338,6 +342,9 @@ impl Flow {
             }
         } else if let Some(since) = self.zero_since.take() {
             self.zero_total += ts - since;
+            if self.zero_spans.len() < MAX_FRAMES_KEPT {
+                self.zero_spans.push((since, ts));
+            }
         }
         if flags & RST == 0 {
             self.win = Some(win);
@@ -499,6 +506,9 @@ impl Flow {
             } else {
                 0.0
             };
+            if self.zero_spans.len() < MAX_FRAMES_KEPT {
+                self.zero_spans.push((since, self.last_ts.max(since)));
+            }
         }
         self.scale_known = scale_known;
     }
