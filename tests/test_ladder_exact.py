@@ -175,7 +175,7 @@ def test_keepalive_shaped_probes_are_tsharks_keepalives() -> None:
     out = subprocess.run([TSHARK or "tshark", "-n", "-r", str(path), "-Y",
                           "tcp.analysis.keep_alive", "-T", "fields", "-e", "frame.number"],
                          capture_output=True, text=True, check=True).stdout
-    assert probes == [int(x) for x in out.split()] and len(probes) == 5
+    assert probes == [int(x) for x in out.split()] and probes  # as many as the reader stalled
     assert all(r["label"] == "window probe" for r in rows(doc) if r["frame"] in probes)
     assert any(line.startswith("window probe:") for line in doc["legend"])
 

@@ -55,6 +55,7 @@ class LimitFacts(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     first: ByLimit[Stretch | None]
     longest: ByLimit[Stretch | None]
     recoveries: int
@@ -186,6 +187,7 @@ class Judgement(TypedDict):
 
 class Verdict(TypedDict):
     limit: VerdictLimit
+    mixed_with: NotRequired[LimitName]
     shares: ByLimit[float] | None
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
@@ -312,6 +314,7 @@ class Limits(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     turns: int
     turns_s: float
     recoveries: int
@@ -520,6 +523,16 @@ class RelayJudgement(TypedDict):
     waits: Waits
     costs: Costs
     unmatched_front: UnmatchedFront
+    fronts: list[FrontLeg]
+
+class FrontLeg(TypedDict):
+    connection: str
+    limit: VerdictLimit
+    limits: Limits
+
+class FrontVerdict(TypedDict):
+    connection: str
+    verdict: Verdict
 
 Component = Literal["client", "network", "pooler", "server_network", "server", "none"]
 
@@ -536,6 +549,7 @@ class RelayWords(TypedDict):
     coupling: str
     verdict: RelayVerdict
     findings: list[Finding]
+    front_verdicts: NotRequired[list[FrontVerdict]]
 
 class RelayJudge(Protocol):
     def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...

@@ -68,7 +68,7 @@ fn main() {
         let t_pass = t.elapsed().as_secs_f64() - t_record - t_spool;
         let t1 = Instant::now();
         let relays = assembly.find_relays().into_iter().map(|(_, r)| r).collect();
-        assembly.set_relays(relays);
+        assembly.set_relays(relays, Vec::new());
         let t_relays = t1.elapsed().as_secs_f64();
         let words = CaptureWords {
             file: path.clone(),

@@ -221,6 +221,7 @@ mod tests {
             flight_bytes_median: None,
             write_sizes: vec![],
             limit: Limit::None,
+            limits: None,
             payload_bytes: 10_000,
             zero_spans: zero,
         }

@@ -5,7 +5,7 @@
 use crate::pass::ConnectionReport;
 use crate::pgwire::messages::py_space;
 use crate::report::conversation::QueryRecord;
-use crate::report::direction::Counts;
+use crate::report::direction::{Counts, LimitsRecord};
 use crate::report::values::Digits;
 use crate::report::words::Limit;
 use crate::report::ConnectionRecord;
@@ -108,8 +108,10 @@ pub struct Leg {
     pub flight_bytes_median: Option<i64>,
     /// The sender's writes by size, the sizes carrying the most bytes (MIN_WRITE_UNIT and up).
     pub write_sizes: Vec<(i64, u64)>,
-    /// What limited it, as judged.
+    /// What limited it, as judged, and where its time went (a judged transfer's only: a
+    /// front leg's verdict may be judged again as the relay's, `RelayWords::front_verdicts`).
     pub limit: Limit,
+    pub limits: Option<Box<LimitsRecord>>,
     pub payload_bytes: i64,
     /// When the client's window (the server -> client direction's receiver) was zero.
     pub zero_spans: Vec<(f64, f64)>,
@@ -150,6 +152,9 @@ impl Leg {
                     .collect()
             }),
             limit: t.map_or(Limit::None, |t| t.verdict.limit),
+            limits: t
+                .filter(|t| t.verdict.limit != Limit::None)
+                .map(|t| Box::new(t.limits.clone())),
             payload_bytes: s2c.payload_bytes,
             zero_spans: extras.zero_spans,
         })

@@ -245,6 +245,7 @@ mod tests {
             flight_bytes_median: None,
             write_sizes: vec![],
             limit: Limit::None,
+            limits: None,
             payload_bytes: 0,
             zero_spans: vec![],
         }

@@ -8,7 +8,8 @@ use super::forwarding::{Forwarding, Gathered};
 use super::legs::Leg;
 use super::matching::Relay;
 use super::measure::{bulk_limit, forward_chunk, write_unit, Coupling, Pair, PerLeg};
-use crate::report::words::{Finding, Limit};
+use crate::report::direction::LimitsRecord;
+use crate::report::words::{Finding, Limit, Verdict};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OwnQuery {
@@ -160,6 +161,24 @@ pub struct RelayJudgement {
     pub waits: Waits,
     pub costs: Costs,
     pub unmatched_front: UnmatchedFront,
+    /// The front legs whose server -> client transfer was judged, with where its time went:
+    /// a relay that forwarded at once passed the back leg's pace on to them.
+    pub fronts: Vec<FrontLeg>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FrontLeg {
+    pub connection: String,
+    pub limit: Limit,
+    pub limits: LimitsRecord,
+}
+
+/// A front leg's verdict judged again as the relay's: it takes the place of the one its own
+/// packets gave.
+#[derive(Clone, Debug, Deserialize)]
+pub struct FrontVerdict {
+    pub connection: String,
+    pub verdict: Verdict,
 }
 
 /// Python's words for a relay.
@@ -168,6 +187,8 @@ pub struct RelayWords {
     pub coupling: String,
     pub verdict: RelayVerdict,
     pub findings: Vec<Finding>,
+    #[serde(default)]
+    pub front_verdicts: Vec<FrontVerdict>,
 }
 
 /// The median of the known values (the upper one of an even count), as is.
@@ -218,6 +239,15 @@ impl RelayRecord {
                     sent_frame: legs[l].queries[q].sent_frame,
                 }),
             },
+            fronts: (fronts.iter())
+                .filter_map(|l| {
+                    Some(FrontLeg {
+                        connection: l.id(),
+                        limit: l.limit,
+                        limits: (**l.limits.as_ref()?).clone(),
+                    })
+                })
+                .collect(),
         };
         let record = RelayRecord {
             host: relay.host.clone(),
@@ -248,9 +278,14 @@ impl RelayRecord {
 }
 
 impl RelayWords {
-    pub fn apply(self, record: &mut RelayRecord) {
+    /// Into the relay's record; the front legs' verdicts judged again are returned, by
+    /// connection number.
+    pub fn apply(self, record: &mut RelayRecord) -> Vec<(u64, Verdict)> {
         record.coupling.summary = self.coupling;
         record.verdict = self.verdict;
+        (self.front_verdicts.into_iter())
+            .filter_map(|f| Some((f.connection.strip_prefix('c')?.parse().ok()?, f.verdict)))
+            .collect()
     }
 }
 

@@ -15,7 +15,7 @@ use super::json::{self, Writer};
 use super::numbers::round_to;
 use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
-use super::words::Finding;
+use super::words::{Finding, Verdict};
 use crate::capture::{CaptureStats, Format};
 use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
@@ -127,6 +127,8 @@ pub struct Assembly {
     stage: RelayStage,
     relays: Vec<RelayRecord>,
     roles: HashMap<u64, Role>,
+    /// Front legs' verdicts judged again as their relay's, by connection number.
+    inherited: HashMap<u64, Verdict>,
     scratch: Vec<u8>,
 }
 
@@ -161,8 +163,10 @@ impl Assembly {
         found.relays
     }
 
-    pub fn set_relays(&mut self, relays: Vec<RelayRecord>) {
+    /// The relays as worded, and the front legs' verdicts their words judged again.
+    pub fn set_relays(&mut self, relays: Vec<RelayRecord>, inherited: Vec<(u64, Verdict)>) {
         self.relays = relays;
+        self.inherited = inherited.into_iter().collect();
     }
 
     /// The report, with the capture's part and Python's words for it.
@@ -175,6 +179,7 @@ impl Assembly {
             index: self.index,
             order,
             roles: self.roles,
+            inherited: self.inherited,
             relays: self.relays,
             capture,
             findings: words.findings,
@@ -191,6 +196,7 @@ pub struct Report {
     /// Spool positions in connection order.
     order: Vec<usize>,
     roles: HashMap<u64, Role>,
+    inherited: HashMap<u64, Verdict>,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
     pub findings: Vec<Finding>,
@@ -270,6 +276,12 @@ impl Report {
         record.role = Maybe(Some(
             self.roles.get(&number).copied().unwrap_or(Role::Direct),
         ));
+        if let (Some(v), Some(t)) = (
+            self.inherited.get(&number),
+            record.directions.server_to_client.transfer.0.as_mut(),
+        ) {
+            t.verdict = v.clone();
+        }
         Ok(record)
     }
 
