@@ -4,7 +4,6 @@
 //! connection with its relay role. Nothing written is read back: records are kept in a binary
 //! form until they are written, once.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use serde::ser::{Error as _, SerializeSeq};
@@ -126,7 +125,8 @@ pub struct Assembly {
     index: Vec<(u64, i64)>,
     stage: RelayStage,
     relays: Vec<RelayRecord>,
-    roles: HashMap<u64, Role>,
+    /// The relays' legs' parts, by connection number (sorted).
+    roles: Vec<(u64, Role)>,
     scratch: Vec<u8>,
 }
 
@@ -138,7 +138,7 @@ impl Assembly {
         record: &ConnectionRecord,
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
-        self.stage.add(record, number, extras);
+        self.stage.add(record, number, extras)?;
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =
@@ -155,10 +155,10 @@ impl Assembly {
     }
 
     /// Once every connection is in: the relays among them, for Python to word (`set_relays`).
-    pub fn find_relays(&mut self) -> Vec<(RelayJudgement, RelayRecord)> {
-        let found = std::mem::take(&mut self.stage).finish();
+    pub fn find_relays(&mut self) -> Result<Vec<(RelayJudgement, RelayRecord)>, ReportError> {
+        let found = std::mem::take(&mut self.stage).finish()?;
         self.roles = found.roles;
-        found.relays
+        Ok(found.relays)
     }
 
     pub fn set_relays(&mut self, relays: Vec<RelayRecord>) {
@@ -190,7 +190,7 @@ pub struct Report {
     index: Vec<(u64, i64)>,
     /// Spool positions in connection order.
     order: Vec<usize>,
-    roles: HashMap<u64, Role>,
+    roles: Vec<(u64, Role)>,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
     pub findings: Vec<Finding>,
@@ -267,9 +267,10 @@ impl Report {
         self.spool.read(position, buf)?;
         let mut record: ConnectionRecord =
             postcard::from_bytes(buf).map_err(|e| ReportError::Decode(e.to_string()))?;
-        record.role = Maybe(Some(
-            self.roles.get(&number).copied().unwrap_or(Role::Direct),
-        ));
+        let role = (self.roles.binary_search_by_key(&number, |&(n, _)| n).ok())
+            .and_then(|i| self.roles.get(i))
+            .map_or(Role::Direct, |&(_, role)| role);
+        record.role = Maybe(Some(role));
         Ok(record)
     }
 
