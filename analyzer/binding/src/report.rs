@@ -180,12 +180,17 @@ impl Report {
         self.inner.payload()
     }
 
-    /// Connection `i` (in the report's order).
-    fn connection(&self, py: Python<'_>, i: usize) -> PyResult<Py<PyAny>> {
+    /// Connection `i` (in the report's order); without its listed queries (`queries` empty,
+    /// `queries_total` still counting them) unless `queries`.
+    #[pyo3(signature = (i, queries=true))]
+    fn connection(&self, py: Python<'_>, i: usize, queries: bool) -> PyResult<Py<PyAny>> {
         if i >= self.inner.len() {
             return Err(PyIndexError::new_err(format!("no connection {i}")));
         }
-        let record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        let mut record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        if let (false, Some(pg)) = (queries, record.postgres.0.as_mut()) {
+            pg.queries = Vec::new();
+        }
         to_py(py, &record)
     }
 }

@@ -52,6 +52,11 @@ class Connections(Sequence[dict[str, Any]]):
     def ids(self) -> list[str]:
         return [f"c{n}" for n in self._core.numbers()]
 
+    def summary(self, i: int) -> dict[str, Any]:
+        """Connection i without its listed queries (`queries_total` still counts them): what
+        an overview reads, a fraction of a pooler's back leg that lists 10,000."""
+        return dict(self._core.connection(i, False))
+
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties
         in order), found without decoding any."""
@@ -151,3 +156,13 @@ def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str
     if isinstance(conns, Connections):
         return [(i, conns[i]) for i in conns.busiest(n)]
     return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
+
+
+def busiest_summaries(conns: Sequence[dict[str, Any]],
+                      n: int) -> list[tuple[int, dict[str, Any]]]:
+    """The n connections that carried the most bytes, as `busiest`; a report's own sequence
+    gives each without its listed queries (read `conns[i]` for those), so the n held at once
+    stay small however many queries the busiest list."""
+    if isinstance(conns, Connections):
+        return [(i, conns.summary(i)) for i in conns.busiest(n)]
+    return busiest(conns, n)
