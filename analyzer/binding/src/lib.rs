@@ -216,7 +216,7 @@ impl Pass {
             .assembly
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        let found = guard(|| assembly.find_relays())?;
+        let found = guard(|| assembly.find_relays())?.map_err(report::report_error)?;
         let mut relays = Vec::with_capacity(found.len());
         let mut inherited = Vec::new();
         for (judgement, mut record) in found {

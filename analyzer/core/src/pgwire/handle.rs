@@ -171,7 +171,7 @@ impl Conversation {
                     && q.first().is_some()
                     && gap_at > q.gaps_at
                 {
-                    q.done = true;
+                    q.finish();
                     q.incomplete = true;
                     closed = true;
                 }
@@ -217,7 +217,7 @@ impl Conversation {
 
     fn finished(&mut self, id: u64) {
         if let Some(q) = self.store.get_mut(id) {
-            q.done = true;
+            q.finish();
         }
         while let Some(&next) = self.pending.get(self.pending_done) {
             if !self.store.get(next).is_some_and(|q| q.done) {
@@ -358,7 +358,7 @@ impl Conversation {
                 continue;
             };
             if q.first().is_some() || (self.batch_error && q.kind == QueryKind::Extended) {
-                q.done = true;
+                q.finish();
                 q.in_pending = false;
                 q.incomplete = q.incomplete || self.gaps > q.gaps_at;
                 closed.push(id);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::conversation::BULK_SEGMENTS;
 use super::messages::{command_rows, ErrorFields};
 use super::segments::SegmentSizes;
 use crate::series::Series;
@@ -191,6 +192,16 @@ impl Query {
             incomplete: false,
             in_pending: false,
             responded: false,
+        }
+    }
+
+    /// The query is answered (or given up on). A response of fewer than BULK_SEGMENTS
+    /// segments is no bulk one: its series would be dropped when the connection is reported,
+    /// and a long session lists thousands of such queries meanwhile.
+    pub fn finish(&mut self) {
+        self.done = true;
+        if (self.series.as_ref()).is_some_and(|s| s.totals().0 < BULK_SEGMENTS) {
+            self.series = None;
         }
     }
 

@@ -126,7 +126,8 @@ pub struct Assembly {
     index: Vec<(u64, i64)>,
     stage: RelayStage,
     relays: Vec<RelayRecord>,
-    roles: HashMap<u64, Role>,
+    /// The relays' legs' parts, by connection number (sorted).
+    roles: Vec<(u64, Role)>,
     /// Front legs' verdicts judged again as their relay's, by connection number.
     inherited: HashMap<u64, Verdict>,
     scratch: Vec<u8>,
@@ -140,7 +141,7 @@ impl Assembly {
         record: &ConnectionRecord,
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
-        self.stage.add(record, number, extras);
+        self.stage.add(record, number, extras)?;
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =
@@ -157,10 +158,10 @@ impl Assembly {
     }
 
     /// Once every connection is in: the relays among them, for Python to word (`set_relays`).
-    pub fn find_relays(&mut self) -> Vec<(RelayJudgement, RelayRecord)> {
-        let found = std::mem::take(&mut self.stage).finish();
+    pub fn find_relays(&mut self) -> Result<Vec<(RelayJudgement, RelayRecord)>, ReportError> {
+        let found = std::mem::take(&mut self.stage).finish()?;
         self.roles = found.roles;
-        found.relays
+        Ok(found.relays)
     }
 
     /// The relays as worded, and the front legs' verdicts their words judged again.
@@ -195,7 +196,7 @@ pub struct Report {
     index: Vec<(u64, i64)>,
     /// Spool positions in connection order.
     order: Vec<usize>,
-    roles: HashMap<u64, Role>,
+    roles: Vec<(u64, Role)>,
     inherited: HashMap<u64, Verdict>,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
@@ -273,9 +274,10 @@ impl Report {
         self.spool.read(position, buf)?;
         let mut record: ConnectionRecord =
             postcard::from_bytes(buf).map_err(|e| ReportError::Decode(e.to_string()))?;
-        record.role = Maybe(Some(
-            self.roles.get(&number).copied().unwrap_or(Role::Direct),
-        ));
+        let role = (self.roles.binary_search_by_key(&number, |&(n, _)| n).ok())
+            .and_then(|i| self.roles.get(i))
+            .map_or(Role::Direct, |&(_, role)| role);
+        record.role = Maybe(Some(role));
         if let (Some(v), Some(t)) = (
             self.inherited.get(&number),
             record.directions.server_to_client.transfer.0.as_mut(),
