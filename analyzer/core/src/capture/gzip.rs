@@ -58,6 +58,11 @@ impl<R: Read> GzipStream<R> {
         }
     }
 
+    /// The compressed source.
+    pub(crate) fn inner(&self) -> &R {
+        &self.file
+    }
+
     /// What the stream has now, at most `buf.len()` bytes (0 at the end); a fault once every
     /// byte decoded before it was handed out, then 0 ever after.
     pub(crate) fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, StreamFault> {

@@ -32,6 +32,7 @@ pub mod link;
 mod pcap;
 mod pcapng;
 pub mod stats;
+pub mod stream;
 mod window;
 
 #[cfg(test)]
@@ -43,6 +44,7 @@ use std::path::Path;
 
 pub use error::{Damage, DamageKind, NoFileWhy, OpenError, StreamFault};
 pub use stats::{CaptureStats, Format};
+pub use stream::Stream;
 pub use window::BLOCK;
 
 use crate::packet::TcpPacket;
@@ -159,6 +161,26 @@ impl Capture {
             got,
             compressed,
         )
+    }
+
+    /// A capture read from a pipe (`name` is what the report calls it, `-` for standard
+    /// input); its format and compression detected by content, as for a file.
+    pub fn open_stream(name: &str, mut stream: Stream) -> Result<Capture, OpenError> {
+        let failed = |e: std::io::Error| OpenError::ReadFailed {
+            errno: e.raw_os_error(),
+        };
+        let mut head = [0u8; 4];
+        let mut got = read_full(&mut stream, &mut head).map_err(failed)?;
+        let compressed = got >= 2 && head[..2] == GZIP_MAGIC;
+        let src = if compressed {
+            stream.unread(head.get(..got).unwrap_or(&[]));
+            let mut gz = Box::new(GzipStream::new(stream));
+            got = gzip_head(&mut gz, &mut head)?;
+            Source::GzipStream(gz)
+        } else {
+            Source::Stream(Box::new(stream))
+        };
+        Self::start(name.to_string(), src, head, got, compressed)
     }
 
     /// A capture held in memory, read exactly as the same bytes in a file would be (gzip
@@ -280,7 +302,9 @@ impl Capture {
                             return self.sweep();
                         }
                         Err(d) => {
-                            self.finish(Some(d));
+                            // a pipe told to stop (SIGINT) ends where it stands, undamaged
+                            let stopped = self.win.stopped();
+                            self.finish((!stopped).then_some(d));
                             return self.sweep();
                         }
                     }

@@ -4,10 +4,11 @@
 //! size and refill rule are the reference's exactly.
 
 use std::fs::File;
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 
 use super::error::StreamFault;
 use super::gzip::{read_full, GzipStream};
+use super::stream::Stream;
 
 /// Bytes per read; the buffer holds twice that (larger was measured no faster).
 pub const BLOCK: usize = 1 << 17;
@@ -19,6 +20,9 @@ pub(crate) enum Source {
     Gzip(Box<GzipStream<File>>),
     Bytes(Cursor<Vec<u8>>),
     GzipBytes(Box<GzipStream<Cursor<Vec<u8>>>>),
+    /// A pipe (standard input), plain or gzipped.
+    Stream(Box<Stream>),
+    GzipStream(Box<GzipStream<Stream>>),
 }
 
 impl Source {
@@ -30,6 +34,19 @@ impl Source {
             Source::Gzip(g) => g.read_some(buf),
             Source::Bytes(c) => read_full(c, buf).map_err(|e| StreamFault::io(&e)),
             Source::GzipBytes(g) => g.read_some(buf),
+            // live: what the pipe has now; otherwise a file's whole refill
+            Source::Stream(s) if s.live => s.read(buf).map_err(|e| StreamFault::io(&e)),
+            Source::Stream(s) => read_full(s.as_mut(), buf).map_err(|e| StreamFault::io(&e)),
+            Source::GzipStream(g) => g.read_some(buf),
+        }
+    }
+
+    /// Whether the source ended because it was told to stop (a pipe on SIGINT).
+    pub(crate) fn stopped(&self) -> bool {
+        match self {
+            Source::Stream(s) => s.stopped(),
+            Source::GzipStream(g) => g.inner().stopped(),
+            _ => false,
         }
     }
 }
@@ -94,6 +111,11 @@ impl Window {
             }
         }
         self.len >= n
+    }
+
+    /// Whether reading ended because the source was told to stop.
+    pub(crate) fn stopped(&self) -> bool {
+        self.src.stopped()
     }
 
     /// File offset of pos.
