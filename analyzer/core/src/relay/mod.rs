@@ -23,6 +23,12 @@ use crate::report::{ConnectionRecord, ReportError, Role};
 #[derive(Default)]
 pub struct RelayStage {
     legs: store::Legs,
+    /// Following an endless stream: once the legs hold this many queries (each leg counts
+    /// one at least) they become `older` and a new window begins, so memory and spool stay
+    /// bounded; the relays are judged over the latest window, or the one before while the
+    /// latest holds less than half the bound.
+    bound: Option<usize>,
+    older: Option<store::Legs>,
 }
 
 /// What the stage found: each relay (its judgement and its record, words to come) and each
@@ -40,11 +46,31 @@ impl RelayStage {
         number: u64,
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
-        self.legs.add(record, number, extras)
+        self.legs.add(record, number, extras)?;
+        if let Some(bound) = self.bound {
+            if self.legs.held() >= bound {
+                self.older = Some(std::mem::take(&mut self.legs));
+            }
+        }
+        Ok(())
+    }
+
+    /// A stage whose windows of legs hold about `bound` queries each (following a stream).
+    pub fn bounded(bound: usize) -> Self {
+        RelayStage {
+            bound: Some(bound),
+            ..RelayStage::default()
+        }
     }
 
     /// Find the relays among the legs kept.
     pub fn finish(mut self) -> Result<Found, ReportError> {
+        let half = self.bound.map_or(0, |b| b / 2);
+        if self.legs.held() < half {
+            if let Some(older) = self.older.take() {
+                self.legs = older;
+            }
+        }
         let legs = &mut self.legs;
         legs.sort();
         let mut roles = Vec::new();

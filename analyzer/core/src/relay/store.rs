@@ -103,6 +103,11 @@ impl Legs {
         self.heads.len()
     }
 
+    /// Queries held, each leg counting one at least (what bounds a followed stream's).
+    pub fn held(&self) -> usize {
+        self.queries.len() + self.heads.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.heads.is_empty()
     }
