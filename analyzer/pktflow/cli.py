@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from pktflow import __version__, _core
 from pktflow.errors import ExitCode, PktflowError, UsageError
-from pktflow.pipeline import Options, Report, analyze
+from pktflow.pipeline import STDIN, Options, Report, Stream, analyze
 
 ERROR_SCHEMA = "pktflow.error/1"  # a jsonl line for an input that gave no report
 
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit non-zero when a finding of severity error is reported")
     an.add_argument("--no-postgres", action="store_true",
                     help="TCP analysis only: do not decode the PostgreSQL protocol")
+    an.add_argument("--follow", action="store_true",
+                    help="with CAPTURE '-' (a pipe): write each query once it is final and each "
+                    "connection once it closes, as they come (text, or --format jsonl)")
     cmp_ = sub.add_parser("compare", help="the same queries in two captures side by side "
                           "(e.g. direct vs through PgBouncer)")
     cmp_.add_argument("a", metavar="A")
@@ -82,12 +85,28 @@ def _progress_bar(env: Env, label: str) -> Any:
 
 def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
     opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True)
+    if path == STDIN:
+        return _analyze_stdin(opts, args, env)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
     with bar:
         task = bar.add_task(path, total=None)
         return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
+
+
+def _analyze_stdin(opts: Options, args: argparse.Namespace, env: Env) -> Report:
+    """Standard input: SIGINT ends the stream where it stands (the report covers what came);
+    with --follow each query and connection is written as it is said."""
+    from pktflow.follow import Printer, stop_on_sigint, stopper
+
+    stop = stopper()
+    printer = Printer(env.stdout, getattr(args, "format", "text") == "jsonl") \
+        if getattr(args, "follow", False) else None
+    stream = Stream(stop=stop, live=printer is not None,
+                    follow=printer.follow if printer is not None else None, said=printer)
+    with stop_on_sigint(stop):
+        return analyze(STDIN, opts, stream=stream)
 
 
 def _failure(path: str, exc: BaseException) -> dict[str, Any]:
@@ -149,6 +168,12 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     if args.format == "json" and len(paths) > 1:
         raise UsageError("--format json writes one JSON document, for one capture; for "
                          "several, --format jsonl writes one line each")
+    if STDIN in paths and len(paths) > 1:
+        raise UsageError("'-' (standard input) is read alone, not among other captures")
+    if args.follow and paths != [STDIN]:
+        raise UsageError("--follow reads a pipe: give '-' as the capture")
+    if args.follow and args.format == "json":
+        raise UsageError("--follow writes a line at a time: --format text or jsonl")
     workers = min(len(paths), os.cpu_count() or 1)
     if workers < 2:
         done = (_one(path, args, env) for path in paths)

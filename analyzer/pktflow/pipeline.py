@@ -49,11 +49,27 @@ class Report(dict[str, Any]):
     core: Any
 
 
-def open_pass(path: str, options: Options) -> Any:
+STDIN = "-"  # the path that reads standard input
+
+
+class Stream(NamedTuple):
+    """How a pass over a pipe runs: `live` takes what the pipe has at each read; `stop` ends
+    the stream where it stands (SIGINT); `follow` ("json" or "values") has the core say each
+    query once final and each connection once judged, handed to `said` after each step."""
+    stop: Any
+    live: bool = False
+    follow: str | None = None
+    said: Callable[[list[tuple[str, Any]]], None] | None = None
+
+
+def open_pass(path: str, options: Options, stream: Stream | None = None) -> Any:
     """The core's pass over `path`; a capture it cannot open is a PktflowError."""
+    extra: dict[str, Any] = {}
+    if stream is not None:
+        extra = {"live": stream.live, "stop": stream.stop, "follow": stream.follow}
     try:
         return _core.Pass(path, options.decode_postgres, options.transfer,
-                          _finite(options.linger_s), _finite(options.settled_linger_s))
+                          _finite(options.linger_s), _finite(options.settled_linger_s), **extra)
     except _core.OpenError as exc:
         raise open_error(exc, path) from None
 
@@ -63,17 +79,23 @@ def _finite(s: float) -> float | None:
 
 
 def analyze(path: str, options: Options | None = None,
-            progress: Progress | None = None) -> Report:
-    """Analyse the capture at `path`; raises PktflowError subclasses for unreadable input."""
+            progress: Progress | None = None, stream: Stream | None = None) -> Report:
+    """Analyse the capture at `path` ("-": standard input, read as `stream` says); raises
+    PktflowError subclasses for unreadable input."""
     options = options or Options()
+    said = stream.said if stream is not None else None
     try:
-        core = open_pass(path, options)
+        core = open_pass(path, options, stream)
         judge = Judge()
         shown = 0
         while core.step(judge) is not None:
+            if said is not None:
+                said(core.take_live())
             if progress is not None and core.records >> 16 != shown >> 16:
                 shown = core.records
                 progress(shown)
+        if said is not None:
+            said(core.take_live())
         try:
             core.outcome()
         except _core.OpenError as exc:

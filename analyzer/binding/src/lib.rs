@@ -6,16 +6,25 @@ mod producer;
 mod pyvalue;
 mod report;
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use errors::{CoreBug, SpoolError};
+use pktflow_core::capture::Stream;
 use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pktflow_core::relay::RelayWords;
+use pktflow_core::report::json;
+use pktflow_core::report::live::{LiveConnection, LiveQuery};
 use pktflow_core::report::{Assembly, CaptureWords, Judged, Words};
 use producer::{Judging, Message, Producer, Snapshot};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+/// How often a step waiting for the pass thread lets Python's signal handlers run.
+const SIGNALS: std::time::Duration = std::time::Duration::from_millis(100);
 
 thread_local! {
     /// The last panic's message and place, kept by the hook for `guard` (the default hook
@@ -60,6 +69,16 @@ struct Pass {
     assembly: Option<Assembly>,
     /// Where the pass stood after the last step judged.
     now: Box<Snapshot>,
+    /// Following a stream: each query once final and each connection once judged, as JSON
+    /// lines (`json`) or values, until Python takes them (`take_live`).
+    follow: Option<Follow>,
+    live: Vec<(&'static str, Py<PyAny>)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Follow {
+    Json,
+    Values,
 }
 
 enum State {
@@ -91,6 +110,19 @@ fn judged(judge: &Bound<'_, PyAny>) -> Judged {
     }
 }
 
+/// A followed event as the caller asked: its JSON line (the report's writer, compact) or its
+/// value.
+fn live_item<T: serde::Serialize>(py: Python<'_>, follow: Follow, said: &T) -> PyResult<Py<PyAny>> {
+    match follow {
+        Follow::Json => {
+            let line = guard(|| json::to_string(said, None))?
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(pyo3::types::PyString::new(py, &line).into_any().unbind())
+        }
+        Follow::Values => to_py(py, said),
+    }
+}
+
 impl Pass {
     fn judge_chunk(
         &mut self,
@@ -109,6 +141,11 @@ impl Pass {
                 PyTypeError::new_err(format!("the judge's words for {}: {e}", judgement.id))
             })?;
             words.apply(&mut record);
+            if let Some(follow) = self.follow {
+                let said = LiveConnection::new(&record);
+                self.live
+                    .push(("connection", live_item(py, follow, &said)?));
+            }
             guard(|| assembly.add(number, &record, extras))?.map_err(spool_error)?;
             numbers.push(number);
         }
@@ -125,8 +162,13 @@ impl Pass {
 
 #[pymethods]
 impl Pass {
+    /// `path` "-" reads standard input (`live`: each refill takes what the pipe has, rather
+    /// than reading it as a file's whole blocks); `stop` ends such a stream where it stands.
+    /// `follow` ("json" or "values"): each query is said once final and each connection once
+    /// judged (`take_live`), and no connection is kept for the report.
     #[new]
-    #[pyo3(signature = (path, decode_postgres=true, transfer=true, linger_s=None, settled_linger_s=None))]
+    #[pyo3(signature = (path, decode_postgres=true, transfer=true, linger_s=None, settled_linger_s=None, live=false, stop=None, follow=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -134,22 +176,56 @@ impl Pass {
         transfer: bool,
         linger_s: Option<f64>,
         settled_linger_s: Option<f64>,
+        live: bool,
+        stop: Option<PyRef<'_, Stopper>>,
+        follow: Option<&str>,
     ) -> PyResult<Self> {
+        let follow = match follow {
+            None => None,
+            Some("json") => Some(Follow::Json),
+            Some("values") => Some(Follow::Values),
+            Some(other) => {
+                return Err(PyValueError::new_err(format!(
+                    "follow is \"json\" or \"values\", not {other:?}"
+                )))
+            }
+        };
         let options = PassOptions {
             decode_postgres,
             transfer,
             linger: linger_s,
             settled_linger: settled_linger_s,
         };
-        match py.detach(|| guard(|| CorePass::open(&path, options)))? {
-            Ok(inner) => Ok(Pass {
+        let stop = stop.map_or_else(Arc::default, |s| Arc::clone(&s.flag));
+        let opened = if path.as_os_str() == "-" {
+            let stdin = std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .map(std::fs::File::from)
+                .map_err(|e| PyValueError::new_err(format!("standard input: {e}")))?;
+            py.detach(|| {
+                guard(|| CorePass::open_stream("-", Stream::spawn(stdin, live, stop), options))
+            })?
+        } else {
+            py.detach(|| guard(|| CorePass::open(&path, options)))?
+        };
+        match opened {
+            Ok(mut inner) => Ok(Pass {
                 now: Box::new(Snapshot {
                     records: inner.records(),
                     engine: inner.engine_facts(),
                     stats: inner.stats().clone(),
                 }),
+                assembly: Some(match follow {
+                    Some(_) => {
+                        inner.follow();
+                        Assembly::following()
+                    }
+                    None => Assembly::default(),
+                }),
                 state: State::Ready(inner),
-                assembly: Some(Assembly::default()),
+                follow,
+                live: Vec::new(),
             }),
             Err(problem) => Err(errors::open_error(py, problem)),
         }
@@ -180,12 +256,32 @@ impl Pass {
             let State::Running(producer) = std::mem::replace(&mut self.state, State::Broken) else {
                 return Err(CoreBug::new_err("the pass stopped"));
             };
-            // wait for the pass thread without the GIL (it needs none; Python may run)
-            let (message, producer) = py.detach(move || (producer.next(), producer));
+            // wait for the pass thread without the GIL (it needs none; Python may run), and
+            // now and then run Python's signal handlers: a pipe may stay silent for long, and
+            // SIGINT must still reach the handler that stops it
+            let (waited, producer) = py.detach(move || (producer.next_within(SIGNALS), producer));
+            let message = match waited {
+                Ok(m) => Some(m),
+                Err(true) => {
+                    self.state = State::Running(producer);
+                    py.check_signals()?;
+                    continue;
+                }
+                Err(false) => None,
+            };
             match message {
                 Some(Message::Chunk(chunk)) => {
                     self.state = State::Running(producer);
                     self.judge_chunk(py, judge, chunk, &mut numbers)?;
+                }
+                Some(Message::Queries(queries)) => {
+                    self.state = State::Running(producer);
+                    if let Some(follow) = self.follow {
+                        for (number, query) in &queries {
+                            let said = LiveQuery::new(*number, query);
+                            self.live.push(("query", live_item(py, follow, &said)?));
+                        }
+                    }
                 }
                 Some(Message::StepEnd { snapshot, more }) => {
                     self.now = snapshot;
@@ -266,10 +362,41 @@ impl Pass {
         to_py(py, &self.now.engine)
     }
 
+    /// Following a stream: what was said since the last take, in order, each as
+    /// (`"query"` or `"connection"`, its JSON line or its value).
+    fn take_live(&mut self) -> Vec<(&'static str, Py<PyAny>)> {
+        std::mem::take(&mut self.live)
+    }
+
     /// Records read by the last step judged (for a progress bar).
     #[getter]
     fn records(&self) -> u64 {
         self.now.records
+    }
+}
+
+/// Ends a pass over a pipe where it stands (SIGINT): shared with the pass, set from a signal
+/// handler while the pass is stepping.
+#[pyclass(module = "pktflow._core")]
+#[derive(Default)]
+struct Stopper {
+    flag: Arc<AtomicBool>,
+}
+
+#[pymethods]
+impl Stopper {
+    #[new]
+    fn new() -> Self {
+        Stopper::default()
+    }
+
+    fn stop(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    #[getter]
+    fn stopped(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
     }
 }
 
@@ -319,6 +446,7 @@ fn sql_key(sql: &str) -> String {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
     m.add_class::<Pass>()?;
+    m.add_class::<Stopper>()?;
     m.add_class::<report::Report>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
     m.add_function(wrap_pyfunction!(sql_key, m)?)?;

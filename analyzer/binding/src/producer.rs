@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use pktflow_core::capture::CaptureStats;
 use pktflow_core::pass::{ConnectionReport, Pass};
 use pktflow_core::relay::LegExtras;
+use pktflow_core::report::conversation::QueryRecord;
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
 use pktflow_core::tcp::EngineFacts;
 
@@ -35,6 +36,8 @@ pub struct Snapshot {
 pub enum Message {
     /// Connections of the current step.
     Chunk(Vec<Judging>),
+    /// Following a stream: the queries said final during the step, by connection number.
+    Queries(Vec<(u64, QueryRecord)>),
     /// The step is over: where the pass stands; `more` false once the capture is done.
     StepEnd { snapshot: Box<Snapshot>, more: bool },
     /// The core panicked: where and why.
@@ -125,6 +128,15 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
             return pass;
         };
         let start = pass.start();
+        let finals = pass.take_final_queries();
+        if !finals.is_empty() {
+            let queries = (finals.into_iter())
+                .map(|(number, facts)| (number, QueryRecord::of(facts, start)))
+                .collect();
+            if tx.send(Message::Queries(queries)).is_err() {
+                return pass;
+            }
+        }
         let mut reports = done.drain(..);
         loop {
             let built = unwound(&tx, || {
@@ -179,10 +191,12 @@ impl Producer {
         self.gate.ask();
     }
 
-    /// The next message; None once the pass thread is gone without a word (it could not
-    /// start, or it stopped).
-    pub fn next(&self) -> Option<Message> {
-        self.rx.as_ref()?.recv().ok()
+    /// The next message if one comes within `wait` (so that the caller can look at signals
+    /// meanwhile): Err(true) when none came yet, Err(false) once the thread is gone.
+    pub fn next_within(&self, wait: std::time::Duration) -> Result<Message, bool> {
+        let rx = self.rx.as_ref().ok_or(false)?;
+        rx.recv_timeout(wait)
+            .map_err(|e| matches!(e, std::sync::mpsc::RecvTimeoutError::Timeout))
     }
 
     /// The pass back, once its thread has ended.

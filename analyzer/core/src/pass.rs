@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::capture::{Capture, CaptureStats, Item, OpenError};
-use crate::pgwire::{Conversation, ConversationFacts};
+use crate::capture::{Capture, CaptureStats, Item, OpenError, Stream};
+use crate::pgwire::{Conversation, ConversationFacts, LiveQueries, QueryFacts};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
@@ -64,14 +64,20 @@ impl StreamSink for Analyses {
 
 struct Factory {
     options: PassOptions,
+    /// Following a stream: where each conversation says its queries once final.
+    live: Option<LiveQueries>,
 }
 
 impl Handler for Factory {
     type Analyses = Analyses;
 
-    fn open(&mut self, _meta: &ConnectionMeta) -> Analyses {
+    fn open(&mut self, meta: &ConnectionMeta) -> Analyses {
+        let conversation = |live: &Option<LiveQueries>| match live {
+            Some(l) => Conversation::following(meta.number, l.clone()),
+            None => Conversation::new(),
+        };
         Analyses {
-            conversation: self.options.decode_postgres.then(Conversation::new),
+            conversation: (self.options.decode_postgres).then(|| conversation(&self.live)),
             transfer: self.options.transfer.then(TransferAnalyzer::new),
         }
     }
@@ -103,18 +109,42 @@ impl Pass {
         Ok(Pass::over(Capture::open(path)?, options))
     }
 
+    /// The same pass over a capture read from a pipe (`name`: what the report calls it).
+    pub fn open_stream(
+        name: &str,
+        stream: Stream,
+        options: PassOptions,
+    ) -> Result<Pass, OpenError> {
+        Ok(Pass::over(Capture::open_stream(name, stream)?, options))
+    }
+
     /// The same pass over a capture held in memory (tests, fuzzing).
     pub fn from_bytes(data: &[u8], options: PassOptions) -> Result<Pass, OpenError> {
         Ok(Pass::over(Capture::from_bytes(data)?, options))
     }
 
     fn over(capture: Capture, options: PassOptions) -> Pass {
-        let engine = TcpEngine::new(Factory { options }, options.linger, options.settled_linger);
+        let factory = Factory {
+            options,
+            live: None,
+        };
+        let engine = TcpEngine::new(factory, options.linger, options.settled_linger);
         Pass {
             capture,
             engine,
             done: false,
         }
+    }
+
+    /// Follow the stream: from now on each query is said once final (`take_final_queries`).
+    pub fn follow(&mut self) {
+        self.engine.handler_mut().live = Some(LiveQueries::default());
+    }
+
+    /// The queries said final since the last take, each with its connection's number
+    /// (following only).
+    pub fn take_final_queries(&mut self) -> Vec<(u64, QueryFacts)> {
+        (self.engine.handler().live.as_ref()).map_or_else(Vec::new, LiveQueries::take)
     }
 
     /// Feed the next batch of packets (the engine is swept where the reader ends a batch);

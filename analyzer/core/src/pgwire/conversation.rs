@@ -172,6 +172,30 @@ pub struct Conversation {
     /// Responses whose bytes over time were kept as bulk (BULK_SEGMENTS or more): past
     /// MAX_BULK_SERIES, no more are (each is up to 64 KB).
     pub(super) bulk_series: usize,
+    /// Following a stream: where each query goes once final, with the connection's number.
+    pub(super) live: Option<(u64, LiveQueries)>,
+}
+
+/// Queries said final while the pass follows a stream (`pktflow analyze - --follow`), each
+/// with its connection's number, taken by the pass after each batch. Shared by the pass's
+/// conversations, all on the pass's thread: the lock is never contended.
+#[derive(Clone, Debug, Default)]
+pub struct LiveQueries(std::sync::Arc<std::sync::Mutex<Vec<(u64, super::QueryFacts)>>>);
+
+impl LiveQueries {
+    pub(super) fn push(&self, number: u64, facts: super::QueryFacts) {
+        if let Ok(mut q) = self.0.lock() {
+            q.push((number, facts));
+        }
+    }
+
+    /// The queries said final since the last take.
+    pub fn take(&self) -> Vec<(u64, super::QueryFacts)> {
+        self.0
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
 }
 
 /// A response in this many segments or more keeps its bytes over time (series.rs).
@@ -216,6 +240,15 @@ impl Conversation {
             cut_message: false,
             texts: std::collections::HashSet::new(),
             bulk_series: 0,
+            live: None,
+        }
+    }
+
+    /// A conversation that says each query once it is final (connection `number`).
+    pub fn following(number: u64, live: LiveQueries) -> Conversation {
+        Conversation {
+            live: Some((number, live)),
+            ..Conversation::new()
         }
     }
 

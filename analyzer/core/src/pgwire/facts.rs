@@ -301,7 +301,7 @@ impl Conversation {
         facts
     }
 
-    fn query_facts(&self, q: &Query) -> QueryFacts {
+    pub(super) fn query_facts(&self, q: &Query) -> QueryFacts {
         QueryFacts {
             sql: q.sql.to_string(),
             sql_truncated: q.sql_truncated,

@@ -186,6 +186,7 @@ impl Conversation {
                     self.pending.push_back(id);
                 } else if let Some(q) = self.store.get_mut(id) {
                     q.in_pending = false;
+                    self.said_final(id);
                     let before = self.last_done.replace(id);
                     self.release(id);
                     if let Some(old) = before {
@@ -193,6 +194,13 @@ impl Conversation {
                     }
                 }
             }
+        }
+    }
+
+    /// Following a stream: query `id` left the pending ones, final.
+    fn said_final(&self, id: u64) {
+        if let (Some((number, live)), Some(q)) = (&self.live, self.store.get(id)) {
+            live.push(*number, self.query_facts(q));
         }
     }
 
@@ -365,6 +373,9 @@ impl Conversation {
             } else {
                 self.pending.push_back(id);
             }
+        }
+        for &id in &closed {
+            self.said_final(id);
         }
         if let Some(&last) = closed.last() {
             let before = self.last_done.replace(last);

@@ -18,5 +18,5 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-pub use conversation::Conversation;
+pub use conversation::{Conversation, LiveQueries};
 pub use facts::{ConversationFacts, Event, QueryFacts, StopReason};

@@ -136,7 +136,8 @@ impl DecodeStoppedRecord {
 }
 
 impl QueryRecord {
-    fn of(q: QueryFacts, start: f64) -> Self {
+    /// A query as the report lists it (times from the capture's `start`).
+    pub fn of(q: QueryFacts, start: f64) -> Self {
         let at = |ts: f64| round_to(ts - start, 6);
         let goodput_bps = match (q.first_response_ts, q.last_response_ts) {
             (Some(first), Some(last)) => {

@@ -131,9 +131,24 @@ pub struct Assembly {
     /// Front legs' verdicts judged again as their relay's, by connection number.
     inherited: HashMap<u64, Verdict>,
     scratch: Vec<u8>,
+    /// Following a stream: each connection was written as it closed, so none is kept for
+    /// the report (which then holds the capture, the relays and the findings).
+    following: bool,
 }
 
+/// Following a stream, relays are judged over windows of legs holding about this many queries.
+pub const FOLLOW_QUERIES: usize = 50_000;
+
 impl Assembly {
+    /// The assembly of a pass that follows a stream: memory stays flat however long it runs.
+    pub fn following() -> Self {
+        Assembly {
+            stage: RelayStage::bounded(FOLLOW_QUERIES),
+            following: true,
+            ..Assembly::default()
+        }
+    }
+
     /// A judged connection: kept as a leg for the relay stage, and spooled.
     pub fn add(
         &mut self,
@@ -142,6 +157,9 @@ impl Assembly {
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
         self.stage.add(record, number, extras)?;
+        if self.following {
+            return Ok(());
+        }
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =

@@ -9,6 +9,7 @@ pub mod direction;
 pub mod document;
 pub mod json;
 pub mod judgement;
+pub mod live;
 pub mod numbers;
 pub mod round_trips;
 pub mod spool;
