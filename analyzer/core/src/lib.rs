@@ -14,5 +14,6 @@ pub mod pgwire;
 pub mod relay;
 pub mod report;
 pub mod series;
+pub mod tables;
 pub mod tcp;
 pub mod transfer;

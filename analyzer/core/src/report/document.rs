@@ -255,6 +255,11 @@ impl Serialize for Connections<'_> {
 }
 
 impl Report {
+    /// pktflow's version, as the report names it.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
     /// Connections in the report.
     pub fn len(&self) -> usize {
         self.order.len()

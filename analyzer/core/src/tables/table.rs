@@ -1,0 +1,218 @@
+//! One table being filled: its declared columns, each a vector of optional values, a row at a
+//! time. A value at a path no column declares is remembered (`unknown`): a field the schema
+//! does not know yet, which a test turns into a failure rather than a silent loss.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::schema::{Column, Kind};
+
+/// One value as the walk found it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Bool(bool),
+    List(Vec<Cell>),
+    Map(Vec<(String, Cell)>),
+}
+
+/// A column's values, one per row (None: null).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Values {
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Text(Vec<Option<String>>),
+    Bool(Vec<Option<bool>>),
+    IntList(Vec<Option<Vec<i64>>>),
+    TextList(Vec<Option<Vec<String>>>),
+    IntMap(Vec<Option<Vec<(String, i64)>>>),
+    TextMap(Vec<Option<Vec<(String, String)>>>),
+}
+
+impl Values {
+    fn of(kind: Kind) -> Self {
+        match kind {
+            Kind::Int => Values::Int(Vec::new()),
+            Kind::Float => Values::Float(Vec::new()),
+            Kind::Text | Kind::Json => Values::Text(Vec::new()),
+            Kind::Bool => Values::Bool(Vec::new()),
+            Kind::IntList => Values::IntList(Vec::new()),
+            Kind::TextList => Values::TextList(Vec::new()),
+            Kind::IntMap => Values::IntMap(Vec::new()),
+            Kind::TextMap => Values::TextMap(Vec::new()),
+        }
+    }
+
+    fn push_null(&mut self) {
+        match self {
+            Values::Int(v) => v.push(None),
+            Values::Float(v) => v.push(None),
+            Values::Text(v) => v.push(None),
+            Values::Bool(v) => v.push(None),
+            Values::IntList(v) => v.push(None),
+            Values::TextList(v) => v.push(None),
+            Values::IntMap(v) => v.push(None),
+            Values::TextMap(v) => v.push(None),
+        }
+    }
+
+    /// The last row's value set to `cell`; false when the cell does not fit the column.
+    fn set_last(&mut self, cell: Cell) -> bool {
+        fn last<T>(v: &mut [Option<T>], value: T) -> bool {
+            match v.last_mut() {
+                Some(slot) => {
+                    *slot = Some(value);
+                    true
+                }
+                None => false,
+            }
+        }
+        match (self, cell) {
+            (_, Cell::Null) => true,
+            (Values::Int(v), Cell::Int(x)) => last(v, x),
+            (Values::Float(v), Cell::Float(x)) => last(v, x),
+            // a float column's whole numbers may come as integers (JSON has one number type)
+            (Values::Float(v), Cell::Int(x)) => last(v, x as f64),
+            (Values::Text(v), Cell::Text(x)) => last(v, x),
+            (Values::Bool(v), Cell::Bool(x)) => last(v, x),
+            (Values::IntList(v), Cell::List(xs)) => {
+                let ints: Option<Vec<i64>> = (xs.into_iter())
+                    .map(|c| match c {
+                        Cell::Int(i) => Some(i),
+                        _ => None,
+                    })
+                    .collect();
+                ints.is_some_and(|ints| last(v, ints))
+            }
+            (Values::TextList(v), Cell::List(xs)) => {
+                let texts: Option<Vec<String>> = (xs.into_iter())
+                    .map(|c| match c {
+                        Cell::Text(t) => Some(t),
+                        _ => None,
+                    })
+                    .collect();
+                texts.is_some_and(|texts| last(v, texts))
+            }
+            (Values::IntMap(v), Cell::Map(entries)) => {
+                let ints: Option<Vec<(String, i64)>> = (entries.into_iter())
+                    .map(|(k, c)| match c {
+                        Cell::Int(i) => Some((k, i)),
+                        _ => None,
+                    })
+                    .collect();
+                ints.is_some_and(|ints| last(v, ints))
+            }
+            (Values::TextMap(v), Cell::Map(entries)) => {
+                let texts: Option<Vec<(String, String)>> = (entries.into_iter())
+                    .map(|(k, c)| match c {
+                        Cell::Text(t) => Some((k, t)),
+                        _ => None,
+                    })
+                    .collect();
+                texts.is_some_and(|texts| last(v, texts))
+            }
+            _ => false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Int(v) => v.len(),
+            Values::Float(v) => v.len(),
+            Values::Text(v) => v.len(),
+            Values::Bool(v) => v.len(),
+            Values::IntList(v) => v.len(),
+            Values::TextList(v) => v.len(),
+            Values::IntMap(v) => v.len(),
+            Values::TextMap(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One declared column and its values.
+#[derive(Clone, Debug)]
+pub struct ColumnValues {
+    pub name: String,
+    pub kind: Kind,
+    pub unit: &'static str,
+    pub values: Values,
+}
+
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: Vec<ColumnValues>,
+    /// A column by its path.
+    index: HashMap<&'static str, usize>,
+    pub rows: usize,
+    /// Paths that held a value but have no column; and values that did not fit their column.
+    pub unknown: BTreeSet<String>,
+}
+
+impl Table {
+    /// An empty table with `keys` and then `own` columns.
+    pub fn new(name: &'static str, keys: &[Column], own: &[Column]) -> Self {
+        let mut columns = Vec::new();
+        let mut index = HashMap::new();
+        for &(spec, kind, unit) in keys.iter().chain(own) {
+            let (path, name) = match spec.split_once('|') {
+                Some((path, name)) => (path, name.to_string()),
+                None => (spec, spec.replace('.', "_")),
+            };
+            index.insert(path, columns.len());
+            columns.push(ColumnValues {
+                name,
+                kind,
+                unit,
+                values: Values::of(kind),
+            });
+        }
+        Table {
+            name,
+            columns,
+            index,
+            rows: 0,
+            unknown: BTreeSet::new(),
+        }
+    }
+
+    /// The kind of the column at `path`, when one is declared.
+    pub fn kind(&self, path: &str) -> Option<Kind> {
+        let i = *self.index.get(path)?;
+        self.columns.get(i).map(|c| c.kind)
+    }
+
+    /// A new row, every column null until set.
+    pub fn begin_row(&mut self) {
+        for c in &mut self.columns {
+            c.values.push_null();
+        }
+        self.rows += 1;
+    }
+
+    /// The current row's value at `path`.
+    pub fn set(&mut self, path: &str, cell: Cell) {
+        if cell == Cell::Null {
+            return;
+        }
+        let fitted = (self.index.get(path))
+            .and_then(|&i| self.columns.get_mut(i))
+            .map(|c| c.values.set_last(cell));
+        match fitted {
+            Some(true) => {}
+            Some(false) => {
+                self.unknown
+                    .insert(format!("{path} (a value of another type)"));
+            }
+            None => {
+                self.unknown.insert(path.to_string());
+            }
+        }
+    }
+}
