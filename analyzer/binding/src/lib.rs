@@ -5,6 +5,7 @@ mod errors;
 mod producer;
 mod pyvalue;
 mod report;
+mod tables;
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -450,6 +451,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<report::Report>()?;
     m.add_function(wrap_pyfunction!(collect, m)?)?;
     m.add_function(wrap_pyfunction!(sql_key, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::table_schema, m)?)?;
+    m.add_class::<tables::ArrowBatch>()?;
+    m.add("TABLES_SCHEMA", pktflow_core::tables::schema::SCHEMA)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
     use pktflow_core::packet as p;
     use pktflow_core::tcp::observe as o;

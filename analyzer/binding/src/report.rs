@@ -166,6 +166,24 @@ impl Report {
             .collect()
     }
 
+    /// The report as tables ("pktflow.tables/1"), each an Arrow record batch for pyarrow;
+    /// raises ValueError naming any field the tables' schema does not declare.
+    fn tables(&self) -> PyResult<Vec<crate::tables::ArrowBatch>> {
+        let mut tables = pktflow_core::tables::Tables::new();
+        guard(|| tables.add_report(&self.inner))?.map_err(report_error)?;
+        let unknown = tables.unknown();
+        if !unknown.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "fields the tables do not declare: {}",
+                unknown.join(", ")
+            )));
+        }
+        let version = self.inner.version();
+        (tables.tables.iter())
+            .map(|t| crate::tables::batch(t, version))
+            .collect()
+    }
+
     fn __len__(&self) -> usize {
         self.inner.len()
     }

@@ -1,0 +1,175 @@
+//! The report's tables (the core's `tables`) as Arrow record batches, handed to pyarrow
+//! through the Arrow C data interface: each batch is an object with `__arrow_c_array__`
+//! (the PyCapsule protocol), so `pyarrow.record_batch(batch)` takes the columns as they are,
+//! without a Python value per cell. Units go in each field's metadata, the schema's version
+//! and the table's name in the batch's.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::builder::{Int64Builder, ListBuilder, MapBuilder, StringBuilder};
+use arrow_array::ffi::{to_ffi, FFI_ArrowArray};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
+};
+use arrow_schema::ffi::FFI_ArrowSchema;
+use arrow_schema::{Field, Fields};
+use pktflow_core::tables::schema::{Kind, SCHEMA};
+use pktflow_core::tables::{ColumnValues, Table, Values};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+/// One table's rows as an Arrow record batch, exported once (`__arrow_c_array__`).
+#[pyclass(unsendable, module = "pktflow._core")]
+pub struct ArrowBatch {
+    #[pyo3(get)]
+    name: String,
+    #[pyo3(get)]
+    rows: usize,
+    exported: Option<(FFI_ArrowSchema, FFI_ArrowArray)>,
+}
+
+#[pymethods]
+impl ArrowBatch {
+    /// The PyCapsule protocol: the batch's schema and array, moved out (once).
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &mut self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
+        let _ = requested_schema; // the batch has the one schema it has
+        let (schema, array) = self
+            .exported
+            .take()
+            .ok_or_else(|| PyValueError::new_err(format!("table {} was taken", self.name)))?;
+        Ok((
+            PyCapsule::new_with_value(py, schema, c"arrow_schema")?,
+            PyCapsule::new_with_value(py, array, c"arrow_array")?,
+        ))
+    }
+}
+
+fn array(values: &Values) -> ArrayRef {
+    match values {
+        Values::Int(v) => Arc::new(Int64Array::from(v.clone())),
+        Values::Float(v) => Arc::new(Float64Array::from(v.clone())),
+        Values::Text(v) => Arc::new(StringArray::from(v.clone())),
+        Values::Bool(v) => Arc::new(BooleanArray::from(v.clone())),
+        Values::IntList(v) => {
+            let mut b = ListBuilder::new(Int64Builder::new());
+            for row in v {
+                match row {
+                    Some(items) => {
+                        items.iter().for_each(|&i| b.values().append_value(i));
+                        b.append(true);
+                    }
+                    None => b.append(false),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Values::TextList(v) => {
+            let mut b = ListBuilder::new(StringBuilder::new());
+            for row in v {
+                match row {
+                    Some(items) => {
+                        items.iter().for_each(|s| b.values().append_value(s));
+                        b.append(true);
+                    }
+                    None => b.append(false),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Values::IntMap(v) => {
+            let mut b = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
+            for row in v {
+                match row {
+                    Some(entries) => {
+                        for (k, x) in entries {
+                            b.keys().append_value(k);
+                            b.values().append_value(*x);
+                        }
+                        let _ = b.append(true);
+                    }
+                    None => {
+                        let _ = b.append(false);
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        Values::TextMap(v) => {
+            let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+            for row in v {
+                match row {
+                    Some(entries) => {
+                        for (k, x) in entries {
+                            b.keys().append_value(k);
+                            b.values().append_value(x);
+                        }
+                        let _ = b.append(true);
+                    }
+                    None => {
+                        let _ = b.append(false);
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+    }
+}
+
+fn field(column: &ColumnValues, array: &ArrayRef) -> Field {
+    let mut meta = HashMap::new();
+    if !column.unit.is_empty() {
+        meta.insert("unit".to_string(), column.unit.to_string());
+    }
+    if column.kind == Kind::Json {
+        meta.insert("encoding".to_string(), "json".to_string());
+    }
+    Field::new(&column.name, array.data_type().clone(), true).with_metadata(meta)
+}
+
+/// A table's columns as declared: (column, kind, unit).
+type Declared = Vec<(String, String, &'static str)>;
+
+/// Every table's columns as declared: (table, [(column, kind, unit)]).
+#[pyfunction]
+pub fn table_schema() -> Vec<(&'static str, Declared)> {
+    (pktflow_core::tables::Tables::new().tables.into_iter())
+        .map(|t| {
+            let cols = (t.columns.into_iter())
+                .map(|c| (c.name, format!("{:?}", c.kind).to_lowercase(), c.unit))
+                .collect();
+            (t.name, cols)
+        })
+        .collect()
+}
+
+/// `table` as a batch, its metadata naming the schema, the table and pktflow's version.
+pub fn batch(table: &Table, version: &str) -> PyResult<ArrowBatch> {
+    let arrays: Vec<ArrayRef> = table.columns.iter().map(|c| array(&c.values)).collect();
+    let fields: Fields = (table.columns.iter().zip(&arrays))
+        .map(|(c, a)| field(c, a))
+        .collect();
+    let data = StructArray::try_new(fields.clone(), arrays, None)
+        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+    let meta = HashMap::from([
+        ("pktflow.schema".to_string(), SCHEMA.to_string()),
+        ("pktflow.table".to_string(), table.name.to_string()),
+        ("pktflow.version".to_string(), version.to_string()),
+    ]);
+    let (array, _) = to_ffi(&data.to_data())
+        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+    let top = Field::new_struct("", fields, false).with_metadata(meta);
+    let schema = FFI_ArrowSchema::try_from(&top)
+        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+    Ok(ArrowBatch {
+        name: table.name.to_string(),
+        rows: data.len(),
+        exported: Some((schema, array)),
+    })
+}
