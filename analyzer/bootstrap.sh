@@ -66,7 +66,7 @@ if [ "$want_tests" = 1 ]; then
         echo "bootstrap: installing Debian packages:$missing" >&2
         apt_install $missing || echo "bootstrap: could not install$missing; tests that need them will be skipped" >&2
     fi
-    .venv/bin/python -m pip install -q -e '.[test]'
+    .venv/bin/python -m pip install -q -e '.[test,fleet]'
 else
     .venv/bin/python -m pip install -q -e .
 fi
