@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 
@@ -43,7 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     an = sub.add_parser("analyze", help="analyse capture files (pcap, pcapng, .gz)")
     an.add_argument("captures", nargs="+", metavar="CAPTURE")
-    an.add_argument("--format", choices=("text", "json", "jsonl"), default="text")
+    an.add_argument("--format", choices=("text", "json", "jsonl", "parquet"), default="text",
+                    help="parquet: a dataset, a folder per table, in -o DIR")
+    an.add_argument("-o", "--output", metavar="DIR",
+                    help="--format parquet: the dataset's folder (created; a capture's files "
+                    "are replaced when it is analysed again)")
+    an.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                    help="analyse the captures on this Dask cluster, a task per capture "
+                    "(workers read them by path: a filesystem they share)")
     an.add_argument("--strict", action="store_true",
                     help="exit non-zero when a finding of severity error is reported")
     an.add_argument("--no-postgres", action="store_true",
@@ -79,8 +87,8 @@ def _progress_bar(env: Env, label: str) -> Any:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                    TextColumn("{task.completed:,} packets"), TimeElapsedColumn(),
-                    console=Console(file=env.stderr), transient=True)
+                    TextColumn("{task.completed:,} packets"), TextColumn("{task.fields[rate]}"),
+                    TimeElapsedColumn(), console=Console(file=env.stderr), transient=True)
 
 
 def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
@@ -90,9 +98,14 @@ def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
+    import time
+
+    started = time.monotonic()
     with bar:
-        task = bar.add_task(path, total=None)
-        return analyze(path, opts, progress=lambda n: bar.update(task, completed=n))
+        task = bar.add_task(path, total=None, rate="")
+        return analyze(path, opts, progress=lambda n: bar.update(
+            task, completed=n,
+            rate=f"{n / max(time.monotonic() - started, 1e-6):,.0f} packets/s"))
 
 
 def _analyze_stdin(opts: Options, args: argparse.Namespace, env: Env) -> Report:
@@ -109,60 +122,27 @@ def _analyze_stdin(opts: Options, args: argparse.Namespace, env: Env) -> Report:
         return analyze(STDIN, opts, stream=stream)
 
 
-def _failure(path: str, exc: BaseException) -> dict[str, Any]:
-    """A capture that gave no report: what stderr says, and the same as fields (a jsonl line
-    of its own, so that output lines match inputs)."""
-    if isinstance(exc, PktflowError):
-        exc.file = exc.file or path  # named, when what failed was not the file
-        return {"message": exc.one_line(), "reason": exc.reason, "frame": exc.frame,
-                "offset": exc.offset, "exit_code": int(exc.exit_code)}
-    reason = f"internal error: {type(exc).__name__}: {exc}"
-    return {"message": f"{path}: {reason}; rerun with --debug and report it", "reason": reason,
-            "frame": None, "offset": None, "exit_code": int(ExitCode.INTERNAL)}
+def _fleet_progress(env: Env, total: int) -> Any:
+    """A rich progress bar on stderr while captures are analysed: captures done of total and
+    packets per second; None when stderr is not a terminal."""
+    if not env.stderr_isatty:
+        return None
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
 
-
-class Outcome:
-    """What a capture's report says beyond its text: where it was damaged, whether it has a
-    finding of severity error. (A worker process hands back these and the text.)"""
-
-    def __init__(self, report: Report) -> None:
-        self.damage: dict[str, Any] | None = report["capture"]["damage"]
-        self.errors = any(f["severity"] == "error" for f in report["findings"])
-
-
-def write_report(report: Report, fmt: str, out: IO[str], width: int | None) -> None:
-    """The report in `fmt` to `out`: JSON and jsonl written by the core, text by rich."""
-    if fmt == "json":
-        report.core.write_json(out, True)
-    elif fmt == "jsonl":
-        report.core.write_json(out, False)
-    else:  # rich only here: JSON runs skip importing it (a tenth of a small run)
-        from rich.console import Console
-
-        from pktflow.report.text import render
-        render(report, Console(file=out, width=width))
-
-
-def _worker(job: tuple[str, bool, str, int | None, bool]) -> tuple[str, Any]:
-    """One capture in a worker process: its output and Outcome, or its failure's fields (an
-    exception object would lose its fields crossing the process boundary)."""
-    import io
-
-    path, postgres, fmt, width, debug = job
-    try:
-        report = analyze(path, Options(decode_postgres=postgres, lazy=True))
-        text = io.StringIO()
-        write_report(report, fmt, text, width)
-        return "ok", (text.getvalue(), Outcome(report))
-    except PktflowError as exc:
-        return "error", _failure(path, exc)
-    except Exception as exc:  # a bug on one input must not lose the others' lines
-        if debug:
-            raise
-        return "error", _failure(path, exc)
+    bar = Progress(TextColumn("captures"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                   console=Console(file=env.stderr), transient=True)
+    bar.add_task("captures", total=total, rate="")
+    return bar
 
 
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
+    import time
+
+    from pktflow.fleet import Job, run_dask, run_job, run_local
+
     worst = ExitCode.OK
     paths = args.captures
     if args.format == "json" and len(paths) > 1:
@@ -172,53 +152,110 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         raise UsageError("'-' (standard input) is read alone, not among other captures")
     if args.follow and paths != [STDIN]:
         raise UsageError("--follow reads a pipe: give '-' as the capture")
-    if args.follow and args.format == "json":
+    if args.follow and args.format not in ("text", "jsonl"):
         raise UsageError("--follow writes a line at a time: --format text or jsonl")
-    workers = min(len(paths), os.cpu_count() or 1)
-    if workers < 2:
-        done = (_one(path, args, env) for path in paths)
-    else:
-        from concurrent.futures import ProcessPoolExecutor
+    parquet = args.format == "parquet"
+    if parquet != (args.output is not None):
+        raise UsageError("--format parquet writes a dataset to the folder -o DIR names (and "
+                         "-o is for --format parquet only)")
+    if args.scheduler is not None and STDIN in paths:
+        raise UsageError("--scheduler sends captures by path: a pipe cannot be sent")
+    if parquet:
+        from pktflow.tables import pyarrow_modules
 
-        pool = ProcessPoolExecutor(max_workers=workers)
-        jobs = [(p, not args.no_postgres, args.format, env.width, args.debug) for p in paths]
-        done = ((path, status, value) for path, (status, value)
-                in zip(paths, pool.map(_worker, jobs)))
-    for path, status, value in done:
-        if status == "error":
-            print(f"pktflow: {value['message']}", file=env.stderr)
-            worst = max(worst, ExitCode(value["exit_code"]))
-            if args.format == "jsonl":  # a line for every input, in input order
-                env.stdout.write(json.dumps({"schema": ERROR_SCHEMA, "file": path, **value},
-                                            separators=(",", ":")) + "\n")
-            continue
-        text, outcome = value
-        if text is not None:
-            env.stdout.write(text)
-        damage = outcome.damage
-        if damage is not None:
-            print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
-                  f"{damage['reason']}; the report covers what precedes it", file=env.stderr)
-            worst = max(worst, ExitCode.DAMAGED)
-        if args.strict and outcome.errors:
-            worst = max(worst, ExitCode.FINDINGS)
-    if workers >= 2:
-        pool.shutdown()
+        pyarrow_modules()  # a missing extra is one usage line, before any work
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+    summary = args.format == "text" and len(paths) > 1
+    cluster = args.scheduler is not None
+    jobs = [Job(p if p == STDIN else os.path.abspath(p), p, not args.no_postgres, args.format,
+                env.width, args.debug, args.output, summary) for p in paths]
+    workers = min(len(paths), os.cpu_count() or 1)
+    bar = _fleet_progress(env, len(paths)) if len(paths) > 1 else None
+    started, packets = time.monotonic(), 0
+
+    def done(_: int, result: tuple[str, Any]) -> None:
+        nonlocal packets
+        if bar is None:
+            return
+        if result[0] == "ok":
+            packets += result[1][1].packets
+        rate = packets / max(time.monotonic() - started, 1e-6)
+        bar.update(bar.task_ids[0], advance=1, rate=f"{rate:,.0f} packets/s")
+
+    if cluster:
+        results = run_dask(jobs, args.scheduler, done)
+    elif workers < 2:
+        results = (_one(job, args, env) for job in jobs)
+    else:
+        results = run_local(jobs, workers, done)
+    from pktflow.report.fleet import Fleet
+
+    fleet = Fleet()
+    if bar is not None:
+        bar.start()
+    try:
+        for path, (status, value) in zip(paths, results):
+            if status == "error":
+                _say(env, bar, f"pktflow: {value['message']}")
+                worst = max(worst, ExitCode(value["exit_code"]))
+                if args.format == "jsonl":  # a line for every input, in input order
+                    env.stdout.write(json.dumps({"schema": ERROR_SCHEMA, "file": path, **value},
+                                                separators=(",", ":")) + "\n")
+                continue
+            text, outcome, digest = value
+            if text is not None:
+                env.stdout.write(text)
+            if digest is not None:
+                fleet.add(digest)
+            damage = outcome.damage
+            if damage is not None:
+                _say(env, bar, f"pktflow: {path} (frame {damage['frame']}, byte offset "
+                     f"{damage['offset']}): {damage['reason']}; the report covers what "
+                     f"precedes it")
+                worst = max(worst, ExitCode.DAMAGED)
+            if args.strict and outcome.errors:
+                worst = max(worst, ExitCode.FINDINGS)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if parquet:
+        from pktflow.tables import sweep
+
+        sweep(Path(args.output))
+    if summary and fleet.captures:
+        from rich.console import Console
+
+        from pktflow.report.fleet import render_fleet
+
+        Console(file=env.stdout, width=env.width).print(render_fleet(fleet))
     return int(worst)
 
 
-def _one(path: str, args: argparse.Namespace, env: Env) -> tuple[str, str, Any]:
-    """One capture in this process, its report written straight to stdout."""
+def _say(env: Env, bar: Any, line: str) -> None:
+    """A line on stderr, above the progress bar when one is drawn."""
+    if bar is not None:
+        bar.console.print(line, markup=False, highlight=False)
+    else:
+        print(line, file=env.stderr)
+
+
+def _one(job: Any, args: argparse.Namespace, env: Env) -> tuple[str, Any]:
+    """One capture in this process (text and JSON written straight to stdout, with a packet
+    progress bar on a terminal)."""
+    from pktflow.fleet import Outcome, failure, run_job, write_report
+
+    if job.fmt == "parquet" or job.digest:
+        return run_job(job)
     try:
-        report = _analyze_one(path, args, env)
+        report = _analyze_one(job.name, args, env)
     except PktflowError as exc:
-        return path, "error", _failure(path, exc)
+        return "error", failure(job.name, exc)
     except Exception as exc:
         if args.debug or len(args.captures) == 1:
             raise  # one input: main's own one-line report of a bug
-        return path, "error", _failure(path, exc)
+        return "error", failure(job.name, exc)
     write_report(report, args.format, env.stdout, env.width)
-    return path, "ok", (None, Outcome(report))
+    return "ok", (None, Outcome(report), None)
 
 
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:

@@ -62,8 +62,10 @@ class Stream(NamedTuple):
     said: Callable[[list[tuple[str, Any]]], None] | None = None
 
 
-def open_pass(path: str, options: Options, stream: Stream | None = None) -> Any:
-    """The core's pass over `path`; a capture it cannot open is a PktflowError."""
+def open_pass(path: str, options: Options, stream: Stream | None = None,
+              name: str | None = None) -> Any:
+    """The core's pass over `path`; a capture it cannot open is a PktflowError (naming it
+    `name`, default `path`)."""
     extra: dict[str, Any] = {}
     if stream is not None:
         extra = {"live": stream.live, "stop": stream.stop, "follow": stream.follow}
@@ -71,7 +73,7 @@ def open_pass(path: str, options: Options, stream: Stream | None = None) -> Any:
         return _core.Pass(path, options.decode_postgres, options.transfer,
                           _finite(options.linger_s), _finite(options.settled_linger_s), **extra)
     except _core.OpenError as exc:
-        raise open_error(exc, path) from None
+        raise open_error(exc, name or path) from None
 
 
 def _finite(s: float) -> float | None:
@@ -79,13 +81,15 @@ def _finite(s: float) -> float | None:
 
 
 def analyze(path: str, options: Options | None = None,
-            progress: Progress | None = None, stream: Stream | None = None) -> Report:
-    """Analyse the capture at `path` ("-": standard input, read as `stream` says); raises
-    PktflowError subclasses for unreadable input."""
+            progress: Progress | None = None, stream: Stream | None = None,
+            name: str | None = None) -> Report:
+    """Analyse the capture at `path` ("-": standard input, read as `stream` says), called
+    `name` in the report (default: `path`); raises PktflowError subclasses for unreadable
+    input."""
     options = options or Options()
     said = stream.said if stream is not None else None
     try:
-        core = open_pass(path, options, stream)
+        core = open_pass(path, options, stream, name)
         judge = Judge()
         shown = 0
         while core.step(judge) is not None:
@@ -99,14 +103,15 @@ def analyze(path: str, options: Options | None = None,
         try:
             core.outcome()
         except _core.OpenError as exc:
-            raise open_error(exc, path) from None
+            raise open_error(exc, name or path) from None
         stats = core.stats()
         relay_judge = RelayJudge()
         core.relays(relay_judge)
         damage = stats["damage"]
         reason = None if damage is None else damage_reason(damage)
         findings = report_findings(stats, reason, core.engine(), judge, relay_judge, options)
-        done = core.finish({"file": path, "version": __version__, "damage_reason": reason,
+        done = core.finish({"file": name or path, "version": __version__,
+                            "damage_reason": reason,
                             "findings": [f.to_json() for f in findings]})
     except _core.SpoolError as exc:
         raise NoSpaceError(str(exc.args[0]), hint="set TMPDIR to a directory with room") \

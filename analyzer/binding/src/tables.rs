@@ -133,16 +133,19 @@ fn field(column: &ColumnValues, array: &ArrayRef) -> Field {
     Field::new(&column.name, array.data_type().clone(), true).with_metadata(meta)
 }
 
-/// A table's columns as declared: (column, kind, unit).
-type Declared = Vec<(String, String, &'static str)>;
+/// A table's columns as declared: (column, path in the row, kind, unit).
+type Declared = Vec<(String, &'static str, String, &'static str)>;
 
-/// Every table's columns as declared: (table, [(column, kind, unit)]).
+/// Every table's columns as declared: (table, [(column, path, kind, unit)]).
 #[pyfunction]
 pub fn table_schema() -> Vec<(&'static str, Declared)> {
     (pktflow_core::tables::Tables::new().tables.into_iter())
         .map(|t| {
             let cols = (t.columns.into_iter())
-                .map(|c| (c.name, format!("{:?}", c.kind).to_lowercase(), c.unit))
+                .map(|c| {
+                    let kind = format!("{:?}", c.kind).to_lowercase();
+                    (c.name, c.path, kind, c.unit)
+                })
                 .collect();
             (t.name, cols)
         })

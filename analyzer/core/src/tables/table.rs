@@ -139,6 +139,8 @@ impl Values {
 #[derive(Clone, Debug)]
 pub struct ColumnValues {
     pub name: String,
+    /// Where in a row the value is (the JSON's nesting, `.`-separated).
+    pub path: &'static str,
     pub kind: Kind,
     pub unit: &'static str,
     pub values: Values,
@@ -168,6 +170,7 @@ impl Table {
             index.insert(path, columns.len());
             columns.push(ColumnValues {
                 name,
+                path,
                 kind,
                 unit,
                 values: Values::of(kind),

@@ -1,0 +1,163 @@
+"""Many captures at once: each analysed by a task of its own, locally (a process per core) or
+on a Dask distributed cluster (`--scheduler tcp://HOST:PORT`, a task per capture).
+
+A task (`run_job`) opens its capture by path, analyses it and hands back only what the
+command line prints: its text or JSON line (or, for `--format parquet`, nothing: the task
+writes the capture's files itself, each replaced whole, so a task retried after its worker
+died writes the same files again rather than second ones), what its report says beyond
+that (`Outcome`: damage, findings of severity error, packets), the fleet summary's digest, or
+for a capture that gave no report the "pktflow.error/1" fields. Results come back in any
+order; the command line writes them in the order given.
+
+Dask (`dask[distributed]`, the `fleet` extra) is imported only with `--scheduler`. Its workers
+read the captures by path from a filesystem they share with the client (local disk, NFS), and
+write the dataset to the output folder the same way: the client sends absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pktflow.errors import ExitCode, PktflowError, UsageError
+from pktflow.pipeline import Options, Report, analyze
+
+FLEET_HINT = "install the fleet extra: pip install 'pktflow[fleet]'"
+
+
+class Outcome:
+    """What a capture's report says beyond its text: where it was damaged, whether it has a
+    finding of severity error, how many packets it read."""
+
+    def __init__(self, report: Report) -> None:
+        self.damage: dict[str, Any] | None = report["capture"]["damage"]
+        self.errors = any(f["severity"] == "error" for f in report["findings"])
+        self.packets: int = report["capture"]["packets"]
+
+
+class Job(NamedTuple):
+    path: str  # what the task opens: absolute, as the command's directory resolved it
+    name: str  # the capture as the user named it: the report's `file`
+    postgres: bool
+    fmt: str
+    width: int | None
+    debug: bool
+    out: str | None = None  # the dataset's folder (--format parquet)
+    digest: bool = False  # hand back the fleet summary's digest
+
+
+def failure(path: str, exc: BaseException) -> dict[str, Any]:
+    """A capture that gave no report: what stderr says, and the same as fields (a jsonl line,
+    or a row of `errors`)."""
+    if isinstance(exc, PktflowError):
+        exc.file = exc.file or path  # named, when what failed was not the file
+        return {"message": exc.one_line(), "reason": exc.reason, "frame": exc.frame,
+                "offset": exc.offset, "exit_code": int(exc.exit_code)}
+    reason = f"internal error: {type(exc).__name__}: {exc}"
+    return {"message": f"{path}: {reason}; rerun with --debug and report it", "reason": reason,
+            "frame": None, "offset": None, "exit_code": int(ExitCode.INTERNAL)}
+
+
+def write_report(report: Report, fmt: str, out: Any, width: int | None) -> None:
+    """The report in `fmt` to `out`: JSON and jsonl written by the core, text by rich."""
+    if fmt == "json":
+        report.core.write_json(out, True)
+    elif fmt == "jsonl":
+        report.core.write_json(out, False)
+    else:  # rich only here: JSON runs skip importing it (a tenth of a small run)
+        from rich.console import Console
+
+        from pktflow.report.text import render
+        render(report, Console(file=out, width=width))
+
+
+def run_job(job: Job) -> tuple[str, Any]:
+    """One capture, in whichever process runs it: ("ok", (text, Outcome, digest)) or
+    ("error", failure fields). An exception object would lose its fields crossing a process
+    boundary, so none leaves."""
+    import io
+
+    try:
+        report = analyze(job.path, Options(decode_postgres=job.postgres, lazy=True),
+                         name=job.name)
+        text = None
+        if job.fmt == "parquet":
+            from pktflow.tables import write_report as write_tables
+
+            write_tables(Path(job.out or "."), report, job.path)
+        else:
+            buf = io.StringIO()
+            write_report(report, job.fmt, buf, job.width)
+            text = buf.getvalue()
+        digest = None
+        if job.digest:
+            from pktflow.report.fleet import digest as digest_of
+
+            digest = digest_of(report)
+        return "ok", (text, Outcome(report), digest)
+    except Exception as exc:  # a bug on one input must not lose the others' results
+        if job.debug and not isinstance(exc, PktflowError):
+            raise
+        fields = failure(job.name, exc)
+        if job.fmt == "parquet":
+            from pktflow.tables import write_error
+
+            write_error(Path(job.out or "."), job.path, job.name, fields)
+        return "error", fields
+
+
+Done = Callable[[int, tuple[str, Any]], None]
+
+
+def in_order(results: Iterator[tuple[int, tuple[str, Any]]], n: int,
+             done: Done | None) -> Iterator[tuple[str, Any]]:
+    """Results as they complete (index, result), handed on in index order; `done` sees each
+    as it completes (a progress bar)."""
+    waiting: dict[int, tuple[str, Any]] = {}
+    nxt = 0
+    for i, result in results:
+        if done is not None:
+            done(i, result)
+        waiting[i] = result
+        while nxt in waiting:
+            yield waiting.pop(nxt)
+            nxt += 1
+    while nxt < n:  # unreachable unless a backend lost a result: say so as a failure
+        yield waiting.pop(nxt, ("error", {"message": "no result", "reason": "no result",
+                                          "frame": None, "offset": None,
+                                          "exit_code": int(ExitCode.INTERNAL)}))
+        nxt += 1
+
+
+def run_local(jobs: list[Job], workers: int, done: Done | None) -> Iterator[tuple[str, Any]]:
+    """Each job in a process of a local pool (`workers` processes)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_job, job): i for i, job in enumerate(jobs)}
+        yield from in_order(((futures[f], f.result()) for f in as_completed(futures)),
+                            len(jobs), done)
+
+
+def run_dask(jobs: list[Job], scheduler: str, done: Done | None) -> Iterator[tuple[str, Any]]:
+    """Each job a task on the Dask cluster at `scheduler`. A task whose worker dies is run
+    again on another (the scheduler's own rule); its files are replaced, not added."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError("--scheduler needs Dask's distributed scheduler",
+                         hint=FLEET_HINT) from None
+    try:
+        client = Client(scheduler, timeout="30s")
+    except OSError as exc:
+        raise UsageError(f"no Dask scheduler at {scheduler}: {exc}") from None
+    with client:
+        # one task per capture, named for it: pure=False so that two runs of the same
+        # capture in one session are two tasks
+        futures = client.map(run_job, jobs, pure=False, key=[f"pktflow-{i}-{os.getpid()}"
+                                                             for i in range(len(jobs))])
+        index = {f.key: i for i, f in enumerate(futures)}
+        yield from in_order(((index[f.key], f.result()) for f in as_completed(futures)),
+                            len(jobs), done)

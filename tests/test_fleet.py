@@ -1,0 +1,186 @@
+"""A fleet of captures: the local pool writes what one process writes, and a real Dask cluster
+(a scheduler and two workers on 127.0.0.1, started here) writes the same dataset row for row,
+even when one of its workers is killed mid-run; a failing capture is its row in `errors`, and
+the exit code is the worst of the run. Also the text run's fleet summary."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="the fleet extra: pip install -e '.[fleet]'")
+pq = pytest.importorskip("pyarrow.parquet")
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted((ROOT / "captures").glob("*.pcap"))
+TABLES = ("captures", "connections", "directions", "queries", "relays", "relay_pairs",
+          "findings", "errors")
+BIN = Path(sys.executable).parent
+
+
+def pktflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pktflow", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def dataset(out: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows, in file order, and each table's file names."""
+    got: dict[str, Any] = {}
+    for table in TABLES:
+        files = sorted((out / table).glob("*.parquet"))
+        got[table + "/files"] = [f.name for f in files]
+        got[table] = [row for f in files for row in pq.read_table(f).to_pylist()]
+    return got
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """24 captures: the shipped ones, copies of the largest under other names (so that a
+    worker is busy when one is killed), a capture cut mid-record and a file that is not one."""
+    where = tmp_path_factory.mktemp("fleet")
+    names = []
+    for c in CAPTURES:
+        shutil.copy(c, where / c.name)
+        names.append(c.name)
+    big = max(CAPTURES, key=lambda p: p.stat().st_size)
+    for i in range(24 - len(CAPTURES) - 2):
+        shutil.copy(big, where / f"host{i}-{big.name}")
+        names.append(f"host{i}-{big.name}")
+    (where / "cut.pcap").write_bytes(CAPTURES[0].read_bytes()[:30000])
+    (where / "notes.txt").write_text("not a capture\n")
+    names += ["cut.pcap", "notes.txt"]
+    return where, names
+
+
+@pytest.fixture(scope="module")
+def local_run(fleet: tuple[Path, list[str]]) -> tuple[dict[str, Any], int]:
+    where, names = fleet
+    res = pktflow("analyze", "--format", "parquet", "-o", "local", *names, cwd=where)
+    return dataset(where / "local"), res.returncode
+
+
+def test_the_local_pool_writes_what_one_process_writes(fleet: tuple[Path, list[str]],
+                                                       local_run: tuple[dict[str, Any], int],
+                                                       tmp_path: Path) -> None:
+    where, names = fleet
+    got, code = local_run
+    assert code == 6  # the worst of the run: the cut capture (4, not a capture, is less)
+    assert len(got["captures"]) == len(names) - 1
+    assert [e["file"] for e in got["errors"]] == ["notes.txt"]
+    # one process: the same files, the same rows
+    env = dict(os.environ)
+    res = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "pktflow", "analyze",
+                          "--format", "parquet", "-o", str(tmp_path / "one"), *names],
+                         cwd=where, capture_output=True, text=True, env=env, timeout=600) \
+        if shutil.which("taskset") else None
+    if res is None:
+        pytest.skip("taskset is not installed (util-linux): no way to run on one core")
+    assert res.returncode == 6, res.stderr
+    assert dataset(tmp_path / "one") == got
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """A Dask scheduler and two workers (no nanny: a worker is its own process) on
+    127.0.0.1, stopped by their pids."""
+    if not (BIN / "dask").exists():
+        pytest.skip("dask is not installed: pip install -e '.[fleet]'")
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path / "dask-logs"
+    logs.mkdir()
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(name: str, *args: str) -> subprocess.Popen[bytes]:
+        p = subprocess.Popen([str(BIN / "dask"), *args], cwd=tmp_path,
+                             stdout=subprocess.DEVNULL,
+                             stderr=(logs / f"{name}.log").open("wb"))
+        procs.append(p)
+        return p
+
+    try:
+        start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(port),
+              "--no-dashboard")
+        for i in range(2):
+            start(f"worker{i}", "worker", address, "--host", "127.0.0.1", "--nthreads", "1",
+                  "--no-nanny", "--no-dashboard", "--name", f"w{i}")
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="5s") as c:
+                    if len(c.scheduler_info()["workers"]) == 2:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the cluster did not come up: " + \
+                " ".join(f.read_text()[-500:] for f in logs.iterdir())
+            time.sleep(0.5)
+        yield address, procs
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_a_dask_cluster_writes_the_same_dataset_despite_a_killed_worker(
+        fleet: tuple[Path, list[str]], local_run: tuple[dict[str, Any], int],
+        cluster: tuple[str, list[subprocess.Popen[bytes]]]) -> None:
+    where, names = fleet
+    address, procs = cluster
+    out = where / "dask"
+    run = subprocess.Popen([sys.executable, "-m", "pktflow", "analyze", "--format", "parquet",
+                            "-o", str(out), "--scheduler", address, *names], cwd=where,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # kill one worker once the run is under way (some captures written, not all)
+    victim = procs[1]
+    deadline = time.monotonic() + 120
+    while len(list((out / "captures").glob("*.parquet"))) < 2 if out.exists() else True:
+        assert run.poll() is None, run.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    written = len(list((out / "captures").glob("*.parquet")))
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    stdout, stderr = run.communicate(timeout=600)
+    assert written < len(names) - 1, "the run was over before the worker was killed"
+    assert run.returncode == local_run[1] == 6, stderr
+    got = dataset(out)
+    assert got == local_run[0]  # every table, every row, every file name: nothing lost
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    assert "notes.txt" in stderr and "cut.pcap" in stderr
+
+
+def test_a_text_fleet_ends_with_its_summary(fleet: tuple[Path, list[str]]) -> None:
+    where, _ = fleet
+    names = [c.name for c in CAPTURES if "seqscan" in c.name or "pgdump" in c.name]
+    res = pktflow("analyze", *names, cwd=where)
+    assert res.returncode == 0, res.stderr
+    tail = res.stdout[res.stdout.index(f"Fleet: {len(names)} captures"):]
+    for title in ("Transfers by what limited them", "slowest transfers", "slowest queries",
+                  "Relays"):
+        assert title in tail
+    assert "\x1b[" not in res.stderr  # no progress bar: stderr is not a terminal
