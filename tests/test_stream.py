@@ -155,3 +155,23 @@ def test_what_follow_hands_over_is_what_the_stub_says() -> None:
     assert kinds == {"query", "connection"}
     for kind, value in said:
         stub.name(value, "LiveQuery" if kind == "query" else "LiveConnection", kind)
+
+
+def test_follow_says_what_limited_a_bulk_response() -> None:
+    """A connection of one bulk query: its response's limit seconds are (nearly all of) its
+    server->client direction's, so the limit named for the query is the direction's."""
+    capture = ROOT / "captures" / "seqscan-10k-pgbouncer-bridge.pcap"
+    want = {c["id"]: c["directions"]["server_to_client"]
+            for c in report_of(capture)["connections"]}
+    res = pktflow("analyze", "-", "--follow", "--format", "jsonl", data=capture.read_bytes())
+    bulk = [x for x in lines(res.stdout)[:-1] if x["event"] == "query"
+            and x["query"]["response_bytes"] >= 64 * 1024]
+    assert bulk
+    for x in bulk:
+        d = want[x["connection"]]
+        got = x["response_limits"]
+        assert max(got, key=got.get) == d["verdict"]["limit"]
+        for limit, s in d["limits"]["seconds"].items():
+            assert got[limit] == pytest.approx(s, abs=0.05 * d["limits"]["transfer_s"])
+    text = pktflow("analyze", "-", "--follow", data=capture.read_bytes()).stdout.decode()
+    assert "SELECT 10000, limited by the receiver's window (56%)" in text

@@ -2,6 +2,7 @@
 it, as the core's serde structs write it (tests/test_core_types.py checks these against what
 crosses). Keys a struct leaves out when it has nothing to say are NotRequired."""
 
+from collections.abc import Callable
 from typing import Any, Generic, Literal, NotRequired, Protocol, TypedDict, TypeVar
 
 T = TypeVar("T")
@@ -751,7 +752,7 @@ class Report:
     def numbers(self) -> list[int]: ...
     def payload(self) -> list[int]: ...
     def connection(self, i: int, queries: bool = ...) -> Connection: ...
-    def tables(self) -> list[ArrowBatch]: ...
+    def write_tables(self, sink: Callable[[ArrowBatch], object]) -> None: ...
 
 class LiveQuery(TypedDict):
     """A query said once final, following a stream (report/live.rs)."""
@@ -759,6 +760,7 @@ class LiveQuery(TypedDict):
     event: str
     connection: str
     query: Query
+    response_limits: ByLimit[float] | None
 
 class LiveConnection(TypedDict):
     """A connection said once judged, following a stream (report/live.rs)."""

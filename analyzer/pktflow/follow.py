@@ -17,6 +17,8 @@ from typing import IO, Any
 
 from pktflow import _core
 from pktflow.rates import format_rate
+from pktflow.transfer.advice import NAMES
+from pktflow.transfer.verdict import MIN_BYTES
 
 
 @contextmanager
@@ -43,9 +45,23 @@ def _ms(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{(b - a) * 1000:.3f} ms"
 
 
-def query_line(connection: str, q: dict[str, Any]) -> str:
+def response_limit(q: dict[str, Any], limits: dict[str, float] | None) -> str | None:
+    """What limited a bulk response (MIN_BYTES or more, as for a direction's verdict): the
+    limit its transfer gave the most seconds, and its share of them; None for a small one."""
+    if not limits or q["response_bytes"] < MIN_BYTES:
+        return None
+    total = sum(limits.values())
+    if total <= 0:
+        return None
+    limit = max(limits, key=lambda k: limits[k])
+    return f"limited by {NAMES.get(limit, limit)} ({limits[limit] / total:.0%})"
+
+
+def query_line(connection: str, q: dict[str, Any],
+               limits: dict[str, float] | None = None) -> str:
     """One final query: where, when, its SQL, the server's time to the first response byte,
-    the response's transfer time, rows, bytes, tag or error."""
+    the response's transfer time, rows, bytes, tag or error, and for a bulk response what
+    limited it."""
     sql = " ".join(q["sql"].split())
     if len(sql) > 80:
         sql = sql[:79] + "…"
@@ -63,6 +79,9 @@ def query_line(connection: str, q: dict[str, Any]) -> str:
         parts.append(q["command_tag"])
     if q["incomplete"]:
         parts.append("incomplete")
+    limited = response_limit(q, limits)
+    if limited:
+        parts.append(limited)
     return ", ".join(parts)
 
 
@@ -109,7 +128,8 @@ class Printer:
             if self.jsonl:
                 self.out.write(item + "\n")
             elif kind == "query":
-                self.out.write(query_line(item["connection"], item["query"]) + "\n")
+                self.out.write(query_line(item["connection"], item["query"],
+                                          item["response_limits"]) + "\n")
             else:
                 self.out.write(connection_line(item["connection"]) + "\n")
         self.out.flush()

@@ -278,8 +278,8 @@ impl Pass {
                 Some(Message::Queries(queries)) => {
                     self.state = State::Running(producer);
                     if let Some(follow) = self.follow {
-                        for (number, query) in &queries {
-                            let said = LiveQuery::new(*number, query);
+                        for (number, query, limits) in &queries {
+                            let said = LiveQuery::new(*number, query, *limits);
                             self.live.push(("query", live_item(py, follow, &said)?));
                         }
                     }

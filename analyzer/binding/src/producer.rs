@@ -16,6 +16,7 @@ use pktflow_core::relay::LegExtras;
 use pktflow_core::report::conversation::QueryRecord;
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
 use pktflow_core::tcp::EngineFacts;
+use pktflow_core::transfer::LIMITS;
 
 const CHUNK: usize = 256;
 /// Two chunks ahead keep both threads busy; each more held a storm's 256 records and
@@ -36,8 +37,9 @@ pub struct Snapshot {
 pub enum Message {
     /// Connections of the current step.
     Chunk(Vec<Judging>),
-    /// Following a stream: the queries said final during the step, by connection number.
-    Queries(Vec<(u64, QueryRecord)>),
+    /// Following a stream: the queries said final during the step, by connection number, with
+    /// the seconds their responses gave to each limit.
+    Queries(Vec<(u64, QueryRecord, Option<[f64; LIMITS]>)>),
     /// The step is over: where the pass stands; `more` false once the capture is done.
     StepEnd { snapshot: Box<Snapshot>, more: bool },
     /// The core panicked: where and why.
@@ -131,7 +133,7 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
         let finals = pass.take_final_queries();
         if !finals.is_empty() {
             let queries = (finals.into_iter())
-                .map(|(number, facts)| (number, QueryRecord::of(facts, start)))
+                .map(|(number, facts, limits)| (number, QueryRecord::of(facts, start), limits))
                 .collect();
             if tx.send(Message::Queries(queries)).is_err() {
                 return pass;

@@ -7,7 +7,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::capture::{Capture, CaptureStats, Item, OpenError, Stream};
-use crate::pgwire::{Conversation, ConversationFacts, LiveQueries, QueryFacts};
+use crate::pgwire::conversation::FinalQuery;
+use crate::pgwire::{Conversation, ConversationFacts, LiveQueries};
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
@@ -45,6 +46,14 @@ impl PacketObserver for Analyses {
 impl StreamSink for Analyses {
     fn feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64, start_seen: bool) {
         if let Some(c) = self.conversation.as_mut() {
+            if c.following_stream() {
+                // the backend's limit seconds, for each final query's response
+                let backend = c.frontend_direction().map(|f| 1 - f);
+                let clock = backend.and_then(|b| self.transfer.as_ref()?.limit_seconds(b));
+                if let Some(clock) = clock {
+                    c.set_clock(clock);
+                }
+            }
             c.feed(d, data, offset, frame, ts, start_seen);
         }
     }
@@ -143,7 +152,7 @@ impl Pass {
 
     /// The queries said final since the last take, each with its connection's number
     /// (following only).
-    pub fn take_final_queries(&mut self) -> Vec<(u64, QueryFacts)> {
+    pub fn take_final_queries(&mut self) -> Vec<FinalQuery> {
         (self.engine.handler().live.as_ref()).map_or_else(Vec::new, LiveQueries::take)
     }
 

@@ -174,23 +174,33 @@ pub struct Conversation {
     pub(super) bulk_series: usize,
     /// Following a stream: where each query goes once final, with the connection's number.
     pub(super) live: Option<(u64, LiveQueries)>,
+    /// Following: the backend's limit seconds as the transfer measurements stood at the last
+    /// feed (`set_clock`), and as they stood when each pending query was sent: a final
+    /// query's response took the difference.
+    pub(super) clock: [f64; LIMITS],
+    pub(super) clocks: std::collections::HashMap<u64, [f64; LIMITS]>,
 }
+
+use crate::transfer::LIMITS;
+
+/// A query said final, with the seconds its response gave to each limit (following).
+pub type FinalQuery = (u64, super::QueryFacts, Option<[f64; LIMITS]>);
 
 /// Queries said final while the pass follows a stream (`pktflow analyze - --follow`), each
 /// with its connection's number, taken by the pass after each batch. Shared by the pass's
 /// conversations, all on the pass's thread: the lock is never contended.
 #[derive(Clone, Debug, Default)]
-pub struct LiveQueries(std::sync::Arc<std::sync::Mutex<Vec<(u64, super::QueryFacts)>>>);
+pub struct LiveQueries(std::sync::Arc<std::sync::Mutex<Vec<FinalQuery>>>);
 
 impl LiveQueries {
-    pub(super) fn push(&self, number: u64, facts: super::QueryFacts) {
+    pub(super) fn push(&self, query: FinalQuery) {
         if let Ok(mut q) = self.0.lock() {
-            q.push((number, facts));
+            q.push(query);
         }
     }
 
     /// The queries said final since the last take.
-    pub fn take(&self) -> Vec<(u64, super::QueryFacts)> {
+    pub fn take(&self) -> Vec<FinalQuery> {
         self.0
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
@@ -241,7 +251,19 @@ impl Conversation {
             texts: std::collections::HashSet::new(),
             bulk_series: 0,
             live: None,
+            clock: [0.0; LIMITS],
+            clocks: std::collections::HashMap::new(),
         }
+    }
+
+    /// Following: the backend direction's limit seconds as they stand now.
+    pub fn set_clock(&mut self, seconds: [f64; LIMITS]) {
+        self.clock = seconds;
+    }
+
+    /// Following a stream (queries said once final).
+    pub fn following_stream(&self) -> bool {
+        self.live.is_some()
     }
 
     /// A conversation that says each query once it is final (connection `number`).

@@ -139,6 +139,9 @@ impl Conversation {
                 });
             }
         }
+        if self.live.is_some() {
+            self.clocks.insert(id, self.clock);
+        }
         let before = self.last_query.replace(id);
         self.pending.push_back(id);
         if let Some(old) = before {
@@ -197,10 +200,19 @@ impl Conversation {
         }
     }
 
-    /// Following a stream: query `id` left the pending ones, final.
-    fn said_final(&self, id: u64) {
+    /// Following a stream: query `id` left the pending ones, final; its response's limit
+    /// seconds are the backend's since it was sent.
+    fn said_final(&mut self, id: u64) {
+        let sent = self.clocks.remove(&id);
         if let (Some((number, live)), Some(q)) = (&self.live, self.store.get(id)) {
-            live.push(*number, self.query_facts(q));
+            let took = sent.map(|at| {
+                let mut d = self.clock;
+                for (x, a) in d.iter_mut().zip(at) {
+                    *x = (*x - a).max(0.0);
+                }
+                d
+            });
+            live.push((*number, self.query_facts(q), took));
         }
     }
 

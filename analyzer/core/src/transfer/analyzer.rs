@@ -26,6 +26,11 @@ impl Default for TransferAnalyzer {
 }
 
 impl TransferAnalyzer {
+    /// Seconds given to each limit so far in direction `d` (engine direction).
+    pub fn limit_seconds(&self, d: usize) -> Option<[f64; super::limits::LIMITS]> {
+        self.flows.get(d).map(|f| f.chrono.seconds_so_far())
+    }
+
     /// For a connection the engine has just met: no window scale is known yet.
     pub fn new() -> Self {
         TransferAnalyzer::with_scale_known([false, false])

@@ -86,7 +86,7 @@ pub struct ByLimit<T> {
 }
 
 impl<T: Clone> ByLimit<T> {
-    fn of(v: &[T; LIMITS]) -> Self {
+    pub fn of(v: &[T; LIMITS]) -> Self {
         let [receiver_window, network, loss, latency, sender] = v.clone();
         ByLimit {
             receiver_window,
@@ -542,6 +542,12 @@ impl Chrono {
             }
             self.books.apply(&e);
         }
+    }
+
+    /// Seconds given to each limit so far (up to the last data segment; a stream followed
+    /// reads a response's share of them).
+    pub fn seconds_so_far(&self) -> [f64; LIMITS] {
+        self.books.seconds
     }
 
     pub fn event(&mut self, frame: u64, ts: f64, e: Event, scale_known: bool) {

@@ -35,7 +35,7 @@ pub use facts::{
     HistogramFacts, IdleFacts, IdlePeriod, InFlightFacts, RttFacts, TransferFacts, WindowFacts,
     WriteFacts,
 };
-pub use limits::{ByLimit, LimitFacts, Stretch};
+pub use limits::{ByLimit, LimitFacts, Stretch, LIMITS};
 
 /// Linux's minimum delayed-ACK timeout.
 pub const DELAYED_ACK_S: f64 = 0.040;
