@@ -53,12 +53,16 @@ def file_name(capture: str) -> str:
 
 def _replace(pq: Any, table: Any, path: Path) -> None:
     """`table` written to `path` whole, or not at all."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = _tmp(path)
     try:
         pq.write_table(table, tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def _remove(out: Path, names: tuple[str, ...], capture: str) -> None:
@@ -67,18 +71,36 @@ def _remove(out: Path, names: tuple[str, ...], capture: str) -> None:
 
 
 def write_report(out: Path, report: Report, capture: str) -> int:
-    """Every table's rows of `report` (on the capture at `capture`) to `out`; the rows
-    written."""
+    """Every table's rows of `report` (on the capture at `capture`) to `out`, a batch at a
+    time as the core builds them; each file renamed into place once all are written. The
+    rows written."""
     pa, pq = pyarrow_modules()
+    name = file_name(capture)
+    writers: dict[str, Any] = {}
     rows = 0
-    for batch in report.core.tables():
+
+    def sink(batch: Any) -> None:
+        nonlocal rows
         if batch.name == "errors":
-            continue
-        table = pa.Table.from_batches([pa.record_batch(batch)])
-        folder = out / batch.name
-        folder.mkdir(parents=True, exist_ok=True)
-        _replace(pq, table, folder / file_name(capture))
-        rows += table.num_rows
+            return
+        rb = pa.record_batch(batch)
+        if batch.name not in writers:
+            folder = out / batch.name
+            folder.mkdir(parents=True, exist_ok=True)
+            writers[batch.name] = pq.ParquetWriter(_tmp(folder / name), rb.schema)
+        writers[batch.name].write_batch(rb)
+        rows += rb.num_rows
+
+    try:
+        report.core.write_tables(sink)
+        for writer in writers.values():
+            writer.close()
+        for table in writers:
+            os.replace(_tmp(out / table / name), out / table / name)
+    finally:
+        for table, writer in writers.items():
+            writer.close()
+            _tmp(out / table / name).unlink(missing_ok=True)
     _remove(out, ("errors",), capture)
     return rows
 

@@ -166,22 +166,28 @@ impl Report {
             .collect()
     }
 
-    /// The report as tables ("pktflow.tables/1"), each an Arrow record batch for pyarrow;
-    /// raises ValueError naming any field the tables' schema does not declare.
-    fn tables(&self) -> PyResult<Vec<crate::tables::ArrowBatch>> {
+    /// The report as tables ("pktflow.tables/1"): `sink` is called with each chunk of a
+    /// table's rows as an Arrow record batch for pyarrow (a few thousand rows at a time, each
+    /// table at least once); raises ValueError naming any field the tables do not declare.
+    fn write_tables(&self, sink: &Bound<'_, PyAny>) -> PyResult<()> {
         let mut tables = pktflow_core::tables::Tables::new();
-        guard(|| tables.add_report(&self.inner))?.map_err(report_error)?;
-        let unknown = tables.unknown();
-        if !unknown.is_empty() {
-            return Err(PyValueError::new_err(format!(
-                "fields the tables do not declare: {}",
-                unknown.join(", ")
-            )));
-        }
         let version = self.inner.version();
-        (tables.tables.iter())
-            .map(|t| crate::tables::batch(t, version))
-            .collect()
+        let mut failed: Option<PyErr> = None;
+        let written = guard(|| {
+            tables.write_report(&self.inner, |table| {
+                let handed = crate::tables::batch(table, version)
+                    .and_then(|batch| sink.call1((batch,)).map(|_| ()));
+                handed.map_err(|e| {
+                    failed = Some(e);
+                    ReportError::Write("the sink failed".into())
+                })
+            })
+        })?;
+        match (written, failed) {
+            (_, Some(e)) => Err(e),
+            (Ok(()), None) => Ok(()),
+            (Err(e), None) => Err(report_error(e)),
+        }
     }
 
     fn __len__(&self) -> usize {

@@ -15,7 +15,7 @@ use arrow_array::{
 use arrow_schema::ffi::FFI_ArrowSchema;
 use arrow_schema::{Field, Fields};
 use pktflow_core::tables::schema::{Kind, SCHEMA};
-use pktflow_core::tables::{ColumnValues, Table, Values};
+use pktflow_core::tables::{Table, Values};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -51,18 +51,18 @@ impl ArrowBatch {
     }
 }
 
-fn array(values: &Values) -> ArrayRef {
+fn array(values: Values) -> ArrayRef {
     match values {
-        Values::Int(v) => Arc::new(Int64Array::from(v.clone())),
-        Values::Float(v) => Arc::new(Float64Array::from(v.clone())),
-        Values::Text(v) => Arc::new(StringArray::from(v.clone())),
-        Values::Bool(v) => Arc::new(BooleanArray::from(v.clone())),
+        Values::Int(v) => Arc::new(Int64Array::from(v)),
+        Values::Float(v) => Arc::new(Float64Array::from(v)),
+        Values::Text(v) => Arc::new(StringArray::from(v)),
+        Values::Bool(v) => Arc::new(BooleanArray::from(v)),
         Values::IntList(v) => {
             let mut b = ListBuilder::new(Int64Builder::new());
             for row in v {
                 match row {
                     Some(items) => {
-                        items.iter().for_each(|&i| b.values().append_value(i));
+                        items.into_iter().for_each(|i| b.values().append_value(i));
                         b.append(true);
                     }
                     None => b.append(false),
@@ -90,7 +90,7 @@ fn array(values: &Values) -> ArrayRef {
                     Some(entries) => {
                         for (k, x) in entries {
                             b.keys().append_value(k);
-                            b.values().append_value(*x);
+                            b.values().append_value(x);
                         }
                         let _ = b.append(true);
                     }
@@ -122,15 +122,15 @@ fn array(values: &Values) -> ArrayRef {
     }
 }
 
-fn field(column: &ColumnValues, array: &ArrayRef) -> Field {
+fn field(name: &str, kind: Kind, unit: &str, array: &ArrayRef) -> Field {
     let mut meta = HashMap::new();
-    if !column.unit.is_empty() {
-        meta.insert("unit".to_string(), column.unit.to_string());
+    if !unit.is_empty() {
+        meta.insert("unit".to_string(), unit.to_string());
     }
-    if column.kind == Kind::Json {
+    if kind == Kind::Json {
         meta.insert("encoding".to_string(), "json".to_string());
     }
-    Field::new(&column.name, array.data_type().clone(), true).with_metadata(meta)
+    Field::new(name, array.data_type().clone(), true).with_metadata(meta)
 }
 
 /// A table's columns as declared: (column, path in the row, kind, unit).
@@ -153,25 +153,30 @@ pub fn table_schema() -> Vec<(&'static str, Declared)> {
 }
 
 /// `table` as a batch, its metadata naming the schema, the table and pktflow's version.
-pub fn batch(table: &Table, version: &str) -> PyResult<ArrowBatch> {
-    let arrays: Vec<ArrayRef> = table.columns.iter().map(|c| array(&c.values)).collect();
-    let fields: Fields = (table.columns.iter().zip(&arrays))
-        .map(|(c, a)| field(c, a))
-        .collect();
+pub fn batch(table: Table, version: &str) -> PyResult<ArrowBatch> {
+    let name = table.name;
+    let mut fields = Vec::with_capacity(table.columns.len());
+    let mut arrays = Vec::with_capacity(table.columns.len());
+    for column in table.columns {
+        let a = array(column.values);
+        fields.push(field(&column.name, column.kind, column.unit, &a));
+        arrays.push(a);
+    }
+    let fields = Fields::from(fields);
     let data = StructArray::try_new(fields.clone(), arrays, None)
-        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+        .map_err(|e| PyValueError::new_err(format!("table {name}: {e}")))?;
     let meta = HashMap::from([
         ("pktflow.schema".to_string(), SCHEMA.to_string()),
-        ("pktflow.table".to_string(), table.name.to_string()),
+        ("pktflow.table".to_string(), name.to_string()),
         ("pktflow.version".to_string(), version.to_string()),
     ]);
-    let (array, _) = to_ffi(&data.to_data())
-        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+    let (array, _) =
+        to_ffi(&data.to_data()).map_err(|e| PyValueError::new_err(format!("table {name}: {e}")))?;
     let top = Field::new_struct("", fields, false).with_metadata(meta);
     let schema = FFI_ArrowSchema::try_from(&top)
-        .map_err(|e| PyValueError::new_err(format!("table {}: {e}", table.name)))?;
+        .map_err(|e| PyValueError::new_err(format!("table {name}: {e}")))?;
     Ok(ArrowBatch {
-        name: table.name.to_string(),
+        name: name.to_string(),
         rows: data.len(),
         exported: Some((schema, array)),
     })

@@ -24,6 +24,9 @@ pub struct Tables {
 
 const NO_SKIP: &[&str] = &[];
 
+/// Rows a table holds before they are handed on (`write_report`).
+pub const CHUNK: usize = 8192;
+
 impl Default for Tables {
     fn default() -> Self {
         Self::new()
@@ -55,8 +58,50 @@ impl Tables {
             .ok_or_else(|| ReportError::Write(format!("no table {name}")))
     }
 
+    /// The rows of `report`, handed to `out` a chunk at a time: a table's rows once it holds
+    /// CHUNK of them, and at the end what every table holds (each table at least once, empty
+    /// or not, so every table has its schema). Fails on a field no column declares.
+    pub fn write_report(
+        &mut self,
+        report: &Report,
+        mut out: impl FnMut(Table) -> Result<(), ReportError>,
+    ) -> Result<(), ReportError> {
+        let mut handed = vec![false; self.tables.len()];
+        self.add(report, &mut |tables: &mut Tables| {
+            for (table, handed) in tables.tables.iter_mut().zip(handed.iter_mut()) {
+                if table.rows >= CHUNK {
+                    *handed = true;
+                    out(table.take())?;
+                }
+            }
+            Ok(())
+        })?;
+        let unknown = self.unknown();
+        if !unknown.is_empty() {
+            return Err(ReportError::Write(format!(
+                "fields the tables do not declare: {}",
+                unknown.join(", ")
+            )));
+        }
+        for (table, handed) in self.tables.iter_mut().zip(handed) {
+            if table.rows > 0 || !handed {
+                out(table.take())?;
+            }
+        }
+        Ok(())
+    }
+
     /// The rows of `report`, each table's after those already in.
     pub fn add_report(&mut self, report: &Report) -> Result<(), ReportError> {
+        self.add(report, &mut |_: &mut Tables| Ok(()))
+    }
+
+    /// The rows of `report`; `chunk` runs after each connection's and relay's rows.
+    fn add(
+        &mut self,
+        report: &Report,
+        chunk: &mut dyn FnMut(&mut Tables) -> Result<(), ReportError>,
+    ) -> Result<(), ReportError> {
         let file = report.capture.file.clone();
         let captures = self.table("captures")?;
         captures.begin_row();
@@ -92,6 +137,7 @@ impl Tables {
                     row(queries, query, NO_SKIP)?;
                 }
             }
+            chunk(self)?;
         }
         for (n, relay) in report.relays.iter().enumerate() {
             let relays = self.table("relays")?;
@@ -106,6 +152,7 @@ impl Tables {
                 pairs.set("relay", Cell::Int(n as i64));
                 row(pairs, pair, NO_SKIP)?;
             }
+            chunk(self)?;
         }
         let findings = self.table("findings")?;
         for finding in &report.findings {

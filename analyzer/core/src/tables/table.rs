@@ -2,7 +2,9 @@
 //! time. A value at a path no column declares is remembered (`unknown`): a field the schema
 //! does not know yet, which a test turns into a failure rather than a silent loss.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::schema::{Column, Kind};
 
@@ -161,7 +163,7 @@ impl Table {
     /// An empty table with `keys` and then `own` columns.
     pub fn new(name: &'static str, keys: &[Column], own: &[Column]) -> Self {
         let mut columns = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = HashMap::with_capacity(keys.len() + own.len());
         for &(spec, kind, unit) in keys.iter().chain(own) {
             let (path, name) = match spec.split_once('|') {
                 Some((path, name)) => (path, name.to_string()),
@@ -183,6 +185,27 @@ impl Table {
             rows: 0,
             unknown: BTreeSet::new(),
         }
+    }
+
+    /// The rows so far, as a table of their own; this one goes on empty, with the same
+    /// columns (a report's rows are handed on in chunks, so memory stays bounded).
+    pub fn take(&mut self) -> Table {
+        let empty = Table {
+            name: self.name,
+            columns: (self.columns.iter())
+                .map(|c| ColumnValues {
+                    name: c.name.clone(),
+                    path: c.path,
+                    kind: c.kind,
+                    unit: c.unit,
+                    values: Values::of(c.kind),
+                })
+                .collect(),
+            index: self.index.clone(),
+            rows: 0,
+            unknown: std::mem::take(&mut self.unknown),
+        };
+        std::mem::replace(self, empty)
     }
 
     /// The kind of the column at `path`, when one is declared.
