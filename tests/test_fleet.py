@@ -184,3 +184,38 @@ def test_a_text_fleet_ends_with_its_summary(fleet: tuple[Path, list[str]]) -> No
                   "Relays"):
         assert title in tail
     assert "\x1b[" not in res.stderr  # no progress bar: stderr is not a terminal
+
+
+class Terminal:
+    """A stderr that says it is a terminal, and keeps what was drawn on it."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buf = io.StringIO()
+
+    def write(self, s: str) -> int:
+        return self.buf.write(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_fleet_on_a_terminal_has_a_progress_bar(fleet: tuple[Path, list[str]],
+                                                   tmp_path: Path) -> None:
+    import io
+
+    from pktflow.cli import Env, main
+
+    where, names = fleet
+    err = Terminal()
+    out = io.StringIO()
+    paths = [str(where / n) for n in names if n.endswith(".pcap") and n != "cut.pcap"][:6]
+    code = main(["analyze", "--format", "parquet", "-o", str(tmp_path / "ds"), *paths],
+                Env(stdout=out, stderr=err, width=100))  # type: ignore[arg-type]
+    assert code == 0
+    drawn = err.buf.getvalue()
+    assert "captures" in drawn and "/6" in drawn and "packets/s" in drawn
