@@ -784,6 +784,7 @@ class ArrowBatch:
     def __arrow_c_array__(self, requested_schema: object = ...) -> tuple[object, object]: ...
 
 TABLES_SCHEMA: str
+FOLLOW_SCHEMA: str
 
 def table_schema() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
     """Every table's columns as declared: (table, [(column, path, kind, unit)])."""

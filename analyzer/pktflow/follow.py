@@ -1,7 +1,8 @@
 """A capture read from a pipe, said as it goes (`tcpdump -w - | pktflow analyze - --follow`).
 
 The core says each query once it is final and each connection once it is judged
-("pktflow.follow/1"); this module writes them, a line each: the core's JSON line as it is
+("pktflow.follow/1"), and the judge each connection's findings; this module writes them, a
+line each: the core's JSON line as it is
 (jsonl), or a line of text from the same values. SIGINT ends the stream where it stands: the
 pass then finishes as at the stream's end, and the capture's own parts (relays, findings) are
 written last.
@@ -9,6 +10,7 @@ written last.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -125,7 +127,14 @@ class Printer:
         if not items:
             return
         for kind, item in items:
-            if self.jsonl:
+            if kind == "finding":  # Python's words, written here
+                if self.jsonl:
+                    self.out.write(json.dumps({"schema": _core.FOLLOW_SCHEMA, "event": "finding",
+                                               **item}, separators=(",", ":")) + "\n")
+                else:
+                    self.out.write(f"{item['connection'] or '-'} {item['severity']} "
+                                   f"{item['code']}: {item['message']}\n")
+            elif self.jsonl:
                 self.out.write(item + "\n")
             elif kind == "query":
                 self.out.write(query_line(item["connection"], item["query"],

@@ -94,12 +94,12 @@ def analyze(path: str, options: Options | None = None,
         shown = 0
         while core.step(judge) is not None:
             if said is not None:
-                said(core.take_live())
+                said(_live(core, judge))
             if progress is not None and core.records >> 16 != shown >> 16:
                 shown = core.records
                 progress(shown)
         if said is not None:
-            said(core.take_live())
+            said(_live(core, judge))
         try:
             core.outcome()
         except _core.OpenError as exc:
@@ -117,6 +117,17 @@ def analyze(path: str, options: Options | None = None,
         raise NoSpaceError(str(exc.args[0]), hint="set TMPDIR to a directory with room") \
             from None
     return report_of(done, options.lazy)
+
+
+def _live(core: Any, judge: Judge) -> list[tuple[str, Any]]:
+    """Following: what the core said since the last step, then the findings of the
+    connections it said; those are not kept for the end (an endless stream would pile them
+    up), which then lists the capture's and the relays' own."""
+    items: list[tuple[str, Any]] = core.take_live()
+    for _, found in sorted(judge.findings_of, key=lambda r: r[0]):
+        items.extend(("finding", f.to_json()) for f in found)
+    judge.findings_of = []
+    return items
 
 
 def report_of(core: Any, lazy: bool) -> Report:

@@ -454,6 +454,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tables::table_schema, m)?)?;
     m.add_class::<tables::ArrowBatch>()?;
     m.add("TABLES_SCHEMA", pktflow_core::tables::schema::SCHEMA)?;
+    m.add("FOLLOW_SCHEMA", pktflow_core::report::live::FOLLOW_SCHEMA)?;
     // The vocabulary of the facts: TCP flag bits and the engine's payload classes.
     use pktflow_core::packet as p;
     use pktflow_core::tcp::observe as o;
