@@ -85,6 +85,9 @@ def tools(path: Path, port: int, only_pktflow: bool = False) -> dict[str, list[s
         return out
     # the format for captures of many connections: no indentation to write
     out["pktflow --format jsonl"] = [*out["pktflow"][:-2], "jsonl", str(path)]
+    # the tables of a fleet (a rerun replaces the capture's files)
+    out["pktflow --format parquet"] = [*out["pktflow"][:-2], "parquet", "-o",
+                                       str(OUT / "tables"), str(path)]
     # another install of pktflow (--baseline PYTHON), e.g. a checkout before a change: the
     # same run measures both, so the ratio holds whatever the machine's speed that hour
     if BASELINE:
@@ -241,6 +244,100 @@ def scale(small: Path, big: Path, rounds: int, timeout: float) -> list[str]:
     return lines
 
 
+def fleet(n: int, rounds: int, timeout: float) -> list[str]:
+    """N small captures (the shipped ones, copied round-robin) to Parquet: the local pool (a
+    process per core), one process (pinned to one core), and a Dask cluster of two workers on
+    127.0.0.1 (one thread each, started before the timing)."""
+    shipped = sorted((ROOT / "captures").glob("*.pcap"))
+    where = OUT / "fleet"
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(parents=True)
+    caps = []
+    for i in range(n):
+        src = shipped[i % len(shipped)]
+        dst = where / f"host{i:03d}-{src.name}"
+        shutil.copy(src, dst)
+        caps.append(str(dst))
+    npk = sum(count_packets(Path(c)) for c in caps[:len(shipped)]) * n // len(shipped)
+    base = [PYTHON, "-m", "pktflow.cli", "analyze", "--format", "parquet", "-o"]
+    cluster = start_cluster()
+    try:
+        cmds = {"local pool (a process per core)": [*base, str(OUT / "fleet-local"), *caps],
+                "one process (taskset -c 0)": ["taskset", "-c", "0", *base,
+                                               str(OUT / "fleet-one"), *caps],
+                "Dask, 2 workers on 127.0.0.1": [*base, str(OUT / "fleet-dask"), "--scheduler",
+                                                 cluster[0], *caps]}
+        runs: dict[str, list[Run]] = {k: [] for k in cmds}
+        for _ in range(rounds):
+            for name, cmd in cmds.items():
+                runs[name].append(measure(cmd, timeout))
+                print(f"  fleet {name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    finally:
+        for p in reversed(cluster[1]):
+            p.terminate()
+            p.wait(timeout=30)
+    wall = {k: statistics.median(r[0] for r in v if r) for k, v in runs.items()}
+    local, one, dask = (wall[k] for k in cmds)
+    lines = [f"## {n} small captures to Parquet (the shipped ones, copied; {npk:,} packets)", "",
+             "| run | wall s | captures/s | speed-up vs one process |", "| --- | --- | --- | --- |"]
+    for name in cmds:
+        lines.append(f"| {name} | {wall[name]:.2f} | {n / wall[name]:.1f} | "
+                     f"{one / wall[name]:.2f}x |")
+    lines += ["", f"The local pool is {one / local:.2f}x one process; Dask's two workers take "
+              f"{dask / local:.2f}x the local pool's time.", ""]
+    RAW["fleet"] = runs
+    return lines
+
+
+def start_cluster() -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """A Dask scheduler and two single-threaded workers on 127.0.0.1 (the fleet extra)."""
+    import socket
+
+    dask = str(Path(PYTHON).parent / "dask")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--no-dashboard"], **quiet)]  # type: ignore[call-overload]
+    for i in range(2):
+        procs.append(subprocess.Popen([dask, "worker", address, "--host", "127.0.0.1",
+                                       "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+                                      **quiet))  # type: ignore[call-overload]
+    probe = ("from distributed import Client; import sys, time\n"
+             "for _ in range(120):\n"
+             "    try:\n"
+             f"        c = Client('{address}', timeout='5s')\n"
+             "        if len(c.scheduler_info()['workers']) == 2: sys.exit(0)\n"
+             "        c.close()\n"
+             "    except OSError: pass\n"
+             "    time.sleep(0.5)\n"
+             "sys.exit(1)\n")
+    if subprocess.run([PYTHON, "-c", probe]).returncode != 0:
+        raise SystemExit("bench: the Dask cluster did not come up")
+    return address, procs
+
+
+def follow(minutes: float) -> list[str]:
+    """`analyze - --follow` on an endless stream (bench/stream.py): peak RSS, first ten
+    minutes of capture time against the last ten."""
+    cap = ROOT / "captures" / "pgbench-txn-pgbouncer-loopback.pcap"
+    res = subprocess.run([PYTHON, str(ROOT / "bench" / "stream.py"), str(cap), str(minutes)],
+                         capture_output=True, text=True, check=True)
+    r = json.loads(res.stdout)
+    RAW["follow"] = r
+    return [f"## `analyze - --follow` over {minutes:g} minutes of a stream", "",
+            f"{cap.name} replayed through a pipe {r['copies']:,} times, back to back (a copy "
+            f"every {r['every_s']} s of capture time) with client ports of its own (each copy's connections are new; "
+            f"what the capture leaves open is closed by a RST), {r['packets']:,} packets, "
+            f"fed as fast as pktflow reads: {r['wall_s']} s wall, exit {r['exit']}. Peak RSS "
+            f"over the first ten minutes of capture time {r['peak_rss_first_10min_mb']} MB, "
+            f"over the last ten {r['peak_rss_last_10min_mb']} MB (whole run "
+            f"{r['peak_rss_mb']} MB).", ""]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("captures", nargs="*", type=Path)
@@ -255,6 +352,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds one tool may take on one capture before it is killed")
     ap.add_argument("--summary", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--fleet", type=int, metavar="N",
+                    help="also time N small captures to Parquet: local pool, one process, Dask")
+    ap.add_argument("--follow-minutes", type=float, metavar="M",
+                    help="also follow an M-minute stream through a pipe, sampling peak RSS")
     args = ap.parse_args()
     global BASELINE
     BASELINE = args.baseline
@@ -271,7 +372,7 @@ def main() -> int:
     if args.generate or args.reuse:
         made, scaled = generate(reuse=args.reuse)
         caps += made
-    if not caps:
+    if not caps and not args.fleet and not args.follow_minutes:
         ap.error("give captures or --generate")
     lines = ["# Benchmark results", "",
              f"- machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
@@ -291,6 +392,10 @@ def main() -> int:
         lines += compare(cap, args.rounds, args.pooler_port, args.timeout)
     for small, big in scaled:
         lines += scale(small, big, args.rounds, args.timeout)
+    if args.fleet:
+        lines += fleet(args.fleet, args.rounds, args.timeout)
+    if args.follow_minutes:
+        lines += follow(args.follow_minutes)
     text = "\n".join(lines)
     print(text)
     (ROOT / "bench" / "results.md").write_text(text + "\n")
