@@ -333,9 +333,11 @@ def follow(minutes: float) -> list[str]:
             f"every {r['every_s']} s of capture time) with client ports of its own (each copy's connections are new; "
             f"what the capture leaves open is closed by a RST), {r['packets']:,} packets, "
             f"fed as fast as pktflow reads: {r['wall_s']} s wall, exit {r['exit']}. Peak RSS "
-            f"over the first ten minutes of capture time {r['peak_rss_first_10min_mb']} MB, "
-            f"over the last ten {r['peak_rss_last_10min_mb']} MB (whole run "
-            f"{r['peak_rss_mb']} MB).", ""]
+            f"while the stream ran, over the first ten minutes of capture time "
+            f"{r['peak_rss_first_10min_mb']} MB, over the last ten "
+            f"{r['peak_rss_last_10min_mb']} MB (each ten minutes: "
+            f"{', '.join(map(str, r['rss_by_10min_mb']))} MB); once it ended (the relays "
+            f"found over the legs kept, the report written) {r['peak_rss_at_end_mb']} MB.", ""]
 
 
 def main() -> int:

@@ -106,7 +106,7 @@ class Replay:
         hi = self.body[self.port_at].astype(np.int64)
         lo = self.body[self.port_at + 1].astype(np.int64)
         self.port0 = hi * 256 + lo
-        self.copies = int(seconds // every)
+        self.copies = int(seconds // self.every)
         self.done = 0  # copies written (read by the sampler)
 
     def copy(self, k: int) -> bytes:
@@ -151,9 +151,14 @@ def run(python: str, capture: Path, minutes: float, every: float | None = None) 
     writer = threading.Thread(target=replay.write, args=(proc.stdin,), daemon=True)
     started = time.monotonic()
     writer.start()
-    samples = []  # (capture seconds written, RSS KiB)
+    samples = []  # (capture seconds written, RSS KiB), while the stream runs
+    end = [0]  # RSS once it ended: the relays found and the report written
     while proc.poll() is None:
-        samples.append((replay.done * every, rss_kib(proc.pid)))
+        rss = rss_kib(proc.pid)
+        if replay.done < replay.copies:
+            samples.append((replay.done * every, rss))
+        else:
+            end.append(rss)
         time.sleep(0.25)
     wall = time.monotonic() - started
     err = proc.stderr.read().decode() if proc.stderr else ""
@@ -165,7 +170,10 @@ def run(python: str, capture: Path, minutes: float, every: float | None = None) 
             "exit": proc.returncode, "stderr": err[-300:],
             "peak_rss_first_10min_mb": round(max(first) / 1024, 1),
             "peak_rss_last_10min_mb": round(max(last) / 1024, 1),
-            "peak_rss_mb": round(max(r for _, r in samples) / 1024, 1) if samples else 0}
+            "peak_rss_at_end_mb": round(max(end) / 1024, 1),
+            "rss_by_10min_mb": [round(max([r for t, r in samples if i * 600 <= t < (i + 1) * 600]
+                                          or [0]) / 1024, 1)
+                                for i in range(int(span // 600) + 1)]}
 
 
 if __name__ == "__main__":
