@@ -91,11 +91,11 @@ def _progress_bar(env: Env, label: str) -> Any:
                     TimeElapsedColumn(), console=Console(file=env.stderr), transient=True)
 
 
-def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
+def _analyze_one(path: str, args: argparse.Namespace, env: Env, own_bar: bool = True) -> Report:
     opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True)
     if path == STDIN:
         return _analyze_stdin(opts, args, env)
-    bar = _progress_bar(env, path)
+    bar = _progress_bar(env, path) if own_bar else None
     if bar is None:
         return analyze(path, opts)
     import time
@@ -141,7 +141,7 @@ def _fleet_progress(env: Env, total: int) -> Any:
 def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     import time
 
-    from pktflow.fleet import Job, run_dask, run_job, run_local
+    from pktflow.fleet import Job, run_dask, run_local
 
     worst = ExitCode.OK
     paths = args.captures
@@ -185,7 +185,13 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     if cluster:
         results = run_dask(jobs, args.scheduler, done)
     elif workers < 2:
-        results = (_one(job, args, env) for job in jobs)
+        def one_by_one() -> Any:
+            for i, job in enumerate(jobs):
+                result = _one(job, args, env, bar is None)
+                done(i, result)
+                yield result
+
+        results = one_by_one()
     else:
         results = run_local(jobs, workers, done)
     from pktflow.report.fleet import Fleet
@@ -239,15 +245,15 @@ def _say(env: Env, bar: Any, line: str) -> None:
         print(line, file=env.stderr)
 
 
-def _one(job: Any, args: argparse.Namespace, env: Env) -> tuple[str, Any]:
+def _one(job: Any, args: argparse.Namespace, env: Env, own_bar: bool = True) -> tuple[str, Any]:
     """One capture in this process (text and JSON written straight to stdout, with a packet
-    progress bar on a terminal)."""
+    progress bar on a terminal unless the fleet's is drawn)."""
     from pktflow.fleet import Outcome, failure, run_job, write_report
 
     if job.fmt == "parquet" or job.digest:
         return run_job(job)
     try:
-        report = _analyze_one(job.name, args, env)
+        report = _analyze_one(job.name, args, env, own_bar)
     except PktflowError as exc:
         return "error", failure(job.name, exc)
     except Exception as exc:
