@@ -169,7 +169,8 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
     cluster = args.scheduler is not None
     jobs = [Job(p if p == STDIN else os.path.abspath(p), p, not args.no_postgres, args.format,
                 env.width, args.debug, args.output, summary) for p in paths]
-    workers = min(len(paths), len(os.sched_getaffinity(0)))  # the cores this run may use
+    # the cores this run may use (taskset pins it to fewer than the machine has)
+    workers = min(len(paths), os.cpu_count() or 1, len(os.sched_getaffinity(0)))
     bar = _fleet_progress(env, len(paths)) if len(paths) > 1 else None
     started, packets = time.monotonic(), 0
 
