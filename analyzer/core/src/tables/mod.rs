@@ -145,12 +145,16 @@ impl Tables {
             relays.set("capture", Cell::Text(file.clone()));
             relays.set("relay", Cell::Int(n as i64));
             row(relays, relay, &["queries"])?;
-            let pairs = self.table("relay_pairs")?;
-            for pair in &relay.queries {
+            // the pairs are spooled: read back one at a time, as the JSON writer reads them
+            let mut read = relay.queries.reader();
+            for i in 0..relay.queries.len() {
+                let pair = read.get(i)?;
+                let pairs = self.table("relay_pairs")?;
                 pairs.begin_row();
                 pairs.set("capture", Cell::Text(file.clone()));
                 pairs.set("relay", Cell::Int(n as i64));
-                row(pairs, pair, NO_SKIP)?;
+                row(pairs, &pair, NO_SKIP)?;
+                chunk(self)?;
             }
             chunk(self)?;
         }

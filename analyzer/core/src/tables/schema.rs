@@ -189,6 +189,7 @@ pub const DIRECTIONS: &[Column] = &[
     ("limits.seconds.sender", Float, SECONDS),
     ("limits.sender_idle_s", Float, SECONDS),
     ("limits.ack_tail_s", Float, SECONDS),
+    ("limits.after_loss_s", Float, SECONDS),
     ("limits.turns", Int, COUNT),
     ("limits.turns_s", Float, SECONDS),
     ("limits.recoveries", Int, COUNT),
