@@ -112,6 +112,13 @@ def connection_line(c: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def verdict_line(connection: str, v: dict[str, Any]) -> str:
+    """A relay's front leg's verdict judged again as the relay's (at the stream's end)."""
+    shares = v["shares"]
+    share = f" {shares[v['limit']]:.0%}" if shares and v["limit"] in shares else ""
+    return f"{connection} to client, judged again as its relay's: {v['limit']}{share}: {v['summary']}"
+
+
 class Printer:
     """Writes what the core said after each step, flushing so a pipe sees it at once."""
 
@@ -134,6 +141,13 @@ class Printer:
                 else:
                     self.out.write(f"{item['connection'] or '-'} {item['severity']} "
                                    f"{item['code']}: {item['message']}\n")
+            elif kind == "verdict":  # a front leg's verdict judged again as its relay's
+                if self.jsonl:
+                    self.out.write(json.dumps({"schema": _core.FOLLOW_SCHEMA, "event": "verdict",
+                                               "direction": "server_to_client", **item},
+                                              separators=(",", ":")) + "\n")
+                else:
+                    self.out.write(verdict_line(item["connection"], item["verdict"]) + "\n")
             elif self.jsonl:
                 self.out.write(item + "\n")
             elif kind == "query":

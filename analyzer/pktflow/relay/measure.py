@@ -253,10 +253,14 @@ class RelayJudge:
 
     def __init__(self) -> None:
         self.findings: list[Finding] = []
+        # kept for a followed stream, whose front legs were written before their relay was found
+        self.front_verdicts: list[FrontVerdict] = []
 
     def __call__(self, j: RelayJudgement) -> RelayWords:
         coupling = coupling_summary(j["coupling"])
         found = relay_findings(j)
         self.findings += found
+        again = front_verdicts(j)
+        self.front_verdicts += again
         return {"coupling": coupling, "verdict": verdict_json(j, coupling),
-                "findings": [f.to_json() for f in found], "front_verdicts": front_verdicts(j)}
+                "findings": [f.to_json() for f in found], "front_verdicts": again}
