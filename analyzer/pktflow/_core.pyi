@@ -92,6 +92,7 @@ class TransferJudgement(TypedDict):
     acks: AckJudgement
     window: WindowJudgement
     rtt_median_ms: float | None
+    rtt_min_ms: float | None
     idle: IdleJudgement
     # for a transfer the judge judges (its min_bytes, min_segments), else None
     limits: LimitFacts | None
