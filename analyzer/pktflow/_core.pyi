@@ -131,11 +131,13 @@ class HandshakeMs(TypedDict):
 
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
-    kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing"]
+    kind: Literal["length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                  "not_startup", "tls_without_alpn", "no_framing"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
+    min: NotRequired[int]
+    max: NotRequired[int]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
 

@@ -17,8 +17,8 @@ use super::counts::{Counts, Drained};
 use super::facts::{
     DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
 };
-use super::framing::{header, BoundaryScan, MAX_MESSAGE};
-use super::messages::{name_of, Role};
+use super::framing::{header, BoundaryScan};
+use super::messages::Role;
 use super::names::Names;
 use super::query::Query;
 use crate::tcp::observe::StreamSink;
@@ -157,6 +157,9 @@ pub struct Conversation {
     pub(super) backend_pid: Option<u32>,
     /// The last authentication request: names the frontend's 'p' reply.
     pub(super) auth: u32,
+    /// The protocol minor version the startup asked for, as the server settled it (None:
+    /// not seen): BackendKeyData's length depends on it.
+    pub(super) minor: Option<u16>,
     pub(super) encryption_asked: Option<EncryptionRequest>,
     /// An ErrorResponse since the last ReadyForQuery.
     pub(super) batch_error: bool,
@@ -208,6 +211,7 @@ impl Conversation {
             parameters: Vec::new(),
             backend_pid: None,
             auth: 0,
+            minor: None,
             encryption_asked: None,
             batch_error: false,
             query_errors: 0,
@@ -371,13 +375,17 @@ impl Conversation {
         // A message whose header came and whose body the gap cuts (a short snaplen keeps the
         // first bytes of every segment): its end is known, so no boundary is lost. It is
         // handled with the body seen (a Query keeps its SQL's start) and the rest skipped.
-        if s.state == State::Typed && s.skip == 0 {
+        let held = (s.state == State::Typed && s.skip == 0)
+            .then(|| header(&s.buf, 0))
+            .flatten();
+        if let Some((t, ln)) = held {
             let gap_end = offset.saturating_add(length);
+            let framed = self.fault(d, t, ln).is_none();
+            let s = &mut self.sides[d];
             let start = offset.saturating_sub(s.buf.len() as i64);
-            if let Some((t, ln)) = header(&s.buf, 0) {
+            {
                 let end = start.saturating_add(1).saturating_add(ln);
-                if name_of(s.role, t).is_some() && (4..=MAX_MESSAGE).contains(&ln) && end >= gap_end
-                {
+                if framed && end >= gap_end {
                     let body = s.buf.get(5..).unwrap_or(&[]).to_vec();
                     s.keep(&[]);
                     s.skip = end - gap_end;
@@ -389,6 +397,7 @@ impl Conversation {
                 }
             }
         }
+        let s = &mut self.sides[d];
         let cut = length
             .saturating_add(s.buf.len() as i64)
             .saturating_add(s.skip);

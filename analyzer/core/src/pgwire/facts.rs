@@ -68,6 +68,14 @@ pub enum StopReason {
     LengthAbsurd { length: i64 },
     /// A type byte this side never sends.
     NotRoleType { type_byte: u8, role: Role },
+    /// A type whose length is fixed (or bounded), at another length.
+    WrongLength {
+        type_byte: u8,
+        role: Role,
+        length: i64,
+        min: i64,
+        max: i64,
+    },
     /// The first message is not a startup, SSL, GSS or cancel request.
     NotStartup,
     /// The first message is a ClientHello without ALPN "postgresql"; the names offered.

@@ -277,6 +277,12 @@ impl Conversation {
                 }
                 return;
             }
+            b'v' => {
+                // NegotiateProtocolVersion: the newest minor version the server supports
+                if let (Some(newest), Some(asked)) = (be32(body, 0), self.minor) {
+                    self.minor = Some(asked.min(u16::try_from(newest).unwrap_or(u16::MAX)));
+                }
+            }
             b'K' if body.len() >= 4 => {
                 self.backend_pid = be32(body, 0);
                 return;

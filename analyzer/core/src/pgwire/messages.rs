@@ -117,6 +117,29 @@ pub fn only(role: Role, t: u8) -> bool {
     name_of(role, t).is_some() && name_of(role.other(), t).is_none()
 }
 
+/// The lengths a message of this type may have (its length field, which counts itself): the
+/// types whose body is fixed have one, and any other is malformed framing, not that message (a
+/// MySQL server greeting of 73 bytes starts `I 00 00 00 0a`: no EmptyQueryResponse is 10
+/// bytes long). BackendKeyData's secret key is 4 bytes up to protocol 3.1, up to 256 from 3.2;
+/// `minor` is the protocol minor version the startup asked for (None: not seen).
+pub fn expected_length(role: Role, t: u8, minor: Option<u16>) -> Option<(i64, i64)> {
+    match (role, t) {
+        // EmptyQueryResponse, ParseComplete, BindComplete, CloseComplete, NoData,
+        // PortalSuspended, CopyDone: no body
+        (Role::Backend, b'I' | b'1' | b'2' | b'3' | b'n' | b's' | b'c') => Some((4, 4)),
+        // ReadyForQuery: the transaction status byte
+        (Role::Backend, b'Z') => Some((5, 5)),
+        // BackendKeyData: the process id and the secret key
+        (Role::Backend, b'K') => match minor {
+            Some(0 | 1) => Some((12, 12)),
+            _ => Some((12, 8 + 256)),
+        },
+        // Sync, Flush, Terminate, CopyDone
+        (Role::Frontend, b'S' | b'H' | b'X' | b'c') => Some((4, 4)),
+        _ => None,
+    }
+}
+
 /// The name of an authentication request.
 pub fn auth_name(code: u32) -> Name {
     Name::Known(match code {

@@ -8,7 +8,8 @@ use super::facts::{
 };
 use super::framing::{find_boundary, BoundaryScan, Sides, MAX_MESSAGE};
 use super::messages::{
-    be32, startup_values, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST,
+    be32, expected_length, name_of, startup_values, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
+    SSL_REQUEST,
 };
 use super::tls::{ascii_text, client_hello_alpn, Alpn};
 
@@ -132,6 +133,8 @@ impl Conversation {
                 s.state = State::Typed;
             }
             _ => {
+                self.minor = Some((code & 0xffff) as u16);
+                let s = &mut self.sides[d];
                 s.counts.count(Name::Known("StartupMessage"));
                 s.state = State::Typed;
                 let [user, database, application_name] = startup_values(body);
@@ -285,17 +288,34 @@ impl Conversation {
         });
     }
 
+    /// Why a header of this side is not PostgreSQL framing; None when it is.
+    pub(super) fn fault(&self, d: usize, t: u8, ln: i64) -> Option<StopReason> {
+        let role = self.sides.get(d)?.role;
+        if ln < 4 {
+            return Some(StopReason::LengthUnder4 { length: ln });
+        }
+        if ln > MAX_MESSAGE {
+            return Some(StopReason::LengthAbsurd { length: ln });
+        }
+        if name_of(role, t).is_none() {
+            return Some(StopReason::NotRoleType { type_byte: t, role });
+        }
+        match expected_length(role, t, self.minor) {
+            Some((min, max)) if !(min..=max).contains(&ln) => Some(StopReason::WrongLength {
+                type_byte: t,
+                role,
+                length: ln,
+                min,
+                max,
+            }),
+            _ => None,
+        }
+    }
+
     /// Framing PostgreSQL never sends: this direction is not decoded past `at`.
-    pub(super) fn malformed(&mut self, d: usize, t: u8, ln: i64, at: i64, frame: u64) {
+    pub(super) fn malformed(&mut self, d: usize, reason: StopReason, at: i64, frame: u64) {
         let s = &mut self.sides[d];
         let role = s.role;
-        let reason = if ln < 4 {
-            StopReason::LengthUnder4 { length: ln }
-        } else if ln > MAX_MESSAGE {
-            StopReason::LengthAbsurd { length: ln }
-        } else {
-            StopReason::NotRoleType { type_byte: t, role }
-        };
         s.state = State::Stopped;
         self.decode_stopped = Some(DecodeStopped {
             direction: role,

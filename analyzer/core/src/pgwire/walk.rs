@@ -2,8 +2,9 @@
 //! counted without reading their bodies (the hot loop); other messages go to handle.rs.
 
 use super::conversation::{Conversation, State, KEEP_CAP};
-use super::framing::{header, message_run, MAX_MESSAGE};
-use super::messages::{name_of, Role};
+use super::facts::StopReason;
+use super::framing::{header, message_run};
+use super::messages::Role;
 
 impl Conversation {
     /// Walk the messages of buf (stream offset `off` at buf[0]) from pos: where the bytes not
@@ -48,7 +49,10 @@ impl Conversation {
                     if rows > 0 || copies > 0 {
                         self.bulk(d, rows, copies, nbytes, frame, ts);
                     }
-                    self.malformed(d, t, bad, super::conversation::at(off, pos), frame);
+                    let reason = self
+                        .fault(d, t, bad)
+                        .unwrap_or(StopReason::LengthUnder4 { length: bad });
+                    self.malformed(d, reason, super::conversation::at(off, pos), frame);
                     return n;
                 }
                 if pos > n {
@@ -64,8 +68,8 @@ impl Conversation {
                 self.bulk(d, rows, copies, nbytes, frame, ts);
                 (rows, copies, nbytes) = (0, 0, 0);
             }
-            if name_of(role, t).is_none() || !(4..=MAX_MESSAGE).contains(&ln) {
-                self.malformed(d, t, ln, super::conversation::at(off, pos), frame);
+            if let Some(reason) = self.fault(d, t, ln) {
+                self.malformed(d, reason, super::conversation::at(off, pos), frame);
                 return n;
             }
             let end = pos + 1 + ln as usize;
