@@ -251,6 +251,28 @@ pub struct ConversationFacts {
     pub events: Vec<Event>,
 }
 
+impl ConversationFacts {
+    /// A connection found not to be PostgreSQL has no PostgreSQL facts: what its bytes looked
+    /// like before that was clear (a MySQL greeting framed as an Authentication request, then
+    /// "malformed" bytes) says nothing of PostgreSQL, and its errors would be false alarms. The
+    /// decision and its reason stay.
+    fn unless_not_postgres(mut self) -> Self {
+        if self.protocol != Protocol::Unknown {
+            return self;
+        }
+        self.startup = None;
+        self.backend_pid = None;
+        self.server_parameters = Ordered::default();
+        self.messages = PerRole::default();
+        self.queries.clear();
+        self.queries_total = 0;
+        self.query_errors = 0;
+        self.events
+            .retain(|e| matches!(e, Event::NotPostgresql { .. }));
+        self
+    }
+}
+
 impl Conversation {
     /// Everything the report reads of the conversation, as it stands.
     pub fn facts(&self) -> ConversationFacts {
@@ -287,6 +309,7 @@ impl Conversation {
             query_errors: self.query_errors,
             events: self.events.clone(),
         }
+        .unless_not_postgres()
     }
 
     /// The same facts once the conversation is done: its strings and lists are moved, not
@@ -306,7 +329,7 @@ impl Conversation {
         facts.server_parameters = Ordered(parameters);
         facts.events = events;
         facts.startup = startup;
-        facts
+        facts.unless_not_postgres()
     }
 
     fn query_facts(&self, q: &Query) -> QueryFacts {

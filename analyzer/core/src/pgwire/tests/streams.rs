@@ -471,3 +471,43 @@ fn backend_key_data_of_protocol_3_2_may_carry_a_longer_key() {
         })
     ));
 }
+
+/// A MySQL server greeting (protocol 10) whose payload is `len` bytes: its 3-byte length and
+/// sequence number 0 read as a PostgreSQL header of type `len as u8` and length 10.
+fn mysql_greeting(len: usize) -> Vec<u8> {
+    let mut body = b"\x0a8.0.36\0".to_vec();
+    body.extend_from_slice(&12u32.to_le_bytes());
+    body.extend_from_slice(b"abcdefgh\0\xff\xff\x21\x02\x00\xff\xdf\x15");
+    body.resize(len.saturating_sub(22), 0);
+    body.extend_from_slice(b"caching_sha2_password\0");
+    let mut v = (body.len() as u32).to_le_bytes()[..3].to_vec();
+    v.push(0);
+    v.extend(body);
+    v
+}
+
+#[test]
+fn a_mysql_server_greeting_is_not_postgres_and_no_error() {
+    let login = [&[0x40u8, 0, 0, 1][..], &[0x85, 0xa6, 0x0f, 0], &[0u8; 60]].concat();
+    // 'I' (EmptyQueryResponse) of length 10: malformed at once; 'R' (Authentication) of
+    // length 10 frames, and the next bytes do not; 'E' (ErrorResponse) frames too
+    for len in [0x49usize, 0x52, 0x45] {
+        let greeting = mysql_greeting(len);
+        assert_eq!(
+            (greeting[0], &greeting[1..5]),
+            (len as u8, &[0, 0, 0, 10][..])
+        );
+        let mut conv = Conversation::new();
+        conv.feed(1, &greeting, 0, 4, 1.0, true);
+        conv.feed(0, &login, 0, 6, 1.1, true);
+        conv.finish();
+        let f = conv.into_facts();
+        assert_eq!(f.protocol, Protocol::Unknown, "{len:#x}");
+        assert!(
+            matches!(f.events[..], [Event::NotPostgresql { frame: 6, .. }]),
+            "{len:#x}: {:?}",
+            f.events
+        );
+        assert!(f.messages.backend.0.is_empty() && f.queries.is_empty() && f.startup.is_none());
+    }
+}
