@@ -123,6 +123,9 @@ def codes(part: dict[str, Any]) -> list[str]:
 def content(part: dict[str, Any]) -> dict[str, Any]:
     """The part without what depends on where the streams were cut."""
     out = json.loads(json.dumps(part))
+    said = [m for q in out["queries"] for m in [q["error"], *q["notices"]] if m]
+    for m in said + out.get("notices", []) + out.get("errors", []):
+        m.pop("frame"), m.pop("at_s")
     for q in out["queries"]:
         for k in TIMING:
             q.pop(k)

@@ -377,13 +377,29 @@ class PerRole(TypedDict, Generic[T]):
     frontend: T
     backend: T
 
-class ErrorFields(TypedDict):
+class ServerMessage(TypedDict):
+    """An ErrorResponse or NoticeResponse (report/conversation.rs ServerMessageRecord): the
+    fields every report has (null when not sent), the others where the server sent them."""
     code: str | None
     message: str | None
     severity: str | None
     detail: str | None
     hint: str | None
     position: str | None
+    localized_severity: NotRequired[str]
+    internal_position: NotRequired[str]
+    internal_query: NotRequired[str]
+    where: NotRequired[str]
+    schema: NotRequired[str]
+    table: NotRequired[str]
+    column: NotRequired[str]
+    data_type: NotRequired[str]
+    constraint: NotRequired[str]
+    file: NotRequired[str]
+    line: NotRequired[str]
+    routine: NotRequired[str]
+    frame: int
+    at_s: float
 
 class Query(TypedDict):
     sql: str
@@ -401,7 +417,12 @@ class Query(TypedDict):
     sent_frame: int
     first_frame: int | None
     last_frame: int | None
-    error: ErrorFields | None
+    error: ServerMessage | None
+    notices: list[ServerMessage]
+    notices_total: int
+    columns: list[str] | None
+    column_count: int | None
+    data_row_bytes: int
     incomplete: bool
     response_segments: int
     response_segment_median: int | None
@@ -431,6 +452,9 @@ class Connection(TypedDict):
     backend_pid: NotRequired[int | None]
     server_parameters: NotRequired[dict[str, str]]
     messages: NotRequired[PerRole[dict[str, int]]]
+    notices: NotRequired[list[ServerMessage]]
+    notices_total: NotRequired[int]
+    errors: NotRequired[list[ServerMessage]]
     queries: NotRequired[list[Query]]
     queries_total: NotRequired[int]
     capture_point: NotRequired[CapturePoint]
@@ -757,6 +781,7 @@ DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
 
 class Detail(TypedDict):
     name: str
+    severity: str | None
     code: str | None
     text: str
 

@@ -15,7 +15,8 @@ use std::collections::VecDeque;
 
 use super::counts::{Counts, Drained};
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
+    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, ServerMessage, StartedAt,
+    Startup,
 };
 use super::framing::{header, BoundaryScan};
 use super::messages::Role;
@@ -33,6 +34,8 @@ pub const SYNC_WINDOW: usize = 256 * 1024;
 pub const KEEP_CAP: usize = 1 << 20;
 /// A TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting for a ClientHello.
 pub const MAX_CLIENT_HELLO: usize = 1 << 15;
+/// Notices, and errors, outside any query kept per connection.
+pub const MAX_SESSION_MESSAGES: usize = 16;
 /// Server parameters kept per connection.
 pub const MAX_PARAMETERS: usize = 64;
 /// An empty side buffer gives back memory it grew past this.
@@ -164,6 +167,10 @@ pub struct Conversation {
     /// An ErrorResponse since the last ReadyForQuery.
     pub(super) batch_error: bool,
     pub(super) query_errors: u64,
+    /// Notices and errors outside any query (the first MAX_SESSION_MESSAGES of each).
+    pub(super) notices: Vec<ServerMessage>,
+    pub(super) notices_total: u64,
+    pub(super) errors: Vec<ServerMessage>,
     /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
     pub(super) gaps: u64,
     /// `gaps` when the backend stream last had one: what may have hidden a ReadyForQuery
@@ -215,6 +222,9 @@ impl Conversation {
             encryption_asked: None,
             batch_error: false,
             query_errors: 0,
+            notices: Vec::new(),
+            notices_total: 0,
+            errors: Vec::new(),
             gaps: 0,
             backend_gap_at: 0,
             cut_message: false,

@@ -197,6 +197,15 @@ impl<'de, V: Deserialize<'de>, K: Deserialize<'de>> Deserialize<'de> for Ordered
     }
 }
 
+/// An ErrorResponse or a NoticeResponse: its fields, and the frame and time it came.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerMessage {
+    pub fields: ErrorFields,
+    pub frame: u64,
+    /// Epoch seconds.
+    pub ts: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QueryFacts {
     pub sql: String,
@@ -217,7 +226,14 @@ pub struct QueryFacts {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ErrorFields>,
+    pub error: Option<ServerMessage>,
+    /// The first MAX_QUERY_NOTICES notices it raised, and how many in all.
+    pub notices: Vec<ServerMessage>,
+    pub notices_total: u64,
+    /// The first RowDescription's column names (the first MAX_COLUMN_NAMES) and count.
+    pub columns: Option<Vec<String>>,
+    pub column_count: Option<u16>,
+    pub data_row_bytes: u64,
     pub incomplete: bool,
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
@@ -248,6 +264,11 @@ pub struct ConversationFacts {
     pub queries: Vec<QueryFacts>,
     pub queries_total: u64,
     pub query_errors: u64,
+    /// Notices and errors outside any query (at startup, or while idle): the first
+    /// MAX_SESSION_MESSAGES of each, and how many notices in all.
+    pub notices: Vec<ServerMessage>,
+    pub notices_total: u64,
+    pub errors: Vec<ServerMessage>,
     pub events: Vec<Event>,
 }
 
@@ -267,6 +288,9 @@ impl ConversationFacts {
         self.queries.clear();
         self.queries_total = 0;
         self.query_errors = 0;
+        self.notices.clear();
+        self.notices_total = 0;
+        self.errors.clear();
         self.events
             .retain(|e| matches!(e, Event::NotPostgresql { .. }));
         self
@@ -307,6 +331,9 @@ impl Conversation {
                 .collect(),
             queries_total: self.queries_total,
             query_errors: self.query_errors,
+            notices: self.notices.clone(),
+            notices_total: self.notices_total,
+            errors: self.errors.clone(),
             events: self.events.clone(),
         }
         .unless_not_postgres()
@@ -318,6 +345,10 @@ impl Conversation {
     pub fn into_facts(mut self) -> ConversationFacts {
         let parameters = std::mem::take(&mut self.parameters);
         let events = std::mem::take(&mut self.events);
+        let (notices, errors) = (
+            std::mem::take(&mut self.notices),
+            std::mem::take(&mut self.errors),
+        );
         let startup = self.startup.take();
         let series: Vec<Option<Box<Series>>> = (self.store.listed.iter_mut())
             .map(|q| q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS))
@@ -328,6 +359,8 @@ impl Conversation {
         }
         facts.server_parameters = Ordered(parameters);
         facts.events = events;
+        facts.notices = notices;
+        facts.errors = errors;
         facts.startup = startup;
         facts.unless_not_postgres()
     }
@@ -349,7 +382,21 @@ impl Conversation {
             sent_frame: q.sent.frame,
             first_frame: q.first().map(|m| m.frame),
             last_frame: q.last().map(|m| m.frame),
-            error: q.error.as_deref().cloned(),
+            error: q.error().cloned(),
+            notices: q
+                .extra
+                .as_ref()
+                .map(|x| x.notices.clone())
+                .unwrap_or_default(),
+            notices_total: q.extra.as_ref().map_or(0, |x| x.notices_total),
+            columns: (q.extra.as_ref()).and_then(|x| x.columns.as_deref()).map(
+                |names| match names {
+                    "" => Vec::new(),
+                    _ => names.split('\0').map(str::to_owned).collect(),
+                },
+            ),
+            column_count: q.extra.as_ref().and_then(|x| x.column_count),
+            data_row_bytes: q.data_row_bytes,
             incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
             response_segments: q.segments.n(),
             response_segment_median: q.segments.median(),

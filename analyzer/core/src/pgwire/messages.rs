@@ -244,15 +244,41 @@ pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
     out
 }
 
-/// The fields of an ErrorResponse a report reads: the last of each letter.
+/// The fields of an ErrorResponse or a NoticeResponse, by the letters the protocol's Error
+/// and Notice Message Fields section gives them: the last of each letter. Unknown letters are
+/// skipped (the protocol allows more to be added).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorFields {
+    /// C: the SQLSTATE
     pub code: Option<String>,
+    /// M: the primary message
     pub message: Option<String>,
+    /// V: the severity, never localized (ERROR, FATAL, PANIC, WARNING, NOTICE, DEBUG, INFO,
+    /// LOG); PostgreSQL 9.6 and later
     pub severity: Option<String>,
+    /// D: detail
     pub detail: Option<String>,
+    /// H: hint
     pub hint: Option<String>,
+    /// P: a position in the query string, in characters from 1
     pub position: Option<String>,
+    /// S: the severity as the server's language says it
+    pub localized_severity: Option<String>,
+    /// p and q: a position in an internally generated command, and that command
+    pub internal_position: Option<String>,
+    pub internal_query: Option<String>,
+    /// W: the call stack (a PL/pgSQL function's line, an SQL function's statement)
+    pub r#where: Option<String>,
+    /// s, t, c, d, n: the object the error is about
+    pub schema: Option<String>,
+    pub table: Option<String>,
+    pub column: Option<String>,
+    pub data_type: Option<String>,
+    pub constraint: Option<String>,
+    /// F, L, R: where in PostgreSQL's source the error was raised
+    pub file: Option<String>,
+    pub line: Option<String>,
+    pub routine: Option<String>,
 }
 
 pub fn error_fields(body: &[u8]) -> ErrorFields {
@@ -268,6 +294,18 @@ pub fn error_fields(body: &[u8]) -> ErrorFields {
             b'D' => &mut out.detail,
             b'H' => &mut out.hint,
             b'P' => &mut out.position,
+            b'S' => &mut out.localized_severity,
+            b'p' => &mut out.internal_position,
+            b'q' => &mut out.internal_query,
+            b'W' => &mut out.r#where,
+            b's' => &mut out.schema,
+            b't' => &mut out.table,
+            b'c' => &mut out.column,
+            b'd' => &mut out.data_type,
+            b'n' => &mut out.constraint,
+            b'F' => &mut out.file,
+            b'L' => &mut out.line,
+            b'R' => &mut out.routine,
             _ => continue,
         };
         *slot = Some(decode(value));
@@ -342,6 +380,61 @@ mod tests {
         }
         body.extend_from_slice(b"user\0late\0\0");
         assert_eq!(startup_values(&body)[0], None); // past the 64 strings read
+    }
+
+    #[test]
+    fn error_fields_every_letter() {
+        let mut body = Vec::new();
+        for (letter, value) in [
+            ('S', "ERROR"),
+            ('V', "ERROR"),
+            ('C', "23503"),
+            ('M', "m"),
+            ('D', "d"),
+            ('H', "h"),
+            ('P', "7"),
+            ('p', "3"),
+            ('q', "SELECT 1"),
+            ('W', "PL/pgSQL function f() line 3"),
+            ('s', "public"),
+            ('t', "orders"),
+            ('c', "customer"),
+            ('d', "int4"),
+            ('n', "orders_customer_fkey"),
+            ('F', "ri_triggers.c"),
+            ('L', "2608"),
+            ('R', "ri_ReportViolation"),
+            ('Z', "a letter of a later protocol"),
+        ] {
+            body.push(letter as u8);
+            body.extend_from_slice(value.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let e = error_fields(&body);
+        let got = [
+            &e.localized_severity,
+            &e.severity,
+            &e.code,
+            &e.message,
+            &e.detail,
+            &e.hint,
+            &e.position,
+            &e.internal_position,
+            &e.internal_query,
+            &e.r#where,
+            &e.schema,
+            &e.table,
+            &e.column,
+            &e.data_type,
+            &e.constraint,
+            &e.file,
+            &e.line,
+            &e.routine,
+        ];
+        assert!(got.iter().all(|v| v.is_some()));
+        assert_eq!(e.constraint.as_deref(), Some("orders_customer_fkey"));
+        assert_eq!(e.line.as_deref(), Some("2608"));
     }
 
     #[test]

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::direction::{bits_per_second, Counts};
 use super::numbers::round_to;
-use super::values::Digits;
+use super::values::{Digits, Maybe};
 use crate::pgwire::facts::{
     ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole, Protocol, QueryFacts,
-    StartedAt, StopReason,
+    ServerMessage, StartedAt, StopReason,
 };
-use crate::pgwire::messages::{ErrorFields, Role};
+use crate::pgwire::messages::Role;
 use crate::pgwire::query::{QueryKind, RowCount};
 
 /// Python will not read (nor write) an int of more digits than this (its
@@ -29,8 +29,70 @@ pub struct ConversationRecord {
     pub backend_pid: Option<u32>,
     pub server_parameters: Ordered<String>,
     pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
+    /// Notices and errors outside any query: the first 16 of each.
+    pub notices: Vec<ServerMessageRecord>,
+    pub notices_total: u64,
+    pub errors: Vec<ServerMessageRecord>,
     pub queries: Vec<QueryRecord>,
     pub queries_total: u64,
+}
+
+/// An ErrorResponse or NoticeResponse: the fields every report has had (null when not sent),
+/// the others only where the server sent them, and where it came.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServerMessageRecord {
+    pub code: Option<String>,
+    pub message: Option<String>,
+    pub severity: Option<String>,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    pub position: Option<String>,
+    pub localized_severity: Maybe<String>,
+    pub internal_position: Maybe<String>,
+    pub internal_query: Maybe<String>,
+    pub r#where: Maybe<String>,
+    pub schema: Maybe<String>,
+    pub table: Maybe<String>,
+    pub column: Maybe<String>,
+    pub data_type: Maybe<String>,
+    pub constraint: Maybe<String>,
+    pub file: Maybe<String>,
+    pub line: Maybe<String>,
+    pub routine: Maybe<String>,
+    pub frame: u64,
+    pub at_s: f64,
+}
+
+impl ServerMessageRecord {
+    fn of(m: ServerMessage, start: f64) -> Self {
+        let f = m.fields;
+        ServerMessageRecord {
+            code: f.code,
+            message: f.message,
+            severity: f.severity,
+            detail: f.detail,
+            hint: f.hint,
+            position: f.position,
+            localized_severity: Maybe(f.localized_severity),
+            internal_position: Maybe(f.internal_position),
+            internal_query: Maybe(f.internal_query),
+            r#where: Maybe(f.r#where),
+            schema: Maybe(f.schema),
+            table: Maybe(f.table),
+            column: Maybe(f.column),
+            data_type: Maybe(f.data_type),
+            constraint: Maybe(f.constraint),
+            file: Maybe(f.file),
+            line: Maybe(f.line),
+            routine: Maybe(f.routine),
+            frame: m.frame,
+            at_s: round_to(m.ts - start, 6),
+        }
+    }
+
+    fn list(list: Vec<ServerMessage>, start: f64) -> Vec<Self> {
+        list.into_iter().map(|m| Self::of(m, start)).collect()
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -69,7 +131,15 @@ pub struct QueryRecord {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ErrorFields>,
+    pub error: Option<ServerMessageRecord>,
+    /// The first 8 notices it raised, and how many in all.
+    pub notices: Vec<ServerMessageRecord>,
+    pub notices_total: u64,
+    /// Its result's shape: the first RowDescription's column names (the first 64) and count;
+    /// and its DataRows' bytes (bodies, without the 5-byte headers).
+    pub columns: Option<Vec<String>>,
+    pub column_count: Option<u16>,
+    pub data_row_bytes: u64,
     pub incomplete: bool,
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
@@ -109,6 +179,9 @@ impl ConversationRecord {
             backend_pid: facts.backend_pid,
             server_parameters: facts.server_parameters,
             messages: facts.messages,
+            notices: ServerMessageRecord::list(facts.notices, start),
+            notices_total: facts.notices_total,
+            errors: ServerMessageRecord::list(facts.errors, start),
             queries: facts
                 .queries
                 .into_iter()
@@ -165,7 +238,12 @@ impl QueryRecord {
             sent_frame: q.sent_frame,
             first_frame: q.first_frame,
             last_frame: q.last_frame,
-            error: q.error,
+            error: q.error.map(|e| ServerMessageRecord::of(e, start)),
+            notices: ServerMessageRecord::list(q.notices, start),
+            notices_total: q.notices_total,
+            columns: q.columns,
+            column_count: q.column_count,
+            data_row_bytes: q.data_row_bytes,
             incomplete: q.incomplete,
             response_segments: q.response_segments,
             response_segment_median: q.response_segment_median,

@@ -252,7 +252,7 @@ fn errors_attached_to_queries_then_counted() {
     let q = &f.queries[0];
     let e = q.error.as_ref().unwrap();
     assert_eq!(
-        (e.code.as_deref(), e.severity.as_deref()),
+        (e.fields.code.as_deref(), e.fields.severity.as_deref()),
         (Some("42P01"), Some("ERROR"))
     );
     assert!(q.command_tag.is_none() && q.rows.is_none());
@@ -410,4 +410,190 @@ fn facts_serialize_in_the_reports_order() {
     let at = |k: &str| text.find(k).unwrap();
     assert!(at("\"StartupMessage\"") < at("\"Query\"") && at("\"Query\"") < at("\"Terminate\""));
     assert!(at("\"protocol\"") < at("\"startup\"") && at("\"queries\"") < at("\"queries_total\""));
+}
+
+fn notice(severity: &str, code: &str, text: &str) -> Vec<u8> {
+    let body = [
+        b"S",
+        cstr(severity).as_slice(),
+        b"V",
+        &cstr(severity),
+        b"C",
+        &cstr(code),
+        b"M",
+        &cstr(text),
+        b"\0",
+    ]
+    .concat();
+    msg(b'N', &body)
+}
+
+/// Segments fed in the order given, as a conversation has them (each side's offsets kept).
+pub(super) fn talk(segments: &[(usize, Vec<u8>)]) -> ConversationFacts {
+    let mut conv = Conversation::new();
+    let mut off = [0i64; 2];
+    for (i, (d, data)) in segments.iter().enumerate() {
+        conv.feed(*d, data, off[*d], 1 + i as u64, 1000.0 + i as f64, true);
+        off[*d] += data.len() as i64;
+    }
+    conv.finish();
+    conv.into_facts()
+}
+
+#[test]
+fn notices_belong_to_their_query_and_outside_one_to_the_session() {
+    let skip = notice("NOTICE", "00000", "table \"gone\" does not exist, skipping");
+    let f = talk(&[
+        (0, startup()),
+        (
+            1,
+            [auth_ok(), notice("WARNING", "01000", "at startup"), ready()].concat(),
+        ),
+        (0, msg(b'Q', &cstr("DROP TABLE IF EXISTS gone"))),
+        (
+            1,
+            [skip.clone(), msg(b'C', &cstr("DROP TABLE")), ready()].concat(),
+        ),
+        (0, msg(b'Q', &cstr("SELECT 1"))),
+        (
+            1,
+            [desc(), rows(1), msg(b'C', &cstr("SELECT 1")), ready()].concat(),
+        ),
+        (1, notice("WARNING", "01000", "while idle")),
+    ]);
+    let q = &f.queries[0];
+    assert_eq!((q.notices.len(), q.notices_total), (1, 1));
+    let n = &q.notices[0].fields;
+    assert_eq!(
+        (
+            n.severity.as_deref(),
+            n.code.as_deref(),
+            n.message.as_deref()
+        ),
+        (
+            Some("NOTICE"),
+            Some("00000"),
+            Some("table \"gone\" does not exist, skipping")
+        )
+    );
+    assert_eq!(q.command_tag.as_deref(), Some("DROP TABLE"));
+    assert_eq!((q.notices[0].frame, q.notices[0].ts), (4, 1003.0));
+    assert!(f.queries[1].notices.is_empty() && f.queries[1].notices_total == 0);
+    let session: Vec<_> = f
+        .notices
+        .iter()
+        .map(|n| n.fields.message.as_deref())
+        .collect();
+    assert_eq!(session, [Some("at startup"), Some("while idle")]);
+    assert_eq!(f.notices_total, 2);
+    // a query raising many notices keeps the first few and counts them all
+    let front = [startup(), msg(b'Q', &cstr("DO $$ ... $$"))].concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        skip.repeat(20),
+        msg(b'C', &cstr("DO")),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Bytes, true);
+    assert_eq!(
+        (f.queries[0].notices.len(), f.queries[0].notices_total),
+        (crate::pgwire::query::MAX_QUERY_NOTICES, 20)
+    );
+}
+
+#[test]
+fn an_error_keeps_every_field_it_was_sent() {
+    let mut body = Vec::new();
+    for (letter, value) in [
+        ('S', "ERREUR"),
+        ('V', "ERROR"),
+        ('C', "23503"),
+        ('M', "insert or update violates foreign key constraint"),
+        (
+            'D',
+            "Key (customer)=(7) is not present in table \"customers\".",
+        ),
+        ('s', "public"),
+        ('t', "orders"),
+        ('n', "orders_customer_fkey"),
+        ('F', "ri_triggers.c"),
+        ('L', "2608"),
+        ('R', "ri_ReportViolation"),
+    ] {
+        body.push(letter as u8);
+        body.extend(cstr(value));
+    }
+    body.push(0);
+    let front = [startup(), msg(b'Q', &cstr("INSERT INTO orders VALUES (7)"))].concat();
+    let back = [auth_ok(), ready(), msg(b'E', &body), msg(b'Z', b"I")].concat();
+    let f = run(&front, &back, Cut::Random(3), true);
+    let e = &f.queries[0].error.as_ref().unwrap().fields;
+    assert_eq!(e.localized_severity.as_deref(), Some("ERREUR"));
+    assert_eq!(e.severity.as_deref(), Some("ERROR"));
+    assert_eq!(e.table.as_deref(), Some("orders"));
+    assert_eq!(e.constraint.as_deref(), Some("orders_customer_fkey"));
+    assert_eq!(e.routine.as_deref(), Some("ri_ReportViolation"));
+    assert_eq!((e.hint.as_deref(), e.column.as_deref()), (None, None));
+}
+
+#[test]
+fn a_result_has_its_columns_and_its_rows_bytes() {
+    let field = |name: &str| [cstr(name), vec![0u8; 18]].concat();
+    let mut t = 3u16.to_be_bytes().to_vec();
+    for name in ["id", "payload", "é"] {
+        t.extend(field(name));
+    }
+    let front = [
+        startup(),
+        msg(b'Q', &cstr("SELECT id, payload, 'x' AS é FROM t")),
+    ]
+    .concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'T', &t),
+        rows(12),
+        msg(b'C', &cstr("SELECT 12")),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Random(9), true);
+    let q = &f.queries[0];
+    assert_eq!(
+        q.columns.as_deref(),
+        Some(&["id".into(), "payload".into(), "é".into()][..])
+    );
+    assert_eq!(q.column_count, Some(3));
+    // each DataRow: 2 + 4 + len("row-i") bytes of body
+    let want: usize = (0..12).map(|i| datarow(i).len() - 5).sum();
+    assert_eq!(q.data_row_bytes, want as u64);
+    // a statement without a result (INSERT) has neither
+    let front = [startup(), msg(b'Q', &cstr("INSERT INTO t VALUES (1)"))].concat();
+    let back = [auth_ok(), ready(), msg(b'C', &cstr("INSERT 0 1")), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(
+        (f.queries[0].column_count, f.queries[0].data_row_bytes),
+        (None, 0)
+    );
+    // a table of 1,600 columns keeps 64 names and counts them all; no columns is no names
+    let mut wide = 1600u16.to_be_bytes().to_vec();
+    for i in 0..1600 {
+        wide.extend(field(&format!("c{i}")));
+    }
+    let back = [auth_ok(), ready(), msg(b'T', &wide), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    let q = &f.queries[0];
+    assert_eq!(q.column_count, Some(1600));
+    assert_eq!(
+        q.columns.as_ref().map(Vec::len),
+        Some(crate::pgwire::query::MAX_COLUMN_NAMES)
+    );
+    let back = [auth_ok(), ready(), msg(b'T', &[0, 0]), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(
+        (f.queries[0].column_count, f.queries[0].columns.clone()),
+        (Some(0), Some(vec![]))
+    );
 }

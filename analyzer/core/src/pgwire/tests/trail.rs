@@ -262,3 +262,26 @@ fn no_trail_unless_asked_and_the_facts_do_not_change() {
     assert!(plain.take_trail(1).is_none());
     assert!(plain.facts() == traced.facts());
 }
+
+#[test]
+fn a_detail_keeps_the_severity_never_localized() {
+    let mut conv = Conversation::new();
+    conv.record_trail();
+    let (front, _) = select_exchange(0);
+    let fatal = msg(
+        b'E',
+        &[
+            &b"SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed\0"[..],
+            b"\0",
+        ]
+        .concat(),
+    );
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    conv.feed(1, &[auth_ok(), fatal].concat(), 0, 2, 1.0, true);
+    let (_, details) = conv.take_trail(1).unwrap();
+    let got: Vec<_> = details
+        .iter()
+        .map(|d| (d.severity.as_deref(), d.code.as_deref()))
+        .collect();
+    assert_eq!(got, [(Some("FATAL"), Some("28P01"))]);
+}
