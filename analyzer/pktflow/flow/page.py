@@ -207,7 +207,7 @@ function pick(r) {
   r.message_sequence.forEach(([name, k]) => {
     const mine = details.filter(d => d.message === name).slice(0, k);
     mine.forEach(d => details.splice(details.indexOf(d), 1));
-    const extra = mine.map(d => (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
+    const extra = mine.map(d => (d.severity ? d.severity + ' ' : '') + (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
     lines.push(`<b>${esc(L.shown[name] || name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[name] || '')}`);
   });
   if (r.partial) lines.push('… the last message goes on in a later segment');
