@@ -79,6 +79,9 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.relays\[\d+\]\.queries\[\d+\]\.relay_own_ms"):
         "added: of each matched query's relay cost, what the relay did itself (forwarding the "
         "request and the first byte), issue 37",
+    (".*", r"\.connections\[\d+\]\.(authentication|startup\.(protocol_version|parameters))"):
+        "added: every startup parameter and the protocol version asked for; how the client "
+        "authenticated (method, SASL mechanisms, outcome, round trips, time), issue 33",
     (".*", r"\.connections\[\d+\]\.(notices|notices_total|errors)"):
         "added: the NoticeResponses and ErrorResponses outside any query, each with every "
         "field sent and its frame and time, issue 33",

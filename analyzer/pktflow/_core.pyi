@@ -366,6 +366,19 @@ class Startup(TypedDict):
     database: str | None
     application_name: str | None
     encryption: Literal["none", "tls", "gss"]
+    protocol_version: str
+    parameters: dict[str, str]
+
+class Authentication(TypedDict):
+    """How the client proved who it is (report/conversation.rs AuthenticationRecord)."""
+    method: str | None
+    mechanisms: list[str]
+    mechanism: str | None
+    outcome: Literal["ok", "failed", "unfinished"]
+    round_trips: int
+    ms: float | None
+    first_frame: int
+    last_frame: int | None
 
 class DecodeStopped(TypedDict):
     direction: Role
@@ -446,6 +459,7 @@ class Connection(TypedDict):
     # the PostgreSQL decoder's part
     protocol: NotRequired[Literal["unknown", "postgresql", "postgresql-tls", "postgresql-gss"]]
     startup: NotRequired[Startup | None]
+    authentication: NotRequired[Authentication | None]
     decode_started_at: NotRequired[Literal["startup", "mid-stream"] | None]
     decode_stopped: NotRequired[DecodeStopped | None]
     lost_bytes: NotRequired[PerRole[int]]

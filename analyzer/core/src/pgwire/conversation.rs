@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 
 use super::counts::{Counts, Drained};
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, ServerMessage, StartedAt,
-    Startup,
+    Authentication, DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, ServerMessage,
+    StartedAt, Startup,
 };
 use super::framing::{header, BoundaryScan};
 use super::messages::Role;
@@ -142,6 +142,9 @@ pub struct Conversation {
     pub(super) protocol: Protocol,
     pub(super) encryption: Encryption,
     pub(super) startup: Option<Startup>,
+    pub(super) authentication: Option<Authentication>,
+    /// A client message of the authentication exchange awaits the server's answer.
+    pub(super) auth_awaiting: bool,
     pub(super) decode_started_at: Option<StartedAt>,
     pub(super) decode_stopped: Option<DecodeStopped>,
     pub(super) events: Vec<Event>,
@@ -204,6 +207,8 @@ impl Conversation {
             protocol: Protocol::Unknown,
             encryption: Encryption::None,
             startup: None,
+            authentication: None,
+            auth_awaiting: false,
             decode_started_at: None,
             decode_stopped: None,
             events: Vec::new(),

@@ -152,6 +152,41 @@ pub struct Startup {
     pub user: Option<String>,
     pub database: Option<String>,
     pub application_name: Option<String>,
+    /// The protocol version asked for ("3.0").
+    pub protocol_version: String,
+    /// Every parameter sent, in order (user, database, options, replication, client_encoding,
+    /// DateStyle, TimeZone, extra_float_digits, ...): the first 32.
+    pub parameters: Ordered<String>,
+}
+
+/// How the client proved who it is, as the wire shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Authentication {
+    /// From the server's first request: trust (AuthenticationOk at once), cleartext-password,
+    /// md5, sasl, gss, sspi, kerberos-v5, scm-credential, or "code N"; None when the server
+    /// refused before asking anything (an ErrorResponse at once).
+    pub method: Option<String>,
+    /// SASL: the mechanisms the server offered, and the one the client chose.
+    pub mechanisms: Vec<String>,
+    pub mechanism: Option<String>,
+    pub outcome: AuthOutcome,
+    /// Client messages (the StartupMessage, each password, SASL or GSS response) the server
+    /// answered before the outcome: each a round trip.
+    pub round_trips: u64,
+    /// The StartupMessage, and the AuthenticationOk or ErrorResponse that decided (epoch s).
+    pub first_frame: u64,
+    pub start_ts: f64,
+    pub last_frame: Option<u64>,
+    pub end_ts: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthOutcome {
+    Ok,
+    Failed,
+    /// The capture ends (or the connection closes) before the server decided.
+    Unfinished,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,6 +287,7 @@ pub struct ConversationFacts {
     pub protocol: Protocol,
     pub encryption: Encryption,
     pub startup: Option<Startup>,
+    pub authentication: Option<Authentication>,
     /// As decoded, also when the protocol ended up unknown (the report then shows none).
     pub decode_started_at: Option<StartedAt>,
     pub decode_stopped: Option<DecodeStopped>,
@@ -282,6 +318,7 @@ impl ConversationFacts {
             return self;
         }
         self.startup = None;
+        self.authentication = None;
         self.backend_pid = None;
         self.server_parameters = Ordered::default();
         self.messages = PerRole::default();
@@ -311,6 +348,7 @@ impl Conversation {
             protocol: self.protocol,
             encryption: self.encryption,
             startup: self.startup.clone(),
+            authentication: self.authentication.clone(),
             decode_started_at: self.decode_started_at,
             decode_stopped: self.decode_stopped.clone(),
             lost_bytes: PerRole {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use super::conversation::{
     Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES, MAX_SESSION_MESSAGES,
 };
-use super::facts::{Event, ServerMessage};
+use super::facts::{AuthOutcome, Event, ServerMessage};
 use super::messages::{
-    auth_name, backend_name, be16, be32, decode, error_fields, frontend_name, lossy,
-    password_reply, rstrip_nul, two_cstrings, upto_nul, Name, Role,
+    auth_method, auth_name, backend_name, be16, be32, decode, error_fields, frontend_name, lossy,
+    name_list, password_reply, rstrip_nul, two_cstrings, upto_nul, Name, Role, AUTH_NAME_CAP,
 };
 use super::query::{Query, QueryKind, MAX_COLUMN_NAMES, MAX_QUERY_NOTICES, SQL_CAP};
 
@@ -74,6 +74,7 @@ impl Conversation {
         if t == b'p' {
             // what it is depends on the authentication request it answers
             name = password_reply(self.auth);
+            self.auth_reply(body);
         }
         self.sides[d].counts.count(Name::Known(name));
         match t {
@@ -260,6 +261,7 @@ impl Conversation {
             if let Some(code) = be32(body, 0) {
                 self.auth = code;
                 name = auth_name(code);
+                self.auth_request(code, body.get(4..).unwrap_or(&[]), frame, ts);
             }
         }
         self.sides[d].counts.count(name);
@@ -279,6 +281,9 @@ impl Conversation {
             }
         }
         let fields = fields.map(|fields| ServerMessage { fields, frame, ts });
+        if t == b'E' {
+            self.auth_decided(AuthOutcome::Failed, frame, ts);
+        }
         if t == b'R' {
             return; // authentication belongs to the session, not to a query
         }
@@ -399,6 +404,63 @@ impl Conversation {
             b'G' | b'H' | b'W' => q.kind = QueryKind::Copy,
             _ => {}
         }
+    }
+
+    /// An authentication request (its body after the code): the method, SASL's mechanisms,
+    /// the outcome once AuthenticationOk comes. The data of SASL, GSS and MD5 exchanges is
+    /// never read.
+    fn auth_request(&mut self, code: u32, rest: &[u8], frame: u64, ts: f64) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if let Some(method) = auth_method(code) {
+            a.method.get_or_insert_with(|| method.into_owned());
+        }
+        if code == 10 {
+            a.mechanisms = name_list(rest, 8);
+        }
+        if code == 0 {
+            // no request before it: the server asked nothing (trust; ident and cert too)
+            a.method.get_or_insert_with(|| "trust".to_owned());
+            self.auth_decided(AuthOutcome::Ok, frame, ts);
+        } else if std::mem::take(&mut self.auth_awaiting) {
+            a.round_trips += 1;
+        }
+    }
+
+    /// The client's answer to an authentication request: a password, a SASL or GSS message.
+    /// Only a SASLInitialResponse's mechanism name is read.
+    fn auth_reply(&mut self, body: &[u8]) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if self.auth == 10 {
+            let chosen = upto_nul(body);
+            a.mechanism = Some(decode(chosen.get(..AUTH_NAME_CAP).unwrap_or(chosen)));
+        }
+        self.auth_awaiting = true;
+    }
+
+    /// AuthenticationOk, or an ErrorResponse before it: the exchange is over.
+    fn auth_decided(&mut self, outcome: AuthOutcome, frame: u64, ts: f64) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if std::mem::take(&mut self.auth_awaiting) {
+            a.round_trips += 1;
+        }
+        a.outcome = outcome;
+        a.last_frame = Some(frame);
+        a.end_ts = Some(ts);
     }
 
     /// The end of a simple query or of a Sync'd batch.

@@ -157,6 +157,36 @@ pub fn auth_name(code: u32) -> Name {
     })
 }
 
+/// The authentication method an authentication request asks for; None for AuthenticationOk
+/// and for the continuations of a method already asked (GSS, SASL).
+pub fn auth_method(code: u32) -> Option<Cow<'static, str>> {
+    Some(Cow::Borrowed(match code {
+        0 | 8 | 11 | 12 => return None,
+        2 => "kerberos-v5",
+        3 => "cleartext-password",
+        5 => "md5",
+        6 => "scm-credential",
+        7 => "gss",
+        9 => "sspi",
+        10 => "sasl",
+        _ => return Some(Cow::Owned(format!("code {code}"))),
+    }))
+}
+
+/// A name the client or server sent about authentication (a SASL mechanism): at most this
+/// many bytes kept.
+pub const AUTH_NAME_CAP: usize = 64;
+
+/// The NUL-terminated names of a list that ends with an empty one (AuthenticationSASL's
+/// mechanisms): at most `max`, each cut at AUTH_NAME_CAP bytes.
+pub fn name_list(b: &[u8], max: usize) -> Vec<String> {
+    (b.split(|&c| c == 0))
+        .take_while(|n| !n.is_empty())
+        .take(max)
+        .map(|n| decode(n.get(..AUTH_NAME_CAP).unwrap_or(n)))
+        .collect()
+}
+
 /// What the frontend's 'p' message is, given the last authentication request.
 pub fn password_reply(auth: u32) -> &'static str {
     match auth {
@@ -212,11 +242,10 @@ pub fn rstrip_nul(b: &[u8]) -> &[u8] {
     b.get(..n).unwrap_or(b)
 }
 
-/// user, database and application_name of a StartupMessage body (after the protocol
-/// number), as `startup_params(body).get(key)`: pairs among the first 64 NUL-separated
-/// strings, the last of each key winning.
-pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
-    const KEYS: [&[u8]; 3] = [b"user", b"database", b"application_name"];
+/// The parameters of a StartupMessage body (after the protocol number), as
+/// `startup_params(body)` reads them: pairs among the first 64 NUL-separated strings, in the
+/// order first seen, the last value of each key winning.
+pub fn startup_params(body: &[u8]) -> Vec<(String, String)> {
     // body.split(b"\0", 64): items 0..63 lie between NULs; item 64 (the rest) is never a key
     // or a value
     let mut items: Vec<&[u8]> = Vec::new();
@@ -229,17 +258,19 @@ pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
         }
         rest = rest.get(item.len() + 1..).unwrap_or(&[]);
     }
-    let mut out: [Option<String>; 3] = [None, None, None];
-    let mut i = 0;
-    while i + 1 < items.len() {
-        if let (Some(k), Some(v)) = (items.get(i), items.get(i + 1)) {
-            for (slot, key) in out.iter_mut().zip(KEYS) {
-                if *k == key {
-                    *slot = Some(decode(v));
-                }
-            }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for pair in items.chunks_exact(2).take(32) {
+        let (Some(k), Some(v)) = (pair.first(), pair.get(1)) else {
+            continue;
+        };
+        if k.is_empty() {
+            break; // the list's terminator: what may follow is no parameter
         }
-        i += 2;
+        let (k, v) = (lossy(k), decode(v));
+        match out.iter_mut().find(|p| p.0 == *k) {
+            Some(p) => p.1 = v,
+            None => out.push((k.into_owned(), v)),
+        }
     }
     out
 }
@@ -369,17 +400,30 @@ mod tests {
 
     #[test]
     fn startup_pairs_last_wins_first_64() {
+        let value =
+            |p: &[(String, String)], k: &str| p.iter().find(|e| e.0 == k).map(|e| e.1.clone());
         let mut body = b"user\0alice\0database\0shop\0user\0bob\0\0".to_vec();
+        let p = startup_params(&body);
         assert_eq!(
-            startup_values(&body),
-            [Some("bob".into()), Some("shop".into()), None]
+            p,
+            [
+                ("user".into(), "bob".into()),
+                ("database".into(), "shop".into())
+            ]
         );
         body.clear();
         for i in 0..40 {
             body.extend_from_slice(format!("k{i}\0v{i}\0").as_bytes());
         }
         body.extend_from_slice(b"user\0late\0\0");
-        assert_eq!(startup_values(&body)[0], None); // past the 64 strings read
+        let p = startup_params(&body);
+        assert_eq!((p.len(), value(&p, "user")), (32, None)); // past the 64 strings read
+                                                              // every parameter, as sent: options, replication, a GUC
+        let body = b"user\0u\0options\0-c geqo=off\0replication\0database\0DateStyle\0ISO\0\0";
+        let p = startup_params(body);
+        assert_eq!(value(&p, "options").as_deref(), Some("-c geqo=off"));
+        assert_eq!(value(&p, "replication").as_deref(), Some("database"));
+        assert_eq!(p.len(), 4);
     }
 
     #[test]

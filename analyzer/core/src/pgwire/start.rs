@@ -4,11 +4,12 @@
 
 use super::conversation::{Conversation, State, MAX_CLIENT_HELLO};
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup, StopReason,
+    AuthOutcome, Authentication, DecodeStopped, Encryption, EncryptionRequest, Event, Ordered,
+    Protocol, StartedAt, Startup, StopReason,
 };
 use super::framing::{find_boundary, BoundaryScan, Sides, MAX_MESSAGE};
 use super::messages::{
-    be32, expected_length, name_of, startup_values, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
+    be32, expected_length, name_of, startup_params, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
     SSL_REQUEST,
 };
 use super::tls::{ascii_text, client_hello_alpn, Alpn};
@@ -24,6 +25,7 @@ impl Conversation {
                 buf.get(pos..).unwrap_or(&[]),
                 super::conversation::at(off, pos),
                 frame,
+                ts,
             );
             pos += used;
             let state = self.sides[d].state;
@@ -59,7 +61,7 @@ impl Conversation {
     }
 
     /// The first bytes of a direction: untyped startup messages, or an encryption answer.
-    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64) -> usize {
+    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64, ts: f64) -> usize {
         if self.sides[d].role == Role::Backend {
             if let Some(asked) = self.encryption_asked {
                 match buf.first() {
@@ -137,12 +139,31 @@ impl Conversation {
                 let s = &mut self.sides[d];
                 s.counts.count(Name::Known("StartupMessage"));
                 s.state = State::Typed;
-                let [user, database, application_name] = startup_values(body);
+                let parameters = startup_params(body);
+                let value = |key: &str| {
+                    (parameters.iter())
+                        .find(|p| p.0 == key)
+                        .map(|p| p.1.clone())
+                };
                 self.startup = Some(Startup {
-                    user,
-                    database,
-                    application_name,
+                    user: value("user"),
+                    database: value("database"),
+                    application_name: value("application_name"),
+                    protocol_version: format!("{}.{}", code >> 16, code & 0xffff),
+                    parameters: Ordered(parameters),
                 });
+                self.authentication = Some(Authentication {
+                    method: None,
+                    mechanisms: Vec::new(),
+                    mechanism: None,
+                    outcome: AuthOutcome::Unfinished,
+                    round_trips: 0,
+                    first_frame: frame,
+                    start_ts: ts,
+                    last_frame: None,
+                    end_ts: None,
+                });
+                self.auth_awaiting = true;
                 if self.encryption_asked.is_none() {
                     let other = &mut self.sides[1 - d];
                     if other.state == State::Start {

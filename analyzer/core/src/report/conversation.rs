@@ -9,8 +9,8 @@ use super::direction::{bits_per_second, Counts};
 use super::numbers::round_to;
 use super::values::{Digits, Maybe};
 use crate::pgwire::facts::{
-    ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole, Protocol, QueryFacts,
-    ServerMessage, StartedAt, StopReason,
+    AuthOutcome, Authentication, ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole,
+    Protocol, QueryFacts, ServerMessage, StartedAt, StopReason,
 };
 use crate::pgwire::messages::Role;
 use crate::pgwire::query::{QueryKind, RowCount};
@@ -23,6 +23,7 @@ const MAX_INT_DIGITS: usize = 4300;
 pub struct ConversationRecord {
     pub protocol: Protocol,
     pub startup: Option<StartupRecord>,
+    pub authentication: Option<AuthenticationRecord>,
     pub decode_started_at: Option<StartedAt>,
     pub decode_stopped: Option<DecodeStoppedRecord>,
     pub lost_bytes: PerRole<i64>,
@@ -101,6 +102,37 @@ pub struct StartupRecord {
     pub database: Option<String>,
     pub application_name: Option<String>,
     pub encryption: Encryption,
+    pub protocol_version: String,
+    /// Every parameter the StartupMessage sent (the first 32), in order.
+    pub parameters: Ordered<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuthenticationRecord {
+    pub method: Option<String>,
+    pub mechanisms: Vec<String>,
+    pub mechanism: Option<String>,
+    pub outcome: AuthOutcome,
+    pub round_trips: u64,
+    /// From the StartupMessage to the AuthenticationOk or ErrorResponse that decided.
+    pub ms: Option<f64>,
+    pub first_frame: u64,
+    pub last_frame: Option<u64>,
+}
+
+impl AuthenticationRecord {
+    fn of(a: Authentication) -> Self {
+        AuthenticationRecord {
+            method: a.method,
+            mechanisms: a.mechanisms,
+            mechanism: a.mechanism,
+            outcome: a.outcome,
+            round_trips: a.round_trips,
+            ms: a.end_ts.map(|end| round_to((end - a.start_ts) * 1e3, 3)),
+            first_frame: a.first_frame,
+            last_frame: a.last_frame,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -165,10 +197,13 @@ impl ConversationRecord {
             database: s.database,
             application_name: s.application_name,
             encryption: facts.encryption,
+            protocol_version: s.protocol_version,
+            parameters: s.parameters,
         });
         ConversationRecord {
             protocol: facts.protocol,
             startup,
+            authentication: facts.authentication.map(AuthenticationRecord::of),
             decode_started_at: if facts.protocol == Protocol::Unknown {
                 None
             } else {

@@ -597,3 +597,200 @@ fn a_result_has_its_columns_and_its_rows_bytes() {
         (Some(0), Some(vec![]))
     );
 }
+
+fn auth(code: u32, rest: &[u8]) -> Vec<u8> {
+    msg(b'R', &[&code.to_be_bytes()[..], rest].concat())
+}
+
+fn fatal(code: &str, text: &str) -> Vec<u8> {
+    msg(
+        b'E',
+        &[
+            &b"SFATAL\0VFATAL\0C"[..],
+            &cstr(code),
+            b"M",
+            &cstr(text),
+            b"\0",
+        ]
+        .concat(),
+    )
+}
+
+#[test]
+fn authentication_method_outcome_and_round_trips() {
+    use crate::pgwire::facts::AuthOutcome::{Failed, Ok, Unfinished};
+    let secret = b"hunter2-secret".as_slice();
+    let sasl_list = [cstr("SCRAM-SHA-256-PLUS"), cstr("SCRAM-SHA-256"), vec![0]].concat();
+    let initial = [
+        cstr("SCRAM-SHA-256"),
+        20u32.to_be_bytes().to_vec(),
+        b"n,,n=,r=clientnonce0".to_vec(),
+    ]
+    .concat();
+    let scram = vec![
+        (0, startup()),
+        (1, auth(10, &sasl_list)),
+        (0, msg(b'p', &initial)),
+        (1, auth(11, b"r=clientnonce0server,s=c2FsdA==,i=4096")),
+        (
+            0,
+            msg(b'p', b"c=biws,r=clientnonce0server,p=hunter2-secret"),
+        ),
+        (
+            1,
+            [auth(12, b"v=c2lnbmF0dXJl"), auth(0, b""), ready()].concat(),
+        ),
+    ];
+    let md5 = vec![
+        (0, startup()),
+        (1, auth(5, b"salt")),
+        (0, msg(b'p', &cstr("md5hunter2-secret"))),
+        (1, [auth(0, b""), ready()].concat()),
+    ];
+    let cleartext = vec![
+        (0, startup()),
+        (1, auth(3, b"")),
+        (0, msg(b'p', &[secret, b"\0"].concat())),
+        (1, [auth(0, b""), ready()].concat()),
+    ];
+    let trust = vec![(0, startup()), (1, [auth(0, b""), ready()].concat())];
+    let wrong = vec![
+        (0, startup()),
+        (1, auth(5, b"salt")),
+        (0, msg(b'p', &cstr("md5wrong"))),
+        (
+            1,
+            fatal("28P01", "password authentication failed for user \"alice\""),
+        ),
+    ];
+    let rejected = vec![
+        (0, startup()),
+        (1, fatal("28000", "no pg_hba.conf entry for host")),
+    ];
+    let unanswered = vec![(0, startup()), (1, auth(3, b"")), (0, msg(b'p', secret))];
+    type Want<'a> = (
+        Option<&'a str>,
+        &'a [&'a str],
+        Option<&'a str>,
+        crate::pgwire::facts::AuthOutcome,
+        u64,
+        Option<u64>,
+    );
+    type Talk = [(usize, Vec<u8>)];
+    let cases: [(&str, &Talk, Want); 7] = [
+        (
+            "scram",
+            &scram,
+            (
+                Some("sasl"),
+                &["SCRAM-SHA-256-PLUS", "SCRAM-SHA-256"],
+                Some("SCRAM-SHA-256"),
+                Ok,
+                3,
+                Some(6),
+            ),
+        ),
+        ("md5", &md5, (Some("md5"), &[], None, Ok, 2, Some(4))),
+        (
+            "cleartext",
+            &cleartext,
+            (Some("cleartext-password"), &[], None, Ok, 2, Some(4)),
+        ),
+        ("trust", &trust, (Some("trust"), &[], None, Ok, 1, Some(2))),
+        (
+            "wrong password",
+            &wrong,
+            (Some("md5"), &[], None, Failed, 2, Some(4)),
+        ),
+        ("rejected", &rejected, (None, &[], None, Failed, 1, Some(2))),
+        (
+            "unanswered",
+            &unanswered,
+            (Some("cleartext-password"), &[], None, Unfinished, 1, None),
+        ),
+    ];
+    for (name, segments, want) in cases {
+        let f = talk(segments);
+        let a = f.authentication.clone().unwrap();
+        let got = (
+            a.method.as_deref(),
+            a.mechanisms.iter().map(String::as_str).collect::<Vec<_>>(),
+            a.mechanism.as_deref(),
+            a.outcome,
+            a.round_trips,
+            a.last_frame,
+        );
+        assert_eq!(
+            got,
+            (want.0, want.1.to_vec(), want.2, want.3, want.4, want.5),
+            "{name}"
+        );
+        assert_eq!((a.first_frame, a.start_ts), (1, 1000.0), "{name}");
+        // never a password, a SASL proof or nonce, a hash
+        let text = serde_json::to_string(&f).unwrap();
+        for secret in [
+            "hunter2",
+            "clientnonce",
+            "c2FsdA",
+            "c2lnbmF0dXJl",
+            "md5wrong",
+        ] {
+            assert!(!text.contains(secret), "{name}: {secret} in {text}");
+        }
+    }
+    // mid-stream: no startup, no authentication
+    let (_, back) = select_exchange(1);
+    let f = run(&msg(b'Q', &cstr("SELECT 1")), &back[9..], Cut::Whole, false);
+    assert!(f.authentication.is_none());
+}
+
+#[test]
+fn every_startup_parameter_in_order() {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for s in [
+        "user",
+        "alice",
+        "database",
+        "shop",
+        "client_encoding",
+        "UTF8",
+        "DateStyle",
+        "ISO, MDY",
+        "TimeZone",
+        "Europe/Paris",
+        "extra_float_digits",
+        "3",
+        "options",
+        "-c geqo=off",
+        "replication",
+        "database",
+        "application_name",
+        "pg_receivewal",
+    ] {
+        body.extend(cstr(s));
+    }
+    body.push(0);
+    let start = [&(body.len() as u32 + 4).to_be_bytes()[..], &body].concat();
+    let f = run(&start, &auth(0, b""), Cut::Bytes, true);
+    let s = f.startup.unwrap();
+    let keys: Vec<&str> = s.parameters.0.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "user",
+            "database",
+            "client_encoding",
+            "DateStyle",
+            "TimeZone",
+            "extra_float_digits",
+            "options",
+            "replication",
+            "application_name"
+        ]
+    );
+    assert_eq!(s.parameters.0[4].1, "Europe/Paris");
+    assert_eq!(
+        (s.protocol_version.as_str(), s.application_name.as_deref()),
+        ("3.0", Some("pg_receivewal"))
+    );
+}
