@@ -82,6 +82,10 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.connections\[\d+\]\.(authentication|startup\.(protocol_version|parameters))"):
         "added: every startup parameter and the protocol version asked for; how the client "
         "authenticated (method, SASL mechanisms, outcome, round trips, time), issue 33",
+    (".*", r"\.connections\[\d+\]\.(cancel_request|queries\[\d+\]\.cancelled_by)"):
+        "added: a CancelRequest linked to the connection whose BackendKeyData it names and to "
+        "the query there that ended in 57014, with the time from the request to the error, "
+        "issue 33",
     (".*", r"\.connections\[\d+\]\.(notices|notices_total|errors)"):
         "added: the NoticeResponses and ErrorResponses outside any query, each with every "
         "field sent and its frame and time, issue 33",

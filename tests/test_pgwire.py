@@ -20,7 +20,8 @@ from pktflow.pipeline import analyze
 
 # what the decoder puts in a connection's report, and the findings it gives
 PG_KEYS = ("protocol", "startup", "authentication", "decode_started_at", "decode_stopped",
-           "lost_bytes", "backend_pid", "server_parameters", "messages", "notices",
+           "lost_bytes", "backend_pid", "cancel_request", "server_parameters", "messages",
+           "notices",
            "notices_total", "errors", "queries", "queries_total")
 PG_CODES = frozenset({"pgwire-resync", "pgwire-mid-stream", "encrypted", "not-postgresql",
                       "pgwire-malformed", "server-error", "query-error", "queries-capped"})

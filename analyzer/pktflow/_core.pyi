@@ -369,6 +369,23 @@ class Startup(TypedDict):
     protocol_version: str
     parameters: dict[str, str]
 
+class CancelTarget(TypedDict):
+    connection: str
+    query_index: int | None
+
+class CancelRequest(TypedDict):
+    """A CancelRequest and what it stopped (report/conversation.rs CancelRecord)."""
+    backend_pid: int
+    frame: int
+    sent_s: float
+    target: CancelTarget | None
+    cancel_to_error_ms: float | None
+
+class CancelledBy(TypedDict):
+    connection: str
+    frame: int
+    cancel_to_error_ms: float
+
 class Authentication(TypedDict):
     """How the client proved who it is (report/conversation.rs AuthenticationRecord)."""
     method: str | None
@@ -436,6 +453,7 @@ class Query(TypedDict):
     columns: list[str] | None
     column_count: int | None
     data_row_bytes: int
+    cancelled_by: CancelledBy | None
     incomplete: bool
     response_segments: int
     response_segment_median: int | None
@@ -464,6 +482,7 @@ class Connection(TypedDict):
     decode_stopped: NotRequired[DecodeStopped | None]
     lost_bytes: NotRequired[PerRole[int]]
     backend_pid: NotRequired[int | None]
+    cancel_request: NotRequired[CancelRequest | None]
     server_parameters: NotRequired[dict[str, str]]
     messages: NotRequired[PerRole[dict[str, int]]]
     notices: NotRequired[list[ServerMessage]]

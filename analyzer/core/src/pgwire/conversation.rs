@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 
 use super::counts::{Counts, Drained};
 use super::facts::{
-    Authentication, DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, ServerMessage,
-    StartedAt, Startup,
+    Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest, Event, Protocol,
+    ServerMessage, StartedAt, Startup,
 };
 use super::framing::{header, BoundaryScan};
 use super::messages::Role;
@@ -161,6 +161,8 @@ pub struct Conversation {
     pub(super) portals: Names,
     pub(super) parameters: Vec<(String, String)>,
     pub(super) backend_pid: Option<u32>,
+    pub(super) backend_key: Option<Vec<u8>>,
+    pub(super) cancel_request: Option<CancelRequest>,
     /// The last authentication request: names the frontend's 'p' reply.
     pub(super) auth: u32,
     /// The protocol minor version the startup asked for, as the server settled it (None:
@@ -222,6 +224,8 @@ impl Conversation {
             portals: Names::default(),
             parameters: Vec::new(),
             backend_pid: None,
+            backend_key: None,
+            cancel_request: None,
             auth: 0,
             minor: None,
             encryption_asked: None,

@@ -180,6 +180,18 @@ pub struct Authentication {
     pub end_ts: Option<f64>,
 }
 
+/// A CancelRequest: the backend it names. The secret key is kept to find that backend's
+/// connection (its BackendKeyData) and is never written.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CancelRequest {
+    pub backend_pid: u32,
+    #[serde(skip)]
+    pub key: Vec<u8>,
+    pub frame: u64,
+    /// Epoch seconds.
+    pub ts: f64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthOutcome {
@@ -293,6 +305,10 @@ pub struct ConversationFacts {
     pub decode_stopped: Option<DecodeStopped>,
     pub lost_bytes: PerRole<i64>,
     pub backend_pid: Option<u32>,
+    /// BackendKeyData's secret key, which a CancelRequest must name: never written.
+    #[serde(skip)]
+    pub backend_key: Option<Vec<u8>>,
+    pub cancel_request: Option<CancelRequest>,
     pub server_parameters: Ordered<String>,
     /// Keyed by the message's name: static but for unnamed authentication codes.
     pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
@@ -320,6 +336,8 @@ impl ConversationFacts {
         self.startup = None;
         self.authentication = None;
         self.backend_pid = None;
+        self.backend_key = None;
+        self.cancel_request = None;
         self.server_parameters = Ordered::default();
         self.messages = PerRole::default();
         self.queries.clear();
@@ -356,6 +374,8 @@ impl Conversation {
                 backend: back.lost,
             },
             backend_pid: self.backend_pid,
+            backend_key: self.backend_key.clone(),
+            cancel_request: self.cancel_request.clone(),
             server_parameters: Ordered(self.parameters.clone()),
             messages: PerRole {
                 frontend: counts(front),

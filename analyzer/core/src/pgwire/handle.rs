@@ -314,6 +314,7 @@ impl Conversation {
             }
             b'K' if body.len() >= 4 => {
                 self.backend_pid = be32(body, 0);
+                self.backend_key = body.get(4..).map(<[u8]>::to_vec);
                 return;
             }
             _ => {}

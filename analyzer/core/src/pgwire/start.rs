@@ -4,8 +4,8 @@
 
 use super::conversation::{Conversation, State, MAX_CLIENT_HELLO};
 use super::facts::{
-    AuthOutcome, Authentication, DecodeStopped, Encryption, EncryptionRequest, Event, Ordered,
-    Protocol, StartedAt, Startup, StopReason,
+    AuthOutcome, Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest,
+    Event, Ordered, Protocol, StartedAt, Startup, StopReason,
 };
 use super::framing::{find_boundary, BoundaryScan, Sides, MAX_MESSAGE};
 use super::messages::{
@@ -133,6 +133,16 @@ impl Conversation {
             CANCEL_REQUEST => {
                 s.counts.count(Name::Known("CancelRequest"));
                 s.state = State::Typed;
+                // the backend's process id, then its secret key (4 bytes; up to 256 from
+                // protocol 3.2)
+                if let Some(backend_pid) = be32(body, 0) {
+                    self.cancel_request = Some(CancelRequest {
+                        backend_pid,
+                        key: body.get(4..).unwrap_or(&[]).to_vec(),
+                        frame,
+                        ts,
+                    });
+                }
             }
             _ => {
                 self.minor = Some((code & 0xffff) as u16);

@@ -28,6 +28,11 @@ pub struct ConversationRecord {
     pub decode_stopped: Option<DecodeStoppedRecord>,
     pub lost_bytes: PerRole<i64>,
     pub backend_pid: Option<u32>,
+    /// BackendKeyData's secret key: read to link cancel requests, never written.
+    #[serde(skip)]
+    pub backend_key: Option<Vec<u8>>,
+    /// This connection's CancelRequest, and the query it cancelled.
+    pub cancel_request: Option<CancelRecord>,
     pub server_parameters: Ordered<String>,
     pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
     /// Notices and errors outside any query: the first 16 of each.
@@ -107,6 +112,37 @@ pub struct StartupRecord {
     pub parameters: Ordered<String>,
 }
 
+/// A CancelRequest: the backend it names, when it was sent, and what it stopped (set once
+/// every connection is in: `report::cancels`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub backend_pid: u32,
+    pub frame: u64,
+    pub sent_s: f64,
+    /// The connection whose BackendKeyData named that process id and key; the query there
+    /// that ended in 57014 (query_canceled) after the request, when one did.
+    pub target: Option<CancelTarget>,
+    /// From the request to that query's ErrorResponse.
+    pub cancel_to_error_ms: Option<f64>,
+    /// The secret key: read to find the target, never written.
+    #[serde(skip)]
+    pub key: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelTarget {
+    pub connection: String,
+    pub query_index: Option<usize>,
+}
+
+/// The CancelRequest that stopped a query.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelledBy {
+    pub connection: String,
+    pub frame: u64,
+    pub cancel_to_error_ms: f64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AuthenticationRecord {
     pub method: Option<String>,
@@ -172,6 +208,8 @@ pub struct QueryRecord {
     pub columns: Option<Vec<String>>,
     pub column_count: Option<u16>,
     pub data_row_bytes: u64,
+    /// The CancelRequest (another connection's) after which it ended in 57014.
+    pub cancelled_by: Option<CancelledBy>,
     pub incomplete: bool,
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
@@ -212,6 +250,15 @@ impl ConversationRecord {
             decode_stopped: facts.decode_stopped.map(DecodeStoppedRecord::of),
             lost_bytes: facts.lost_bytes,
             backend_pid: facts.backend_pid,
+            backend_key: facts.backend_key,
+            cancel_request: facts.cancel_request.map(|c| CancelRecord {
+                backend_pid: c.backend_pid,
+                frame: c.frame,
+                sent_s: round_to(c.ts - start, 6),
+                target: None,
+                cancel_to_error_ms: None,
+                key: c.key,
+            }),
             server_parameters: facts.server_parameters,
             messages: facts.messages,
             notices: ServerMessageRecord::list(facts.notices, start),
@@ -279,6 +326,7 @@ impl QueryRecord {
             columns: q.columns,
             column_count: q.column_count,
             data_row_bytes: q.data_row_bytes,
+            cancelled_by: None,
             incomplete: q.incomplete,
             response_segments: q.response_segments,
             response_segment_median: q.response_segment_median,

@@ -10,6 +10,7 @@ use std::io::Write;
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::cancels::Cancels;
 use super::connection::{ConnectionRecord, Role};
 use super::json::{self, Writer};
 use super::numbers::round_to;
@@ -127,6 +128,7 @@ pub struct Assembly {
     stage: RelayStage,
     relays: Vec<RelayRecord>,
     roles: HashMap<u64, Role>,
+    cancels: Cancels,
     scratch: Vec<u8>,
 }
 
@@ -139,6 +141,7 @@ impl Assembly {
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
         self.stage.add(record, number, extras);
+        self.cancels.add(number, record);
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =
@@ -166,8 +169,9 @@ impl Assembly {
     }
 
     /// The report, with the capture's part and Python's words for it.
-    pub fn finish(self, stats: &CaptureStats, words: CaptureWords) -> Report {
+    pub fn finish(mut self, stats: &CaptureStats, words: CaptureWords) -> Report {
         let capture = CaptureRecord::of(stats, words.file, words.damage_reason);
+        self.cancels.resolve();
         let mut order: Vec<usize> = (0..self.index.len()).collect();
         order.sort_by_key(|&i| self.index.get(i).map_or(0, |e| e.0));
         Report {
@@ -175,6 +179,7 @@ impl Assembly {
             index: self.index,
             order,
             roles: self.roles,
+            cancels: self.cancels,
             relays: self.relays,
             capture,
             findings: words.findings,
@@ -191,6 +196,8 @@ pub struct Report {
     /// Spool positions in connection order.
     order: Vec<usize>,
     roles: HashMap<u64, Role>,
+    /// Cancel requests and the queries they cancelled, linked.
+    cancels: Cancels,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
     pub findings: Vec<Finding>,
@@ -270,6 +277,7 @@ impl Report {
         record.role = Maybe(Some(
             self.roles.get(&number).copied().unwrap_or(Role::Direct),
         ));
+        self.cancels.apply(number, &mut record);
         Ok(record)
     }
 

@@ -130,6 +130,7 @@ mod tests {
             columns: None,
             column_count: None,
             data_row_bytes: 0,
+            cancelled_by: None,
             incomplete: false,
             response_segments: 1,
             response_segment_median: None,
