@@ -123,8 +123,11 @@ def session_lines(conn: dict[str, Any]) -> list[Part]:
     for line in (_cancel(conn), _authentication(conn), _parameters(conn)):
         if line is not None:
             out.append((line, None))
+    auth = conn.get("authentication") or {}
+    failed = auth.get("last_frame") if auth.get("outcome") == "failed" else None
     for key, what in (("errors", "error"), ("notices", "notice")):
-        said = conn.get(key) or []
+        # the error that refused the login is said with the authentication
+        said = [m for m in conn.get(key) or [] if key != "errors" or m["frame"] != failed]
         if said:
             total = conn.get(f"{key}_total", len(said))
             more = f" (the first {len(said)} of {total:,})" if total > len(said) else ""
