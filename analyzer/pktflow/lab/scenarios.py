@@ -143,8 +143,9 @@ SCENARIOS = {
         Scenario("session", "libpq: a notice, a warning, COMMIT in a failed transaction, a "
                             "foreign key violation, a cancelled pg_sleep", "tsession", 5,
                  ("python3", "-m", "pktflow.lab.pqsession", "session",
-                  "host={host} port={port} user={user} dbname={db} sslmode=disable",
-                  "{table}"),
+                  "host={host} port={port} user={user} dbname={db} sslmode=disable "
+                  "application_name=pktflow-lab client_encoding=UTF8 "
+                  "options='-c DateStyle=ISO,DMY -c TimeZone=UTC'", "{table}"),
                  setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}",
                         "-d", "{db}", "-c", "CREATE TABLE {table} (id int PRIMARY KEY, "
                         "payload text)", "-c", "INSERT INTO {table} SELECT i, md5(i::text) "
