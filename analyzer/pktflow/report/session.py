@@ -39,20 +39,53 @@ def server_said(m: dict[str, Any]) -> str:
                                 m.get("code"), m.get("message")) if x)
 
 
+def _details(m: dict[str, Any]) -> str:
+    """An error's or notice's other fields, where the server sent them."""
+    parts = [f"{label}: {m[key]}" for key, label in (("detail", "detail"), ("hint", "hint"))
+             if m.get(key)]
+    if m.get("position"):
+        parts.append(f"at character {m['position']}")
+    if m.get("internal_query"):
+        parts.append(f"in {m['internal_query']!r}" + (f" at character {m['internal_position']}"
+                                                       if m.get("internal_position") else ""))
+    if m.get("where"):
+        parts.append(f"where: {m['where']}")
+    objects = [f"{label} {m[key]}" for key, label in (
+        ("schema", "schema"), ("table", "table"), ("column", "column"),
+        ("data_type", "type"), ("constraint", "constraint")) if m.get(key)]
+    if objects:
+        parts.append(", ".join(objects))
+    if m.get("file") or m.get("routine"):
+        parts.append("raised in " + " ".join(x for x in (
+            f"{m.get('file') or '?'}:{m['line']}" if m.get("line") else m.get("file"),
+            m.get("routine")) if x))
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _shape(q: dict[str, Any], shown: int = 8) -> str:
+    """A result's columns and its rows' bytes."""
+    names, count = q.get("columns"), q.get("column_count")
+    if names is None or count is None:
+        return ""
+    listed = ", ".join(names[:shown]) + (f", … ({count:,} columns)" if count > shown else "")
+    said = f"{count} column{'s' if count != 1 else ''}" + (f": {listed}" if names else "")
+    return f" ({said}; {q.get('data_row_bytes') or 0:,} B of rows)"
+
+
 def outcome(q: dict[str, Any]) -> list[Part]:
     """What answered a query: its command tag as sent (a COMMIT in a failed transaction is
     answered ROLLBACK), its error, its notices, the cancel request that stopped it."""
     parts: list[Part] = []
     tag, err = q.get("command_tag"), q.get("error")
     if tag is not None:
-        parts.append((tag or "empty query", None))
+        parts.append(((tag or "empty query") + _shape(q), None))
     if err:
-        parts.append((server_said(err), "red"))
+        parts.append((server_said(err) + _details(err), "red"))
     if tag is None and not err:
         parts.append(("no answer" if q.get("first_response_s") is None else "no command tag",
                       "dim"))
     notices = q.get("notices") or []
-    parts += [(server_said(n), "yellow") for n in notices]
+    parts += [(server_said(n) + _details(n), "yellow") for n in notices]
     more = (q.get("notices_total") or 0) - len(notices)
     if more > 0:
         parts.append((f"and {more:,} more notice{'s' if more > 1 else ''}", "yellow"))
