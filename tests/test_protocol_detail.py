@@ -553,3 +553,17 @@ def test_queries_are_readable_at_80_columns(tmp_path: Path) -> None:
     for sql in deletes:
         assert f"{sql} -> DELETE 1" in text
     assert long_sql[:200] in text and f"{long_sql[-100:]} ({len(long_sql):,} characters)" in text
+
+
+@needs_tshark
+def test_data_row_bytes_and_columns_of_a_bulk_result_against_tshark() -> None:
+    """10,000 DataRows cut across 8 KB writes: their bodies' bytes as tshark's lengths say."""
+    path = CAPTURES / "seqscan-10k-direct-loopback.pcap"
+    (q,) = report_of(path)["connections"][0]["queries"]
+    rows = tshark_rows(path, ["pgsql.type", "pgsql.length", "pgsql.col.name"])
+    total, names = 0, []
+    for types, lengths, cols in rows:
+        for t, n in zip(types.split("|"), lengths.split("|")):
+            total += int(n) - 4 if t == "Data row" else 0
+        names += [c for c in cols.split("|") if c]
+    assert (q["data_row_bytes"], q["columns"], q["data_rows"]) == (total, names, 10_000)
