@@ -90,6 +90,25 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.relays\[\d+\]\.queries\[\d+\]\.relay_own_ms"):
         "added: of each matched query's relay cost, what the relay did itself (forwarding the "
         "request and the first byte), issue 37",
+    (".*", r"\.connections\[\d+\]\.(authentication|startup\.(protocol_version|parameters))"):
+        "added: every startup parameter and the protocol version asked for; how the client "
+        "authenticated (method, SASL mechanisms, outcome, round trips, time), issue 33",
+    (".*", r"\.connections\[\d+\]\.(cancel_request|queries\[\d+\]\.cancelled_by)"):
+        "added: a CancelRequest linked to the connection whose BackendKeyData it names and to "
+        "the query there that ended in 57014, with the time from the request to the error, "
+        "issue 33",
+    (".*", r"\.connections\[\d+\]\.(notices|notices_total|errors)"):
+        "added: the NoticeResponses and ErrorResponses outside any query, each with every "
+        "field sent and its frame and time, issue 33",
+    (".*", r"\.connections\[\d+\]\.queries\[\d+\]\.(notices|notices_total|columns|"
+           r"column_count|data_row_bytes)"):
+        "added: the notices a query raised, its result's columns (RowDescription) and its "
+        "DataRows' bytes, issue 33",
+    (".*", r"\.connections\[\d+\]\.queries\[\d+\]\.error\.(localized_severity|"
+           r"internal_position|internal_query|where|schema|table|column|data_type|constraint|"
+           r"file|line|routine|frame|at_s)"):
+        "added: an error's other fields where the server sent them (S, p, q, W, s, t, c, d, "
+        "n, F, L, R), and the frame and time it came, issue 33",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",

@@ -115,6 +115,26 @@ def test_zero_window_receiver_limited(tmp_path: Path) -> None:
     assert out["flights"]["end_reasons"]["window_full"] >= 25
 
 
+@pytest.mark.parametrize("shut_s, receiver", [(0.002, "application"), (0.00003, "buffer")])
+def test_a_reader_that_stops_is_told_from_a_small_buffer_by_how_long_it_shuts(
+        tmp_path: Path, shut_s: float, receiver: str) -> None:
+    """Zero windows of 2 ms each: the reading application stopped (a bigger buffer would only
+    hold more unread). Of 30 us each: a small buffer the reader emptied at once, its window
+    shutting between reads (issue 31 rule 6)."""
+    f = Flow()
+    f.handshake(wscale_c=0, wscale_s=0)
+    for _ in range(30):
+        f.send(1, b"w" * SEG)
+        f.send(1, b"w" * SEG)
+        f.ack(0, win=SEG // 2, dt=0.0005)  # a small window, filling
+        f.ack(0, win=0)
+        f.ack(0, win=2 * SEG, dt=shut_s)
+    out = run(f, tmp_path)
+    v = out["verdict"]
+    assert v["limit"] == "receiver_window" and v["receiver"] == receiver, v["summary"]
+    assert ("tcp_rmem" in v["summary"]) == (receiver == "buffer")
+
+
 def test_window_full_without_zero_window(tmp_path: Path) -> None:
     f = Flow()
     f.handshake(wscale_c=0, wscale_s=0)

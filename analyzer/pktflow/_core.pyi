@@ -93,6 +93,7 @@ class TransferJudgement(TypedDict):
     acks: AckJudgement
     window: WindowJudgement
     rtt_median_ms: float | None
+    rtt_min_ms: float | None
     idle: IdleJudgement
     # for a transfer the judge judges (its min_bytes, min_segments), else None
     limits: LimitFacts | None
@@ -133,11 +134,13 @@ class HandshakeMs(TypedDict):
 
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
-    kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing"]
+    kind: Literal["length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                  "not_startup", "tls_without_alpn", "no_framing"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
+    min: NotRequired[int]
+    max: NotRequired[int]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
 
@@ -368,6 +371,36 @@ class Startup(TypedDict):
     database: str | None
     application_name: str | None
     encryption: Literal["none", "tls", "gss"]
+    protocol_version: str
+    parameters: dict[str, str]
+
+class CancelTarget(TypedDict):
+    connection: str
+    query_index: int | None
+
+class CancelRequest(TypedDict):
+    """A CancelRequest and what it stopped (report/conversation.rs CancelRecord)."""
+    backend_pid: int
+    frame: int
+    sent_s: float
+    target: CancelTarget | None
+    cancel_to_error_ms: float | None
+
+class CancelledBy(TypedDict):
+    connection: str
+    frame: int
+    cancel_to_error_ms: float
+
+class Authentication(TypedDict):
+    """How the client proved who it is (report/conversation.rs AuthenticationRecord)."""
+    method: str | None
+    mechanisms: list[str]
+    mechanism: str | None
+    outcome: Literal["ok", "failed", "unfinished"]
+    round_trips: int
+    ms: float | None
+    first_frame: int
+    last_frame: int | None
 
 class DecodeStopped(TypedDict):
     direction: Role
@@ -379,13 +412,29 @@ class PerRole(TypedDict, Generic[T]):
     frontend: T
     backend: T
 
-class ErrorFields(TypedDict):
+class ServerMessage(TypedDict):
+    """An ErrorResponse or NoticeResponse (report/conversation.rs ServerMessageRecord): the
+    fields every report has (null when not sent), the others where the server sent them."""
     code: str | None
     message: str | None
     severity: str | None
     detail: str | None
     hint: str | None
     position: str | None
+    localized_severity: NotRequired[str]
+    internal_position: NotRequired[str]
+    internal_query: NotRequired[str]
+    where: NotRequired[str]
+    schema: NotRequired[str]
+    table: NotRequired[str]
+    column: NotRequired[str]
+    data_type: NotRequired[str]
+    constraint: NotRequired[str]
+    file: NotRequired[str]
+    line: NotRequired[str]
+    routine: NotRequired[str]
+    frame: int
+    at_s: float
 
 class Query(TypedDict):
     sql: str
@@ -403,7 +452,13 @@ class Query(TypedDict):
     sent_frame: int
     first_frame: int | None
     last_frame: int | None
-    error: ErrorFields | None
+    error: ServerMessage | None
+    notices: list[ServerMessage]
+    notices_total: int
+    columns: list[str] | None
+    column_count: int | None
+    data_row_bytes: int
+    cancelled_by: CancelledBy | None
     incomplete: bool
     response_segments: int
     response_segment_median: int | None
@@ -427,12 +482,17 @@ class Connection(TypedDict):
     # the PostgreSQL decoder's part
     protocol: NotRequired[Literal["unknown", "postgresql", "postgresql-tls", "postgresql-gss"]]
     startup: NotRequired[Startup | None]
+    authentication: NotRequired[Authentication | None]
     decode_started_at: NotRequired[Literal["startup", "mid-stream"] | None]
     decode_stopped: NotRequired[DecodeStopped | None]
     lost_bytes: NotRequired[PerRole[int]]
     backend_pid: NotRequired[int | None]
+    cancel_request: NotRequired[CancelRequest | None]
     server_parameters: NotRequired[dict[str, str]]
     messages: NotRequired[PerRole[dict[str, int]]]
+    notices: NotRequired[list[ServerMessage]]
+    notices_total: NotRequired[int]
+    errors: NotRequired[list[ServerMessage]]
     queries: NotRequired[list[Query]]
     queries_total: NotRequired[int]
     capture_point: NotRequired[CapturePoint]
@@ -810,6 +870,7 @@ DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
 
 class Detail(TypedDict):
     name: str
+    severity: str | None
     code: str | None
     text: str
 

@@ -186,7 +186,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
     pg_host = net.host("server")
     # in namespaces of our own the usual ports are always free
     pg_port = free_port(POSTGRES_PORT) if rec.network == "loopback" else POSTGRES_PORT
-    svc.postgres(pg_host, pg_port, tls=scen.tls)
+    svc.postgres(pg_host, pg_port, tls=scen.tls, hba=scen.hba)
     setup = render_setup(scen, host=pg_host, port=pg_port, rows=rows)
     svc.run([need(setup[0], "postgresql-client-15"), *setup[1:]])
     host, port, ports = pg_host, pg_port, [pg_port]

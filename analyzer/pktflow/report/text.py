@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pktflow.report.answer import render_answer
-from pktflow.report.queries import message_counts, protocol_line, query_table
+from pktflow.report.queries import message_counts, protocol_line, query_table, session_text
 from pktflow.report.relays import render_relays
 from pktflow.report.connections import busiest_summaries
 from pktflow.report.transfer import transfer_views
@@ -105,6 +105,7 @@ def render_connection(conn: dict[str, Any], width: int = 120) -> RenderableType:
     proto = protocol_line(conn)
     if proto is not None:
         body.append(proto)
+        body += session_text(conn)
     body.append(Text(_handshake(conn), "dim"))
     cp = conn.get("capture_point")
     if cp is not None:

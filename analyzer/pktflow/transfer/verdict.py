@@ -85,6 +85,25 @@ def _loss_named(f: TransferJudgement, lim: LimitFacts) -> bool:
     return effect > 0 and effect >= max(others)
 
 
+# A receiver that kept its window shut this long (each time, on average: the path's least
+# round trips, and at least ZERO_FLOOR_S, as a capture beside the receiver sees round trips
+# of microseconds) or for this share of the time its window held the sender, stopped reading;
+# briefer zero windows are a small buffer's, which the reader emptied as fast as it could.
+ZERO_RTTS = 4
+ZERO_FLOOR_S = 0.001
+ZERO_SHARE = 0.25
+
+
+def _stopped_reading(f: TransferJudgement, lim: LimitFacts) -> bool:
+    w = f["window"]
+    periods, total = w["zero_window_periods"], w["zero_window_total_s"]
+    if not periods:
+        return False
+    rtt = (f["rtt_min_ms"] or 0.0) / 1e3
+    held = lim["seconds"]["receiver_window"]
+    return total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S) or total >= ZERO_SHARE * held
+
+
 def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
     """Segments sent again, and holes the capture never saw filled but the ACKs passed."""
     return int(f["retransmitted_segments"]) + int(lim["recovery_by_hole"])
@@ -120,16 +139,19 @@ def verdict(f: TransferJudgement) -> Verdict:
     if limit == "receiver_window":
         zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
         busy_share = lim["seconds"]["receiver_window"] / busy if busy else 0.0
-        if zero_periods:
+        if _stopped_reading(f, lim):
             out["receiver"] = "application"
             why = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
                    f"in all: the receiving application stopped reading (psql printing, a "
-                   f"slow client, a pooler waiting on its own client)")
+                   f"slow client, a pooler waiting on its own client); a larger buffer would "
+                   f"only hold more unread")
         else:
             out["receiver"] = "buffer"
-            why = (f"the window filled but never shut (at most {w['max'] or 0:,} bytes): the "
-                   f"receiver kept reading, its buffer held less than the path can carry; a "
-                   f"larger receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
+            shut = (f", shut only briefly ({zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
+                    f"in all)" if zero_periods else " but never shut")
+            why = (f"the window filled{shut} (at most {w['max'] or 0:,} bytes): the receiver "
+                   f"kept reading, its buffer held less than the path can carry; a larger "
+                   f"receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
         busy_part = f" ({busy_share:.0%} of the time it had data to send)" if busy else ""
         summary = f"the receiver's window held the sender {head}{busy_part}; {why}"
     elif limit == "loss":

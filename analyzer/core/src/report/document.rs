@@ -10,6 +10,7 @@ use std::io::Write;
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::cancels::Cancels;
 use super::connection::{ConnectionRecord, Role};
 use super::json::{self, Writer};
 use super::numbers::round_to;
@@ -130,6 +131,7 @@ pub struct Assembly {
     roles: Vec<(u64, Role)>,
     /// Front legs' verdicts judged again as their relay's, by connection number.
     inherited: HashMap<u64, Verdict>,
+    cancels: Cancels,
     scratch: Vec<u8>,
     /// Following a stream: each connection was written as it closed, so none is kept for
     /// the report (which then holds the capture, the relays and the findings).
@@ -158,8 +160,10 @@ impl Assembly {
     ) -> Result<(), SpoolError> {
         self.stage.add(record, number, extras)?;
         if self.following {
+            // each connection is written as it closes: no cancel is linked across them
             return Ok(());
         }
+        self.cancels.add(number, record);
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =
@@ -189,8 +193,9 @@ impl Assembly {
     }
 
     /// The report, with the capture's part and Python's words for it.
-    pub fn finish(self, stats: &CaptureStats, words: CaptureWords) -> Report {
+    pub fn finish(mut self, stats: &CaptureStats, words: CaptureWords) -> Report {
         let capture = CaptureRecord::of(stats, words.file, words.damage_reason);
+        self.cancels.resolve();
         let mut order: Vec<usize> = (0..self.index.len()).collect();
         order.sort_by_key(|&i| self.index.get(i).map_or(0, |e| e.0));
         Report {
@@ -199,6 +204,7 @@ impl Assembly {
             order,
             roles: self.roles,
             inherited: self.inherited,
+            cancels: self.cancels,
             relays: self.relays,
             capture,
             findings: words.findings,
@@ -216,6 +222,8 @@ pub struct Report {
     order: Vec<usize>,
     roles: Vec<(u64, Role)>,
     inherited: HashMap<u64, Verdict>,
+    /// Cancel requests and the queries they cancelled, linked.
+    cancels: Cancels,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
     pub findings: Vec<Finding>,
@@ -307,6 +315,7 @@ impl Report {
         ) {
             t.verdict = v.clone();
         }
+        self.cancels.apply(number, &mut record);
         Ok(record)
     }
 
