@@ -12,7 +12,7 @@ import sys
 from typing import IO, Any
 
 
-from pktflow import __version__, _core
+from pktflow import __version__, _core, output
 from pktflow.errors import ExitCode, PktflowError, UsageError
 from pktflow.pipeline import Options, Report, analyze
 
@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         if args.command in ("flow", "report", "plot"):
             from pktflow.flow import cli as flow_cli
 
+            if args.output is not None:  # before the analysis, not after a long run
+                output.check(args.output)
             cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
                    "plot": flow_cli.run_plot}[args.command]
             # a diagram decodes the connections it draws
