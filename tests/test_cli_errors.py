@@ -1,5 +1,6 @@
-"""The user's mistakes, said the same way by every command: an output path that cannot be
-written is one line, exit 9, found before the analysis."""
+"""The user's mistakes and damaged inputs, said the same way by every command: an output path
+that cannot be written (one line, exit 9, found before the analysis) and a capture cut short
+(analyze's line and exit 6 from flow, plot, report and compare too)."""
 
 from __future__ import annotations
 
@@ -110,3 +111,56 @@ def test_output_without_permission_is_the_users_error(unwritable_dir: Path, comm
                                "PYTHONPATH": str(ROOT / "analyzer")})
     assert proc.returncode == ExitCode.OUTPUT, proc.stderr
     assert one_line(proc.stderr) == f"pktflow: {out}: cannot be written: permission denied"
+
+
+# -- item 2: a damaged capture -----------------------------------------------------------------
+
+def _cut(src: Path, dest: Path, nbytes: int) -> Path:
+    with open(dest, "wb") as fh:
+        subprocess.run(["head", "-c", str(nbytes), str(src)], stdout=fh, check=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def cuts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The pooled seqscan cut inside a packet as pcap, and as pcapng (editcap's)."""
+    tmp = tmp_path_factory.mktemp("cuts")
+    got = {"pcap": _cut(POOLED, tmp / "cut.pcap", 1_200_000)}
+    editcap = shutil.which("editcap")
+    assert editcap, "editcap (Debian package wireshark-common, with tshark) converts to pcapng"
+    ng = tmp / "whole.pcapng"
+    subprocess.run([editcap, "-F", "pcapng", str(POOLED), str(ng)], check=True)
+    got["pcapng"] = _cut(ng, tmp / "cut.pcapng", ng.stat().st_size * 2 // 3)
+    return got
+
+
+def _analyze_says(path: Path) -> str:
+    code, _, err = cli("analyze", "--format", "json", str(path))
+    assert code == ExitCode.DAMAGED
+    return one_line(err)
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("command,name", WRITERS + [("flow", None)])
+def test_every_drawing_says_the_capture_is_damaged(tmp_path: Path, cuts: dict[str, Path],
+                                                   fmt: str, command: str,
+                                                   name: str | None) -> None:
+    cut = cuts[fmt]
+    said = _analyze_says(cut)
+    assert "the report covers what precedes it" in said
+    argv = [command, str(cut)] + (["-o", str(tmp_path / name)] if name else [])
+    code, out, err = cli(*argv)
+    assert code == ExitCode.DAMAGED
+    # the drawing is made, from what precedes the damage, and the same line is said
+    assert (tmp_path / name).stat().st_size > 0 if name else "│" in out
+    assert [x for x in err.splitlines() if not x.startswith("wrote ")] == [said]
+
+
+def test_compare_says_which_capture_is_damaged(cuts: dict[str, Path]) -> None:
+    said = _analyze_says(cuts["pcap"])
+    code, out, err = cli("compare", str(DIRECT), str(cuts["pcap"]))
+    assert code == ExitCode.DAMAGED and ("slower" in out or "faster" in out)
+    assert err.splitlines() == [said]
+    code, _, err = cli("compare", str(cuts["pcapng"]), str(cuts["pcap"]), "--format", "json")
+    assert code == ExitCode.DAMAGED
+    assert err.splitlines() == [_analyze_says(cuts["pcapng"]), said]
