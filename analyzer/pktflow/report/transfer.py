@@ -55,10 +55,9 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
                                 f"{_n(writes.get('size_median_by_bytes'))} B (10%-90%: "
                                 f"{_n(writes.get('size_p10_by_bytes'))}-"
                                 f"{_n(writes.get('size_p90_by_bytes'))} B)")
-    pattern = d.get("pattern") or ""
-    table.add_row("ACK cadence", f"{pattern}  (median {_n(acks.get('bytes_acked_median'))} B, "
-                                 f"{_n(acks.get('segments_per_ack_median'))} segments per ACK, "
-                                 f"{_n(acks.get('count'))} ACKs)")
+    # the pattern names the commonest ACK only when it is most of them (then it is the
+    # median too), else the median: either way the median is said once
+    table.add_row("ACK cadence", f"{d.get('pattern') or ''}; {_n(acks.get('count'))} ACKs")
     causes = acks.get("causes") or {}
     if causes:
         table.add_row("ACK causes", ", ".join(f"{k.replace('_', ' ')} {v:,}"
