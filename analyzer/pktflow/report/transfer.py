@@ -78,7 +78,11 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     if rtt:
         table.add_row("RTT", f"min {_ms(rtt.get('min'))}, median {_ms(rtt.get('median'))}, "
                              f"p95 {_ms(rtt.get('p95'))} ({rtt.get('samples', 0):,} samples)")
-    table.add_row("goodput", format_rate(d.get("goodput_bps")))
+    # not a query's rate: that is one response's bytes over its own time
+    rate = d.get("goodput_bps")
+    table.add_row("goodput", format_rate(rate) + (
+        " over the whole connection: its first data segment to its last, the waits between "
+        "queries included (a query's rate counts its own response alone)" if rate else ""))
     return Group(head, table)
 
 
