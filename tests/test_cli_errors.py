@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,32 +84,32 @@ def test_a_good_output_is_written_and_the_check_leaves_nothing_behind(
 
 
 @pytest.fixture
-def unwritable_dir() -> Iterator[Path]:
-    """A directory anyone may enter and no one but root may write to."""
-    d = Path(tempfile.mkdtemp(prefix="pktflow-ro-"))
-    d.chmod(0o555)
+def unwritable_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory its owner may read and enter but not write to."""
+    d = tmp_path / "read-only"
+    d.mkdir(mode=0o555)
     try:
         yield d
     finally:
         d.chmod(0o755)
-        shutil.rmtree(d)
 
 
 @pytest.mark.parametrize("command,name", WRITERS)
 def test_output_without_permission_is_the_users_error(unwritable_dir: Path, command: str,
                                                        name: str) -> None:
-    """Root writes anywhere: as root, the command runs as the unprivileged user `nobody`."""
+    """Root writes anywhere: as root, the command runs without the capability to override
+    permissions (still root, the owner of the checkout and the directory, wherever they are)."""
     out = unwritable_dir / name
     argv = [sys.executable, "-m", "pktflow", command, str(POOLED), "-o", str(out)]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv (util-linux) runs the command as nobody"
-        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=unwritable_dir,
-                          env={"PATH": os.environ["PATH"], "HOME": str(unwritable_dir),
-                               "PYTHONPATH": str(ROOT / "analyzer")})
+        assert setpriv, "setpriv (util-linux) drops the capability"
+        argv = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "analyzer")})
     assert proc.returncode == ExitCode.OUTPUT, proc.stderr
     assert one_line(proc.stderr) == f"pktflow: {out}: cannot be written: permission denied"
+    assert not out.exists()
 
 
 # -- item 2: a damaged capture -----------------------------------------------------------------
