@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pktflow import output
 from pktflow.errors import LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, Shaper, build
@@ -96,6 +95,10 @@ def _shielded() -> Iterator[None]:
 def record(rec: Recording, out: Path) -> dict[str, Any]:
     """Record `rec` into `out` (pcap, gzipped if the name ends in .gz) and its metadata file
     (`metadata_path`); return the metadata."""
+    # here, not at the top: the compose image holds errors.py and lab/ only, and never records
+    # through this function
+    from pktflow import output
+
     check(rec)
     scen = SCENARIOS[rec.scenario]
     rows = rec.rows or scen.default_rows
