@@ -5,8 +5,11 @@ README's DuckDB and pandas commands."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -186,6 +189,18 @@ def test_a_rerun_replaces_and_a_failure_is_a_row_of_errors(tmp_path: Path) -> No
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
 
 
+def test_an_output_folder_that_cannot_be_made_is_said_before_the_analysis(tmp_path: Path) -> None:
+    file = tmp_path / "a-file"
+    file.write_text("")
+    for out, said in ((file, "cannot be written: it is a file, not a folder"),
+                      (file / "fleet", f"cannot be made: {file} is not a directory")):
+        res = pktflow("analyze", "--format", "parquet", "-o", str(out), "missing.pcap",
+                      cwd=tmp_path)
+        # exit 9 and one line naming the folder: the missing capture is never read
+        assert res.returncode == 9, res.stderr
+        assert res.stderr.splitlines() == [f"pktflow: {out}: {said}"]
+
+
 def readme_block(lang: str, after: str) -> str:
     text = (ROOT / "README.md").read_text()
     at_ = text.index(after)
@@ -196,8 +211,9 @@ def readme_block(lang: str, after: str) -> str:
 
 def test_the_readme_finds_the_slowest_transfers_with_duckdb_and_pandas(
         dataset: Path, tmp_path: Path) -> None:
-    duckdb = pytest.importorskip("duckdb")
-    pytest.importorskip("pandas")
+    # the DuckDB CLI and pandas come with the test extra: without them this fails, not skips
+    duckdb = shutil.which("duckdb", path=str(Path(sys.executable).parent))
+    assert duckdb, "the DuckDB CLI: pip install -e '.[test]' (duckdb-cli)"
     (tmp_path / "fleet").symlink_to(dataset)
     # the slowest transfer and its limit, as the JSON reports say
     slowest = []
@@ -215,7 +231,10 @@ def test_the_readme_finds_the_slowest_transfers_with_duckdb_and_pandas(
     here = os.getcwd()
     os.chdir(tmp_path)
     try:
-        rows = duckdb.sql(sql).fetchall()
+        said = subprocess.run([duckdb, "-csv", "-c", sql], capture_output=True, text=True)
+        assert said.returncode == 0, said.stderr
+        rows = [(r[0], r[1], r[2], int(r[3]), float(r[4]), r[5])
+                for r in list(csv.reader(io.StringIO(said.stdout)))[1:]]
         code = readme_block("python", "<!-- fleet-pandas -->")
         scope: dict[str, Any] = {}
         exec(compile(code, "README", "exec"), scope)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 
-from pktflow import __version__, _core
+from pktflow import __version__, _core, output
 from pktflow.errors import ExitCode, PktflowError, UsageError
 from pktflow.pipeline import STDIN, Options, Report, Stream, analyze
 
@@ -164,7 +164,7 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         from pktflow.tables import pyarrow_modules
 
         pyarrow_modules()  # a missing extra is one usage line, before any work
-        Path(args.output).mkdir(parents=True, exist_ok=True)
+        output.check_dir(Path(args.output))  # before the analysis, not after a long run
     summary = args.format == "text" and len(paths) > 1
     cluster = args.scheduler is not None
     jobs = [Job(p if p == STDIN else os.path.abspath(p), p, not args.no_postgres, args.format,
@@ -214,12 +214,8 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
                 env.stdout.write(text)
             if digest is not None:
                 fleet.add(digest)
-            damage = outcome.damage
-            if damage is not None:
-                _say(env, bar, f"pktflow: {path} (frame {damage['frame']}, byte offset "
-                     f"{damage['offset']}): {damage['reason']}; the report covers what "
-                     f"precedes it")
-                worst = max(worst, ExitCode.DAMAGED)
+            if outcome.damage is not None:
+                worst = max(worst, _say_damage(path, outcome.damage, env, bar))
             if args.strict and outcome.errors:
                 worst = max(worst, ExitCode.FINDINGS)
     finally:
@@ -244,6 +240,34 @@ def _say(env: Env, bar: Any, line: str) -> None:
         bar.console.print(line, markup=False, highlight=False)
     else:
         print(line, file=env.stderr)
+
+
+def _say_damage(path: str, damage: dict[str, Any], env: Env, bar: Any = None) -> ExitCode:
+    """Where a capture is cut short or corrupt, in the one line every command says."""
+    _say(env, bar, f"pktflow: {path} (frame {damage['frame']}, byte offset "
+         f"{damage['offset']}): {damage['reason']}; the report covers what precedes it")
+    return ExitCode.DAMAGED
+
+
+class Damages:
+    """Analyses for a command that reads whole reports (flow, plot, report, compare), noting
+    each damaged capture so that the command says so once it has written what it could."""
+
+    def __init__(self, args: argparse.Namespace, env: Env) -> None:
+        self.args, self.env = args, env
+        self.damaged: list[tuple[str, dict[str, Any]]] = []
+
+    def analyze(self, path: str) -> Report:
+        report = _analyze_one(path, self.args, self.env)
+        damage = report["capture"]["damage"]
+        if damage is not None:
+            self.damaged.append((path, damage))
+        return report
+
+    def exit_code(self, code: int) -> int:
+        for path, damage in self.damaged:
+            code = max(code, _say_damage(path, damage, self.env))
+        return code
 
 
 def _one(job: Any, args: argparse.Namespace, env: Env, own_bar: bool = True) -> tuple[str, Any]:
@@ -272,14 +296,15 @@ def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from pktflow.report.compare import render as render_compare
 
     # each report read once, then dropped: what compare reads of it stays
-    a = side(_analyze_one(args.a, args, env))
-    doc = compare(a, side(_analyze_one(args.b, args, env)))
+    reports = Damages(args, env)
+    a = side(reports.analyze(args.a))
+    doc = compare(a, side(reports.analyze(args.b)))
     if args.format == "json":
         json.dump(doc, env.stdout, indent=2)
         env.stdout.write("\n")
     else:
         render_compare(doc, Console(file=env.stdout, width=env.width))
-    return 0
+    return reports.exit_code(0)
 
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
@@ -294,10 +319,13 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
         if args.command in ("flow", "report", "plot"):
             from pktflow.flow import cli as flow_cli
 
+            if args.output is not None:  # before the analysis, not after a long run
+                output.check(args.output)
             cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
                    "plot": flow_cli.run_plot}[args.command]
             # a diagram decodes the connections it draws
-            return cmd(args, env, lambda path: _analyze_one(path, args, env))
+            reports = Damages(args, env)
+            return reports.exit_code(cmd(args, env, reports.analyze))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

@@ -116,7 +116,8 @@ def verdict_line(connection: str, v: dict[str, Any]) -> str:
     """A relay's front leg's verdict judged again as the relay's (at the stream's end)."""
     shares = v["shares"]
     share = f" {shares[v['limit']]:.0%}" if shares and v["limit"] in shares else ""
-    return f"{connection} to client, judged again as its relay's: {v['limit']}{share}: {v['summary']}"
+    return (f"{connection} to client, judged again as its relay's: {v['limit']}{share}: "
+            f"{v['summary']}")
 
 
 class Printer:
