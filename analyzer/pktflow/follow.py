@@ -113,7 +113,7 @@ def connection_line(c: dict[str, Any]) -> str:
 
 
 def verdict_line(connection: str, v: dict[str, Any]) -> str:
-    """A relay's front leg's verdict judged again as the relay's (at the stream's end)."""
+    """A relay leg's verdict judged again as the relay's (at the stream's end)."""
     shares = v["shares"]
     share = f" {shares[v['limit']]:.0%}" if shares and v["limit"] in shares else ""
     return (f"{connection} to client, judged again as its relay's: {v['limit']}{share}: "
@@ -142,7 +142,7 @@ class Printer:
                 else:
                     self.out.write(f"{item['connection'] or '-'} {item['severity']} "
                                    f"{item['code']}: {item['message']}\n")
-            elif kind == "verdict":  # a front leg's verdict judged again as its relay's
+            elif kind == "verdict":  # a relay leg's verdict judged again as its relay's
                 if self.jsonl:
                     self.out.write(json.dumps({"schema": _core.FOLLOW_SCHEMA, "event": "verdict",
                                                "direction": "server_to_client", **item},

@@ -107,8 +107,8 @@ def analyze(path: str, options: Options | None = None,
         stats = core.stats()
         relay_judge = RelayJudge()
         core.relays(relay_judge)
-        if said is not None:  # the front legs were said before their relay was found
-            said([("verdict", v) for v in relay_judge.front_verdicts])
+        if said is not None:  # the legs were said before their relay was found
+            said([("verdict", v) for v in relay_judge.judged_again])
         damage = stats["damage"]
         reason = None if damage is None else damage_reason(damage)
         findings = report_findings(stats, reason, core.engine(), judge, relay_judge, options)
