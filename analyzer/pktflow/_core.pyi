@@ -197,6 +197,9 @@ class Verdict(TypedDict):
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
     evidence_frames: list[int]
+    saving_s: NotRequired[float]
+    without: NotRequired[str]
+    saving_model: NotRequired[str]
 
 class CapturePoint(TypedDict):
     position: str

@@ -15,6 +15,7 @@ from pktflow.pgwire.report import conversation_findings, stop_reason
 from pktflow.tcp.findings import connection_findings, engine_order
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.round_trips import round_trip_findings, summary
+from pktflow.transfer.saving import apply as apply_saving
 from pktflow.transfer.verdict import (MIN_BYTES, MIN_SEGMENTS, direction_findings,
                                       note_capture_point, pattern, verdict, waiting_for)
 
@@ -67,7 +68,9 @@ class Judge:
             t = dirs[key]["transfer"]
             if t is None:
                 return None
-            words[key] = {"pattern": pattern(t), "verdict": verdict(t),
+            v = verdict(t)
+            apply_saving(t, v)
+            words[key] = {"pattern": pattern(t), "verdict": v,
                           "waiting_for": [waiting_for(p) for p in t["idle"]["periods"]]}
             found += direction_findings(j["id"], name, t)
         return {"client_to_server": words["client_to_server"],

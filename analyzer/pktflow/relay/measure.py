@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from pktflow.findings import Finding
 from pktflow.transfer.advice import SENDER
+from pktflow.transfer.saving import MODEL
 from pktflow.transfer.verdict import LIMITS, LimitName
 
 if TYPE_CHECKING:
@@ -230,8 +231,16 @@ def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
                f"{shares['sender']:.0%} of the transfer's {total * 1e3:,.1f} ms")
     if limit != "sender":
         summary += f"; {limit.replace('_', ' ')} {shares[limit]:.0%} outweighs it"
-    return {"limit": limit, "shares": cast("ByLimit[float]", shares), "summary": summary,
-            "evidence_frames": frames}
+    out: Verdict = {"limit": limit, "shares": cast("ByLimit[float]", shares),
+                    "summary": summary, "evidence_frames": frames}
+    if limit == "sender":
+        out |= {"saving_s": 0.0, "saving_model": MODEL,
+                "without": "nothing on this leg: the relay passed the server leg's pace on "
+                           "(the relay's verdict says what would save time)"}
+    else:
+        out |= {"without": f"the leg's own figures mix the server leg's pace with "
+                           f"{limit.replace('_', ' ')}: no saving modelled", "saving_model": MODEL}
+    return out
 
 
 def relay_findings(j: RelayJudgement) -> list[Finding]:

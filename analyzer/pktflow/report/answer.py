@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at, sender_of
 from pktflow.transfer.round_trips import round_trips_set_the_time
+from pktflow.transfer.saving import sentence
 from pktflow.units import size
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Line:
     if share is not None:
         what += f", {share:.0%} of the time"
     line = [Part(f"{head}, limited by "), Part(what, "bold")]
+    saved = sentence(limit, took, v)
+    if saved:
+        line.append(Part(f"; {saved}"))
     advice = look_at(v, sender_of(role, name))
     if advice:
         line.append(Part(f". Look at {advice}."))

@@ -41,6 +41,17 @@ pub struct Verdict {
     pub receiver: Maybe<Receiver>,
     pub summary: String,
     pub evidence_frames: Vec<u64>,
+    /// What the transfer would take less without `limit` (seconds, from the capture's own
+    /// figures: pktflow/transfer/saving.py); absent where the model cannot say (`without`
+    /// says why).
+    #[serde(default)]
+    pub saving_s: Maybe<f64>,
+    /// What "without" means for the saving, or why there is none.
+    #[serde(default)]
+    pub without: Maybe<String>,
+    /// The model's short name.
+    #[serde(default)]
+    pub saving_model: Maybe<String>,
 }
 
 /// A finding: what went wrong on the wire or in the capture, with its evidence.

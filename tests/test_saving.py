@@ -1,0 +1,83 @@
+"""What a transfer would save without the limit its verdict names (issue 35), on the lab's
+recordings (captures/conditions/)."""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pktflow.cli import Env, main
+from pktflow.pipeline import analyze
+from pktflow.transfer.saving import MIN_TRANSFER_S, saving
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "captures" / "conditions"
+
+
+@cache
+def report(name: str) -> dict[str, Any]:
+    return analyze(str(CORPUS / f"{name}.pcap.gz"))
+
+
+# recordings whose client-facing transfer names each limit
+NAMED = {
+    "seqscan-10k-direct-bridge-rcvbuf16384": "receiver_window",
+    "seqscan-10k-direct-bridge-rtt10ms": "latency",
+    "seqscan-10k-direct-bridge-loss2pct": "loss",
+    "seqscan-10k-direct-bridge-20mbit": "network",
+    "seqscan-10k-pgbouncer-bridge-20mbit": "sender",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_a_saving_leaves_the_transfer_some_time(name: str) -> None:
+    """A limit removed takes its own time away, not the transfer's: the rest of it still
+    moves the bytes, and a saving says what it removed."""
+    d = next(c for c in report(name)["connections"] if c.get("role") in ("direct", "front"))
+    s2c = d["directions"]["server_to_client"]
+    v, took = s2c["verdict"], s2c["limits"]["transfer_s"]
+    assert v["limit"] == NAMED[name]
+    assert v["saving_model"] == "remove-booked-time"
+    assert v["without"]
+    assert 0.0 <= v["saving_s"] < took
+    if v["limit"] == "sender":
+        assert v["saving_s"] == 0.0
+        assert "sender was the pace" in v["without"]
+
+
+def test_the_answer_says_the_saving_in_words() -> None:
+    out = io.StringIO()
+    path = CORPUS / "seqscan-10k-direct-bridge-rcvbuf16384.pcap.gz"
+    assert main(["analyze", str(path)], Env(stdout=out, stderr=io.StringIO(), width=300)) == 0
+    answer = out.getvalue().split("Findings")[0].split("No findings")[0]
+    v = report("seqscan-10k-direct-bridge-rcvbuf16384")["connections"][0]["directions"][
+        "server_to_client"]
+    took, saved = v["limits"]["transfer_s"], v["verdict"]["saving_s"]
+    assert (f"without the receiver's small buffer this transfer would take about "
+            f"{(took - saved) * 1e3:,.0f} ms instead of {took * 1e3:,.0f} ms") in answer
+
+
+def _verdict(limit: str, summary: str) -> Any:
+    return {"limit": limit, "shares": None, "summary": summary, "evidence_frames": []}
+
+
+def _transfer(transfer_s: float, **seconds: float) -> Any:
+    secs = {k: 0.0 for k in ("receiver_window", "network", "loss", "latency", "sender")}
+    secs |= seconds
+    return {"data_bytes": 1_000_000, "segments": 700,
+            "limits": {"transfer_s": transfer_s, "seconds": secs, "after_loss_s": 0.0}}
+
+
+def test_too_short_a_transfer_has_no_saving_and_says_why() -> None:
+    t = _transfer(MIN_TRANSFER_S / 2, receiver_window=MIN_TRANSFER_S / 2)
+    s = saving(t, _verdict("receiver_window", ""))
+    assert s.saving_s is None and "too short" in s.without
+
+
+def test_no_limit_has_no_saving() -> None:
+    s = saving(_transfer(0.5), _verdict("none", "too little data to judge"))
+    assert s.saving_s is None and "too little data" in s.without
