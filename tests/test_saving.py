@@ -1,5 +1,5 @@
-"""What a transfer would save without the limit its verdict names (issue 35), on the lab's
-recordings (captures/conditions/)."""
+"""What a transfer, a conversation and a relay would save without their limits (issue 35), on
+the lab's recordings (captures/)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pktflow.transfer.saving import MIN_TRANSFER_S, saving
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "captures" / "conditions"
+CAPTURES = ROOT / "captures"
 
 
 @cache
@@ -81,3 +82,24 @@ def test_too_short_a_transfer_has_no_saving_and_says_why() -> None:
 def test_no_limit_has_no_saving() -> None:
     s = saving(_transfer(0.5), _verdict("none", "too little data to judge"))
     assert s.saving_s is None and "too little data" in s.without
+
+
+def test_the_conversation_saves_its_round_trips() -> None:
+    """pg_dump's catalogue queries: with the client next to the server each query's round trip
+    goes; pipelined, all but one."""
+    rep = analyze(str(CAPTURES / "pgdump-20k-direct-loopback.pcap"))
+    rt = next(c["round_trips"] for c in rep["connections"] if c.get("round_trips"))
+    assert rt["queries"] >= 10
+    assert rt["saving_s"] == pytest.approx(rt["round_trips_ms"] / 1e3)
+    assert rt["pipelined_saving_s"] == pytest.approx((rt["queries"] - 1) * rt["rtt_ms"] / 1e3)
+    assert rt["saving_s"] < rt["span_ms"] / 1e3
+    assert "next to the server" in rt["without"]
+
+
+def test_going_direct_saves_what_the_relay_added() -> None:
+    rep = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")
+    (relay,) = rep["relays"]
+    v = relay["verdict"]
+    added_ms = v["relay_ms"] + v["front_leg_ms"]
+    assert v["saving_s"] * 1e3 == pytest.approx(added_ms, abs=0.01)
+    assert v["without"].startswith("going direct")
