@@ -1,5 +1,9 @@
-"""What a transfer, a conversation and a relay would save without their limits (issue 35), on
-the lab's recordings (captures/)."""
+"""What a transfer, a conversation and a relay would save without their limits (issue 35),
+checked against the lab's own pairs: the same select recorded with a condition and without it
+(captures/conditions/: `-unshaped` is the baseline). The measured saving is the difference in
+the client's response time; the predicted one comes from each recording's report alone
+(pktflow.transfer.saving_pairs). bench/savings.py runs the same check on fresh recordings.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from pktflow.cli import Env, main
 from pktflow.pipeline import analyze
 from pktflow.transfer.saving import MIN_TRANSFER_S, saving
+from pktflow.transfer.saving_pairs import client_connection, pair, within
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "captures" / "conditions"
@@ -24,24 +29,48 @@ def report(name: str) -> dict[str, Any]:
     return analyze(str(CORPUS / f"{name}.pcap.gz"))
 
 
-# recordings whose client-facing transfer names each limit
-NAMED = {
-    "seqscan-10k-direct-bridge-rcvbuf16384": "receiver_window",
-    "seqscan-10k-direct-bridge-rtt10ms": "latency",
-    "seqscan-10k-direct-bridge-loss2pct": "loss",
-    "seqscan-10k-direct-bridge-20mbit": "network",
-    "seqscan-10k-pgbouncer-bridge-20mbit": "sender",
+# condition's recording -> (the limit its client-facing transfer names, the measured saving in
+# ms: the client's response time with the condition less the unshaped one's, as recorded)
+PAIRS = {
+    "seqscan-10k-direct-bridge-rcvbuf16384": ("receiver_window", 18.7),
+    "seqscan-10k-direct-bridge-rtt10ms": ("latency", 54.2),
+    "seqscan-10k-direct-bridge-loss2pct": ("loss", 250.8),
+    "seqscan-10k-direct-bridge-slowreader200000": ("receiver_window", 5169.0),
+    "seqscan-10k-pgbouncer-bridge-rcvbuf16384": ("receiver_window", 52.9),
+    "seqscan-10k-pgbouncer-bridge-rtt2ms": ("latency", 45.2),
+    # the relay had nothing more to send: the server leg's shaper is the client's limit
+    "seqscan-10k-pgbouncer-bridge-20mbit": ("sender", 419.3),
 }
 
 
-@pytest.mark.parametrize("name", sorted(NAMED))
+def baseline(name: str) -> str:
+    return name.rsplit("-", 1)[0] + "-unshaped"
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_predicted_saving_is_within_the_measured_one(name: str) -> None:
+    limit, measured_ms = PAIRS[name]
+    rep = report(name)
+    conn = client_connection(rep)
+    assert conn is not None
+    assert conn["directions"]["server_to_client"]["verdict"]["limit"] == limit
+    got = pair(rep, report(baseline(name)))
+    assert got is not None
+    predicted, measured = got
+    # the measure itself: the recordings' response times, read from the reports
+    assert measured * 1e3 == pytest.approx(measured_ms, abs=0.1)
+    assert within(predicted, measured), (
+        f"{name}: predicted {predicted * 1e3:.1f} ms, measured {measured * 1e3:.1f} ms")
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
 def test_a_saving_leaves_the_transfer_some_time(name: str) -> None:
     """A limit removed takes its own time away, not the transfer's: the rest of it still
     moves the bytes, and a saving says what it removed."""
-    d = next(c for c in report(name)["connections"] if c.get("role") in ("direct", "front"))
+    d = client_connection(report(name))
+    assert d is not None
     s2c = d["directions"]["server_to_client"]
     v, took = s2c["verdict"], s2c["limits"]["transfer_s"]
-    assert v["limit"] == NAMED[name]
     assert v["saving_model"] == "remove-booked-time"
     assert v["without"]
     assert 0.0 <= v["saving_s"] < took
