@@ -133,3 +133,14 @@ def test_going_direct_saves_what_the_relay_added() -> None:
     added_ms = v["relay_ms"] + v["front_leg_ms"]
     assert v["saving_s"] * 1e3 == pytest.approx(added_ms, abs=0.01)
     assert v["without"].startswith("going direct")
+
+
+def test_the_answer_says_what_going_direct_would_save() -> None:
+    name = "seqscan-10k-pgbouncer-bridge-rcvbuf16384"
+    out = io.StringIO()
+    path = CORPUS / f"{name}.pcap.gz"
+    assert main(["analyze", str(path)], Env(stdout=out, stderr=io.StringIO(), width=300)) == 0
+    (relay,) = report(name)["relays"]
+    saved = relay["verdict"]["saving_s"]
+    assert saved > 0
+    assert f"going direct would save about {saved * 1e3:,.2f} ms" in out.getvalue()

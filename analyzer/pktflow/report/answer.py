@@ -99,7 +99,17 @@ def _round_trips_line(conn: dict[str, Any]) -> Line:
             Part(f"round trips {rt['share']:.0%} of the time", "bold"),
             Part(f" ({rt['queries']:,} x {rt['rtt_ms']:,.3f} ms = {rt['round_trips_ms']:,.1f} "
                  f"ms of {rt['span_ms']:,.1f} ms; the bulk data moved for {rt['bulk_ms']:,.1f} "
-                 f"ms). Look at {ROUND_TRIPS}.")]
+                 f"ms)" + _conversation_saving(rt) + f". Look at {ROUND_TRIPS}.")]
+
+
+def _conversation_saving(rt: dict[str, Any]) -> str:
+    saved, pipelined = rt.get("saving_s"), rt.get("pipelined_saving_s")
+    if saved is None:
+        return ""
+    out = f"; with the client next to the server it would take about {saved * 1e3:,.0f} ms less"
+    if pipelined is not None:
+        out += f", with its queries pipelined about {pipelined * 1e3:,.0f} ms less"
+    return out
 
 
 # the relay's verdict.limit -> who set the pace, as the answer says it
@@ -121,6 +131,9 @@ def _relay_line(relay: dict[str, Any]) -> Line:
             line.append(Part(f"; the relay itself added {own:,.2f} ms"))
             if drain:
                 line.append(Part(f", the client leg {drain:,.2f} ms"))
+        saved = v.get("saving_s")
+        if saved and drain:  # else it is the relay's own time, just said
+            line.append(Part(f"; going direct would save about {saved * 1e3:,.2f} ms"))
         line.append(Part("."))
     setting = v.get("setting")
     if setting:
