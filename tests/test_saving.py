@@ -144,3 +144,26 @@ def test_the_answer_says_what_going_direct_would_save() -> None:
     saved = relay["verdict"]["saving_s"]
     assert saved > 0
     assert f"going direct would save about {saved * 1e3:,.2f} ms" in out.getvalue()
+
+
+def test_each_part_of_a_comparison_says_what_would_close_it() -> None:
+    """compare: a 16 KiB client buffer behind PgBouncer against the unshaped direct select.
+    Each part names its change on the slower side and what it would save there: the server
+    leg's transfer by its verdict's saving (at most the gap), the relay by going direct (all
+    it added), the client leg by keeping up (all its time)."""
+    from pktflow.compare import compare
+
+    a = report("seqscan-10k-direct-bridge-unshaped")
+    b = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")
+    parts = {p["part"]: p for p in compare(a, b)["summary"]["parts"]}
+    back = next(c for c in b["connections"] if c.get("role") == "back")
+    model_ms = back["directions"]["server_to_client"]["verdict"]["saving_s"] * 1e3
+    transfer = parts["server_transfer"]
+    assert transfer["ms"] > 0 and transfer["close_by"].startswith("B's server leg")
+    assert transfer["saving_ms"] == pytest.approx(min(transfer["ms"], model_ms), abs=0.002)
+    assert parts["relay"]["close_by"].startswith("B going direct")
+    assert parts["relay"]["saving_ms"] == parts["relay"]["b_ms"]
+    assert parts["client_leg"]["saving_ms"] == parts["client_leg"]["b_ms"] > 0
+    wait = parts["server_wait"]  # faster in B: A's to close
+    assert wait["ms"] < 0 and wait["close_by"].startswith("A's")
+    assert wait["saving_ms"] == pytest.approx(-wait["ms"])
