@@ -121,6 +121,9 @@ pub const CONNECTIONS: &[Column] = &[
     ("round_trips.bulk_ms", Float, MS),
     ("round_trips.share", Float, FRACTION),
     ("round_trips.summary", Text, ""),
+    ("round_trips.saving_s", Float, SECONDS),
+    ("round_trips.pipelined_saving_s", Float, SECONDS),
+    ("round_trips.without", Text, ""),
     ("role", Text, ""),
 ];
 
@@ -228,6 +231,7 @@ pub const DIRECTIONS: &[Column] = &[
     ("limits.longest.sender.to_frame", Int, FRAME),
     ("limits.longest.sender.seconds", Float, SECONDS),
     ("verdict.limit", Text, ""),
+    ("verdict.mixed_with", Text, ""),
     ("verdict.shares.receiver_window", Float, FRACTION),
     ("verdict.shares.network", Float, FRACTION),
     ("verdict.shares.loss", Float, FRACTION),
@@ -236,6 +240,9 @@ pub const DIRECTIONS: &[Column] = &[
     ("verdict.receiver", Text, ""),
     ("verdict.summary", Text, ""),
     ("verdict.evidence_frames", IntList, FRAME),
+    ("verdict.saving_s", Float, SECONDS),
+    ("verdict.without", Text, ""),
+    ("verdict.saving_model", Text, ""),
 ];
 
 pub const QUERIES: &[Column] = &[
@@ -335,6 +342,8 @@ pub const RELAYS: &[Column] = &[
     ("verdict.relay_ms", Float, MS),
     ("verdict.front_leg_ms", Float, MS),
     ("verdict.evidence_frames", IntList, FRAME),
+    ("verdict.saving_s", Float, SECONDS),
+    ("verdict.without", Text, ""),
 ];
 
 pub const RELAY_PAIRS: &[Column] = &[
