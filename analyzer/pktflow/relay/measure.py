@@ -288,7 +288,9 @@ def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
         summary = framed(window_held(lim, head_of(lim, shares, "receiver_window"), why), shares,
                          "receiver_window", v.get("mixed_with"))
         out.append({"connection": b["connection"],
-                    "verdict": v | {"receiver": "application", "summary": summary}})
+                    "verdict": v | {"receiver": "application", "summary": summary,
+                                    "without": "the pooler's client keeping up: its window "
+                                               "held the client leg, and the pooler with it"}})
     return out
 
 
