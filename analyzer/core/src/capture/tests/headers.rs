@@ -57,6 +57,20 @@ fn link_types_and_ip_versions() {
 }
 
 #[test]
+fn link_type_field_with_fcs_bits_is_its_low_16_bits() {
+    // Ethernet frames ending in a 4-byte FCS: the field says so in its upper bits (present,
+    // length 2 x 16 bits), as libpcap writes it; the FCS is not payload
+    let mut frame = segment(b"abc", 1);
+    frame.extend([0xde, 0xad, 0xbe, 0xef]);
+    for link in [0x0400_0001, 0x2400_0001] {
+        let r = read(&pcap(&[rec(frame.clone())], link, false, false));
+        assert_eq!(payloads(&r), [b"abc".to_vec()], "{link:#x}");
+        assert_eq!(r.cap.stats().link_types, ["EN10MB"]);
+        assert_eq!(r.cap.outcome(), Ok(()));
+    }
+}
+
+#[test]
 fn unsupported_link_type_only() {
     let r = read(&pcap(&[rec(vec![0u8; 30])], 147, false, false));
     assert_eq!(r.cap.stats().non_tcp_packets, 1);
