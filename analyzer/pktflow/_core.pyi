@@ -104,6 +104,7 @@ class DirectionJudgement(TypedDict):
     segments_above_mss: int
     window_scale_known: bool
     window_scale_lower_bound: int | None
+    syn_options_cut_frame: int | None
     gaps: int
     missing_bytes: int
     bound_gaps: int
@@ -325,6 +326,7 @@ class Direction(TypedDict):
     window_scale: int | None
     window_scale_known: bool
     window_scale_lower_bound: int | None
+    syn_options_cut_frame: NotRequired[int]
     retransmitted_segments: int
     retransmitted_bytes: int
     out_of_order_segments: int

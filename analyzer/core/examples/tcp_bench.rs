@@ -73,6 +73,7 @@ fn main() {
             plen,
             payload: &payload[..plen as usize],
             options: &[],
+            options_cut: false,
         });
         if i % 64 == 0 {
             eng.sweep(ts);

@@ -93,6 +93,8 @@ pub struct TcpPacket<'a> {
     pub payload: &'a [u8],
     /// Raw TCP options (empty when none).
     pub options: &'a [u8],
+    /// The snapshot length cut the options: `options` holds only their start.
+    pub options_cut: bool,
 }
 
 #[cfg(test)]

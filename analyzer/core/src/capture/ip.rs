@@ -11,7 +11,8 @@ pub enum Skip {
     NotTcp,
     /// An IP fragment (IPv4 MF or offset; any IPv6 fragment header).
     Fragment,
-    /// TCP over IP but headers cut by the snapshot length, or malformed.
+    /// TCP over IP but the IP header or TCP's first 20 bytes cut by the snapshot length, or
+    /// malformed.
     Undecodable,
 }
 
@@ -30,8 +31,10 @@ pub struct Tcp {
     pub plen: u32,
     /// frame[payload.0..payload.1]: the captured payload.
     pub payload: (usize, usize),
-    /// frame[options.0..options.1]: raw TCP options.
+    /// frame[options.0..options.1]: raw TCP options (what was captured of them).
     pub options: (usize, usize),
+    /// The snapshot length cut the options: what they say past the cut is unknown.
+    pub options_cut: bool,
 }
 
 /// IPv6 extension headers walked to reach TCP: hop-by-hop, routing, destination options, AH
@@ -106,15 +109,18 @@ fn tcp(f: &[u8], t: usize, ip_end: usize, src: Addr, dst: Addr) -> Result<Tcp, S
         return Err(Skip::Undecodable);
     }
     let thl = usize::from(byte(f, t + 12) >> 4) * 4;
-    if thl < 20 || n < t + thl {
+    if thl < 20 {
         return Err(Skip::Undecodable);
     }
+    // A header whose options the snapshot length cut is still the packet's: its ports,
+    // sequence numbers, flags and window are whole (a SYN's options at -s 68).
+    let options_cut = n < t + thl;
     let p0 = t + thl;
     let plen = match ip_end.checked_sub(p0) {
         Some(p) => p,
         None => return Err(Skip::Undecodable),
     };
-    let p1 = n.min(p0 + plen);
+    let p1 = n.min(p0 + plen).max(p0.min(n));
     Ok(Tcp {
         src,
         dst,
@@ -126,8 +132,9 @@ fn tcp(f: &[u8], t: usize, ip_end: usize, src: Addr, dst: Addr) -> Result<Tcp, S
         win: be16(f, t + 14),
         // ip_end - p0 is below 2 * 65,536 + frame length: a u32
         plen: u32::try_from(plen).unwrap_or(u32::MAX),
-        payload: (p0, p1),
-        options: (t + 20, p0),
+        payload: (p0.min(n), p1),
+        options: (t + 20, p0.min(n)),
+        options_cut,
     })
 }
 

@@ -321,6 +321,7 @@ impl Capture {
             plen: t.plen,
             payload: frame.get(t.payload.0..t.payload.1).unwrap_or(&[]),
             options: frame.get(t.options.0..t.options.1).unwrap_or(&[]),
+            options_cut: t.options_cut,
         })
     }
 

@@ -141,7 +141,8 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
         let (mine, peer) = if d == 0 { (c2s, s2c) } else { (s2c, c2s) };
 
         let (seq_rel, end) = if flags & SYN != 0 {
-            mine.syn = Some(parse_syn_options(p.options));
+            mine.syn = Some(parse_syn_options(p.options, p.options_cut));
+            mine.syn_cut_frame = p.options_cut.then_some(p.frame);
             mine.base = (i64::from(p.seq) + 1) & 0xFFFF_FFFF;
             mine.isn_seen = true;
             self.syn_frames.push(p.frame);

@@ -62,6 +62,9 @@ pub struct DirectionFacts {
     pub isn_seen: bool,
     /// The options of this side's (last) SYN.
     pub syn: Option<SynOptions>,
+    /// The frame of that SYN when the snapshot length cut its options (MSS and window scale
+    /// unknown unless read before the cut).
+    pub syn_cut_frame: Option<u64>,
     pub fin_seen: bool,
     pub rst_seen: bool,
     /// Evidence frames, the first MAX_EVIDENCE of each.

@@ -85,6 +85,7 @@ pub(crate) struct KeptPacket {
     win: u16,
     options: [u8; 40],
     optlen: u8,
+    options_cut: bool,
 }
 
 impl KeptPacket {
@@ -107,6 +108,7 @@ impl KeptPacket {
             win: p.win,
             options,
             optlen: u8::try_from(n).unwrap_or(40),
+            options_cut: p.options_cut,
         }
     }
 
@@ -129,6 +131,7 @@ impl KeptPacket {
                 .options
                 .get(..usize::from(self.optlen))
                 .unwrap_or_default(),
+            options_cut: self.options_cut,
         }
     }
 }
@@ -206,6 +209,7 @@ mod tests {
             plen: 0,
             payload: &[],
             options: &opts,
+            options_cut: false,
         };
         let k = KeptPacket::keep(&p);
         let again = k.packet();

@@ -198,3 +198,51 @@ fn snaplen_cut_keeps_the_wire_length() {
     let st = r.cap.stats();
     assert_eq!((st.truncated_packets, st.undecodable_packets), (2, 1));
 }
+
+#[test]
+fn a_tcp_header_cut_inside_its_options_is_still_the_packet() {
+    // MSS, SACK permitted, timestamps, NOP, window scale: 20 option bytes, cut after 14
+    let opts = [
+        2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+    ];
+    let syn = ether(&ipv4(&tcp(b"", 1, &opts), 6, [0, 0], &[]), 0x0800, &[]);
+    let whole = syn.len() as u32;
+    let recs = [
+        Rec {
+            frame: syn[..68].to_vec(),
+            orig: whole,
+        },
+        Rec {
+            frame: syn[..54].to_vec(),
+            orig: whole,
+        },
+        Rec {
+            frame: syn[..53].to_vec(),
+            orig: whole,
+        },
+    ];
+    let mut cap =
+        Capture::from_bytes(&pcap(&recs, 1, false, false)).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut got = Vec::new();
+    while let Some(p) = cap.next_packet() {
+        got.push((
+            p.options.to_vec(),
+            p.options_cut,
+            p.payload.len(),
+            p.plen,
+            p.seq,
+        ));
+    }
+    assert_eq!(
+        got,
+        [
+            (opts[..14].to_vec(), true, 0, 0, 1),
+            (Vec::new(), true, 0, 0, 1)
+        ]
+    );
+    let st = cap.stats();
+    assert_eq!(
+        (st.tcp_packets, st.undecodable_packets, st.truncated_packets),
+        (2, 1, 3)
+    );
+}
