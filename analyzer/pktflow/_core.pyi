@@ -133,18 +133,37 @@ class HandshakeMs(TypedDict):
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
     kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing"]
+                  "tls_without_alpn", "no_framing", "other_protocol", "misfit", "unproven"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
+    protocol: NotRequired[Literal["TLS", "HTTP", "BGP", "SSH"]]
+    seen: NotRequired[str]
+    frontend_messages: NotRequired[int]
+    backend_messages: NotRequired[int]
+    exchanges: NotRequired[int]
+    misfits: NotRequired[int]
+
+class Proof(TypedDict):
+    """Why a connection seen mid-stream is PostgreSQL (pgwire/detect.rs)."""
+    request: str
+    request_frame: int
+    response: str
+    response_frame: int
+    exchanges: int
+    closed_frame: int | None
 
 class Event(TypedDict):
     """What happened on a connection, in order (pgwire/facts.rs Event), by kind."""
-    kind: Literal["resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
-                  "server_error", "query_error", "query_errors_total", "queries_capped"]
+    kind: Literal["resync", "mid_stream", "startup_cut", "encrypted", "not_postgresql",
+                  "malformed", "server_error", "query_error", "query_errors_total",
+                  "queries_capped"]
     role: NotRequired[Role]
+    start_seen: NotRequired[bool]
+    proof: NotRequired[Proof]
+    captured: NotRequired[int]
     length: NotRequired[int]
     offset: NotRequired[int]
     frame: NotRequired[int]
@@ -366,6 +385,8 @@ class Startup(TypedDict):
     database: str | None
     application_name: str | None
     encryption: Literal["none", "tls", "gss"]
+    # only when the snapshot length cut the StartupMessage
+    captured_bytes: NotRequired[int]
 
 class DecodeStopped(TypedDict):
     direction: Role
@@ -414,7 +435,7 @@ class Connection(TypedDict):
     client: Endpoint
     server: Endpoint
     handshake_seen: bool
-    roles_from: Literal["handshake", "syn-ack", "port", "application"]
+    roles_from: Literal["handshake", "syn-ack", "port"]
     start_s: float
     end_s: float
     first_frame: int

@@ -30,8 +30,7 @@ def connection_findings(j: Judgement) -> list[Finding]:
     out: list[Finding] = []
     cid = j["id"]
     dirs = j["directions"]
-    cut_syns = [(syn, f) for key, syn in (("client_to_server", "SYN"),
-                                          ("server_to_client", "SYN-ACK"))
+    cut_syns = [(syn, f) for (key, *_), syn in ((C2S, "SYN"), (S2C, "SYN-ACK"))
                 if (f := dirs[key]["syn_options_cut_frame"]) is not None]
     for key, who, name, other in engine_order(j):
         m, peer = dirs[key], dirs[other]
@@ -97,7 +96,7 @@ def _syn_options_cut(cid: str, cut: list[tuple[str, int]], dirs: JudgedDirection
     """The handshake seen, its options cut by the snapshot length: one finding."""
     what = " and ".join(f"the {name} (frame {frame})" for name, frame in cut)
     proved = [f"at least {d['window_scale_lower_bound']} for the {who}"
-              for key, who in (("client_to_server", "client"), ("server_to_client", "server"))
+              for key, who, _, _ in (C2S, S2C)
               if not (d := dirs[key])["window_scale_known"] and d["window_scale_lower_bound"]]
     more = (f"; the data in flight proves a window scale of {' and '.join(proved)}" if proved
             else "")
@@ -106,4 +105,3 @@ def _syn_options_cut(cid: str, cut: list[tuple[str, int]], dirs: JudgedDirection
         f"the snapshot length cut the TCP options of {what}: the handshake is seen, but the "
         f"MSS and window scale offered there are unknown, so windows are shown raw{more}",
         cid, [frame for _, frame in cut])
-    return out

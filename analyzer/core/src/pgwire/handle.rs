@@ -37,9 +37,7 @@ fn intern(texts: &mut HashSet<Arc<str>>, text: Cow<'_, str>) -> Arc<str> {
 
 impl Conversation {
     pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
-        let s = &mut self.sides[d];
-        s.decoded = true;
-        if s.role == Role::Frontend {
+        if self.sides[d].role == Role::Frontend {
             self.frontend(d, t, body, frame, ts);
         } else {
             self.backend(d, t, body, ln, frame, ts);

@@ -112,11 +112,6 @@ pub fn name_of(role: Role, t: u8) -> Option<&'static str> {
     }
 }
 
-/// Types only one side sends: seeing them proves which side is which (mid-stream captures).
-pub fn only(role: Role, t: u8) -> bool {
-    name_of(role, t).is_some() && name_of(role.other(), t).is_none()
-}
-
 /// The name of an authentication request.
 pub fn auth_name(code: u32) -> Name {
     Name::Known(match code {

@@ -27,15 +27,14 @@ impl From<&Endpoint> for EndpointRecord {
     }
 }
 
-/// Where the report's client and server roles come from.
+/// Where the report's client and server roles come from: TCP's, never the wire protocol's
+/// (the PostgreSQL decoder reads the client's bytes as a frontend's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RolesFrom {
     Handshake,
     SynAck,
     Port,
-    /// The wire protocol's frontend, where no handshake was seen.
-    Application,
 }
 
 /// A connection's part in a relay.
@@ -86,9 +85,9 @@ pub struct ConnectionRecord {
     pub role: Maybe<Role>,
 }
 
-/// How the report orients a connection: whether it swaps the engine's client and server (the
-/// engine guessed by port, and the wire protocol's frontend says otherwise), and where its
-/// roles come from.
+/// How the report orients a connection: whether it swaps the engine's client and server, and
+/// where its roles come from. The roles TCP or the ports gave stand: the PostgreSQL decoder
+/// reads the engine's client as the frontend, so it never swaps them.
 /// `frontend`: the engine direction the wire protocol's frontend speaks on, when known.
 pub fn settle_roles(tcp: &ConnectionFacts, frontend: Option<u8>) -> (bool, RolesFrom) {
     let from = match tcp.role_source {
@@ -96,10 +95,7 @@ pub fn settle_roles(tcp: &ConnectionFacts, frontend: Option<u8>) -> (bool, Roles
         RoleSource::SynAck => RolesFrom::SynAck,
         RoleSource::Port => RolesFrom::Port,
     };
-    match frontend {
-        Some(d) if !tcp.handshake_seen => (d == 1, RolesFrom::Application),
-        _ => (false, from),
-    }
+    (frontend == Some(1), from)
 }
 
 impl ConnectionRecord {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::direction::{bits_per_second, Counts};
 use super::numbers::round_to;
-use super::values::Digits;
+use super::values::{Digits, Maybe};
 use crate::pgwire::facts::{
     ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole, Protocol, QueryFacts,
     StartedAt, StopReason,
@@ -39,6 +39,9 @@ pub struct StartupRecord {
     pub database: Option<String>,
     pub application_name: Option<String>,
     pub encryption: Encryption,
+    /// Only when the snapshot length cut the StartupMessage: the bytes of it captured; the
+    /// parameters past them are unknown (null here, not absent from the message).
+    pub captured_bytes: Maybe<i64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -83,7 +86,11 @@ pub struct QueryRecord {
 fn not_postgres(reason: &StopReason) -> bool {
     matches!(
         reason,
-        StopReason::NotStartup | StopReason::TlsWithoutAlpn { .. } | StopReason::NoFraming { .. }
+        StopReason::NotStartup
+            | StopReason::TlsWithoutAlpn { .. }
+            | StopReason::NoFraming { .. }
+            | StopReason::OtherProtocol { .. }
+            | StopReason::Unproven { .. }
     )
 }
 
@@ -95,6 +102,7 @@ impl ConversationRecord {
             database: s.database,
             application_name: s.application_name,
             encryption: facts.encryption,
+            captured_bytes: Maybe(s.captured),
         });
         ConversationRecord {
             protocol: facts.protocol,
