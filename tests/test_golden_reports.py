@@ -95,6 +95,9 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
         "(issue 36): these captures' mid-stream legs show a Query without its answer, framing "
         "broken before any proof, or a frontend on the lower port, so they are not PostgreSQL "
         "and what depended on them (a relay, its pairs) goes",
+    (".*", r"\.capture\.(tunnelled_packets|tunnels)"):
+        "added: the TCP packets taken out of tunnels (VXLAN, Geneve, GRE, ERSPAN, IP in IP), "
+        "and per tunnel, issue 36",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",

@@ -434,6 +434,7 @@ class Connection(TypedDict):
     id: str
     client: Endpoint
     server: Endpoint
+    tunnel: NotRequired[TunnelRecord]
     handshake_seen: bool
     roles_from: Literal["handshake", "syn-ack", "port"]
     start_s: float
@@ -647,6 +648,27 @@ class DamageFacts(TypedDict):
     trailer: NotRequired[int]
     interface: NotRequired[int]
 
+class TunnelCount(TypedDict):
+    """A tunnel (capture/tunnel.rs, by kind) and the TCP packets it carried."""
+    kind: Literal["vxlan", "geneve", "gre", "erspan", "ipip"]
+    vni: NotRequired[int]
+    key: NotRequired[int | None]
+    version: NotRequired[int]
+    session: NotRequired[int | None]
+    inner: NotRequired[int]
+    outer: NotRequired[int]
+    packets: int
+
+class TunnelRecord(TypedDict):
+    """The tunnel that carried a connection (report/connection.rs)."""
+    kind: Literal["vxlan", "geneve", "gre", "erspan", "ipip"]
+    vni: NotRequired[int]
+    key: NotRequired[int]
+    version: NotRequired[int]
+    session: NotRequired[int]
+    inner: NotRequired[int]
+    outer: NotRequired[int]
+
 class CaptureStats(TypedDict):
     """Counters about the capture file as a whole (capture/stats.rs)."""
     file: str
@@ -664,6 +686,8 @@ class CaptureStats(TypedDict):
     last_ts: float | None
     if_drops: int | None
     damage: DamageFacts | None
+    tunnelled_packets: int
+    tunnels: list[TunnelCount]
 
 class EngineFacts(TypedDict):
     late_packets: int
@@ -724,6 +748,8 @@ class Capture(TypedDict):
     first_ts: float | None
     duration_s: float
     damage: Damage | None
+    tunnelled_packets: int
+    tunnels: list[TunnelCount]
 
 class RelayHead(TypedDict):
     """A relay, its matched pairs' list empty (Report.pairs reads them)."""

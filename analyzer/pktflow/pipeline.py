@@ -9,7 +9,7 @@ which it writes itself; renderers read its parts (report.connections).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
@@ -130,9 +130,33 @@ def capture_findings(capture: dict[str, Any], reason: str | None) -> list[Findin
         out.append(Finding("warning", "undecodable-packets",
                            f"{capture['undecodable_packets']:,} packets had IP/TCP headers cut "
                            f"or malformed and were skipped", None, []))
+    if capture["tunnelled_packets"]:
+        out.append(Finding("info", "tunnelled",
+                           f"{capture['tunnelled_packets']:,} TCP packets came inside tunnels "
+                           f"and are analysed as if captured directly: "
+                           f"{tunnels(capture['tunnels'])}", None, []))
     if capture["packets"] and not capture["tcp_packets"]:
         out.append(Finding("warning", "no-tcp", "the capture holds no TCP packets", None, []))
     return out
+
+
+def tunnel_name(t: Mapping[str, Any]) -> str:
+    """A tunnel as a reader names it: 'VXLAN VNI 42', 'GRE key 7', 'IPv6 in IPv4'."""
+    kind = t["kind"]
+    if kind in ("vxlan", "geneve"):
+        return f"{kind.upper() if kind == 'vxlan' else 'Geneve'} VNI {t['vni']}"
+    if kind == "gre":
+        return f"GRE key {t['key']}" if t.get("key") is not None else "GRE"
+    if kind == "erspan":
+        kind_of = {1: "type II" if t.get("session") is not None else "type I", 2: "type III"}
+        said = f"ERSPAN {kind_of.get(t['version'], str(t['version']))}"
+        return f"{said} session {t['session']}" if t.get("session") is not None else said
+    return f"IPv{t['inner']} in IPv{t['outer']}"
+
+
+def tunnels(counts: list[Any]) -> str:
+    """The tunnels of a capture, each with its TCP packets."""
+    return ", ".join(f"{tunnel_name(c)} ({c['packets']:,} packets)" for c in counts)
 
 
 def report_findings(stats: dict[str, Any], reason: str | None, engine: dict[str, Any],

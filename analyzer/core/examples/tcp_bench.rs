@@ -74,6 +74,7 @@ fn main() {
             payload: &payload[..plen as usize],
             options: &[],
             options_cut: false,
+            tunnel: None,
         });
         if i % 64 == 0 {
             eng.sweep(ts);

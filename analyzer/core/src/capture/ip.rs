@@ -1,7 +1,10 @@
 //! IPv4 / IPv6 / TCP headers (capture/ip.py). Payload lengths come from the IP header (what
 //! was on the wire), never from the captured length: a snaplen cut shortens the payload but
-//! not `plen`, and Ethernet padding is not payload. Checksums are not checked.
+//! not `plen`, and Ethernet padding is not payload. Checksums are not checked. A tunnel
+//! (tunnel.rs) hands back where the packet it carries starts.
 
+use super::link::IpStart;
+use super::tunnel::{self, Tunnel};
 use crate::packet::Addr;
 
 /// Why a frame is not handed on as a TCP packet.
@@ -41,8 +44,43 @@ pub struct Tcp {
 /// (a fragment header, 44, makes the packet a fragment).
 const V6_EXT: [u8; 4] = [0, 43, 60, 51];
 
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+const GRE: u8 = 47;
+const IPV4_IN_IP: u8 = 4;
+const IPV6_IN_IP: u8 = 41;
+
+/// What an IP packet holds: TCP, or a tunnel and where the packet it carries starts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Decoded {
+    Tcp(Tcp),
+    Tunnel(Tunnel, IpStart),
+}
+
+/// The transport at `t` of an IP packet of `version` ending at `ip_end`: TCP, or a tunnel.
+fn transport(
+    f: &[u8],
+    proto: u8,
+    version: u8,
+    t: usize,
+    ip_end: usize,
+    src: Addr,
+    dst: Addr,
+) -> Result<Decoded, Skip> {
+    let carried = match proto {
+        TCP => return tcp(f, t, ip_end, src, dst).map(Decoded::Tcp),
+        UDP if f.len() >= t + 8 => tunnel::udp(f, be16(f, t + 2), t + 8),
+        GRE => tunnel::gre(f, t),
+        IPV4_IN_IP | IPV6_IN_IP => tunnel::ipip(proto, version, t),
+        _ => None,
+    };
+    carried
+        .map(|(tn, start)| Decoded::Tunnel(tn, start))
+        .ok_or(Skip::NotTcp)
+}
+
 /// Decode the IP and TCP headers of `f`, whose IP header (of `version`) starts at `off`.
-pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Tcp, Skip> {
+pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Decoded, Skip> {
     let n = f.len();
     match version {
         4 => {
@@ -54,7 +92,8 @@ pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Tcp, Skip> {
             if vihl >> 4 != 4 || ihl < 20 {
                 return Err(Skip::Undecodable);
             }
-            if byte(f, off + 9) != 6 {
+            let proto = byte(f, off + 9);
+            if !matches!(proto, TCP | UDP | GRE | IPV4_IN_IP | IPV6_IN_IP) {
                 return Err(Skip::NotTcp);
             }
             if byte(f, off + 6) & 0x3F != 0 || byte(f, off + 7) != 0 {
@@ -66,7 +105,7 @@ pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Tcp, Skip> {
             }
             let src = Addr::v4(arr(f, off + 12));
             let dst = Addr::v4(arr(f, off + 16));
-            tcp(f, off + ihl, off + total, src, dst)
+            transport(f, proto, 4, off + ihl, off + total, src, dst)
         }
         6 => {
             if n < off + 40 {
@@ -75,7 +114,7 @@ pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Tcp, Skip> {
             let ip_end = off + 40 + usize::from(be16(f, off + 4));
             let mut t = off + 40;
             let mut nxt = byte(f, off + 6);
-            while nxt != 6 {
+            while !matches!(nxt, TCP | UDP | GRE | IPV4_IN_IP | IPV6_IN_IP) {
                 if nxt == 44 {
                     return Err(Skip::Fragment);
                 }
@@ -97,7 +136,7 @@ pub fn decode(f: &[u8], version: u8, off: usize) -> Result<Tcp, Skip> {
             }
             let src = Addr::v6(arr(f, off + 8));
             let dst = Addr::v6(arr(f, off + 24));
-            tcp(f, t, ip_end, src, dst)
+            transport(f, nxt, 6, t, ip_end, src, dst)
         }
         _ => Err(Skip::NotTcp),
     }

@@ -32,6 +32,7 @@ pub mod link;
 mod pcap;
 mod pcapng;
 pub mod stats;
+pub mod tunnel;
 mod window;
 
 #[cfg(test)]
@@ -47,9 +48,10 @@ pub use window::BLOCK;
 
 use crate::packet::TcpPacket;
 use gzip::{read_full, GzipStream};
-use ip::Skip;
+use ip::{Decoded, Skip};
 use pcap::Pcap;
 use pcapng::Pcapng;
+use tunnel::Tunnel;
 use window::{Source, Window};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -116,6 +118,7 @@ struct Last {
     start: usize,
     caplen: usize,
     tcp: ip::Tcp,
+    tunnel: Option<Tunnel>,
 }
 
 impl Capture {
@@ -286,7 +289,7 @@ impl Capture {
                     }
                 }
             };
-            if let Some(tcp) = self.account(&rec) {
+            if let Some((tcp, tunnel)) = self.account(&rec) {
                 self.unswept += 1;
                 self.unswept_ts = rec.ts;
                 let frame = self.stats.packets;
@@ -296,6 +299,7 @@ impl Capture {
                     start: rec.start,
                     caplen: rec.caplen,
                     tcp,
+                    tunnel,
                 });
                 return self.last_packet().map(Item::Packet);
             }
@@ -322,6 +326,7 @@ impl Capture {
             payload: frame.get(t.payload.0..t.payload.1).unwrap_or(&[]),
             options: frame.get(t.options.0..t.options.1).unwrap_or(&[]),
             options_cut: t.options_cut,
+            tunnel: l.tunnel,
         })
     }
 
@@ -334,8 +339,9 @@ impl Capture {
         }
     }
 
-    /// Count a record in the stats and decode it: its TCP header, or None when not TCP.
-    fn account(&mut self, rec: &Record) -> Option<ip::Tcp> {
+    /// Count a record in the stats and decode it: its TCP header and the tunnel that carried
+    /// it, or None when not TCP.
+    fn account(&mut self, rec: &Record) -> Option<(ip::Tcp, Option<Tunnel>)> {
         let st = &mut self.stats;
         st.packets += 1;
         if !self.seen.contains(&rec.link) {
@@ -353,14 +359,31 @@ impl Capture {
             st.truncated_packets += 1;
         }
         let data = self.win.abs(rec.start, rec.start + rec.caplen);
-        let decoded = match link::ip_start(rec.link, data) {
-            Some((version, off)) => ip::decode(data, version, off),
-            None => Err(Skip::NotTcp),
+        let mut start = link::ip_start(rec.link, data);
+        let mut tunnel = None;
+        let mut depth = 0;
+        let decoded = loop {
+            let Some((version, off)) = start else {
+                break Err(Skip::NotTcp);
+            };
+            match ip::decode(data, version, off) {
+                Ok(Decoded::Tunnel(t, inner)) if depth < tunnel::MAX_DEPTH => {
+                    tunnel = Some(t);
+                    start = Some(inner);
+                    depth += 1;
+                }
+                Ok(Decoded::Tunnel(..)) => break Err(Skip::NotTcp),
+                Ok(Decoded::Tcp(tcp)) => break Ok(tcp),
+                Err(skip) => break Err(skip),
+            }
         };
         match decoded {
             Ok(tcp) => {
                 st.tcp_packets += 1;
-                return Some(tcp);
+                if let Some(t) = tunnel {
+                    st.tunnelled(t);
+                }
+                return Some((tcp, tunnel));
             }
             Err(Skip::NotTcp) => st.non_tcp_packets += 1,
             Err(Skip::Fragment) => st.ip_fragments += 1,

@@ -9,6 +9,7 @@ use super::direction::{DirectionRecord, HandshakeMs, TransferRecord};
 use super::numbers::round_to;
 use super::round_trips::{path_rtt_ms, RoundTrips};
 use super::values::{Inline, Maybe};
+use crate::capture::tunnel::Tunnel;
 use crate::pass::ConnectionReport;
 use crate::tcp::facts::{ClosedBy, ConnectionFacts, Endpoint, RoleSource};
 
@@ -35,6 +36,53 @@ pub enum RolesFrom {
     Handshake,
     SynAck,
     Port,
+}
+
+/// The tunnel that carried a connection, as the report names it: its kind ("vxlan",
+/// "geneve", "gre", "erspan", "ipip") and what identifies it (a VNI, a GRE key, an ERSPAN
+/// version and session, IP-in-IP's inner and outer IP versions).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TunnelRecord {
+    pub kind: String,
+    pub vni: Maybe<u32>,
+    pub key: Maybe<u32>,
+    pub version: Maybe<u8>,
+    pub session: Maybe<u16>,
+    pub inner: Maybe<u8>,
+    pub outer: Maybe<u8>,
+}
+
+impl From<Tunnel> for TunnelRecord {
+    fn from(t: Tunnel) -> Self {
+        let kind = |k: &str| TunnelRecord {
+            kind: k.to_string(),
+            ..TunnelRecord::default()
+        };
+        match t {
+            Tunnel::Vxlan { vni } => TunnelRecord {
+                vni: Maybe(Some(vni)),
+                ..kind("vxlan")
+            },
+            Tunnel::Geneve { vni } => TunnelRecord {
+                vni: Maybe(Some(vni)),
+                ..kind("geneve")
+            },
+            Tunnel::Gre { key } => TunnelRecord {
+                key: Maybe(key),
+                ..kind("gre")
+            },
+            Tunnel::Erspan { version, session } => TunnelRecord {
+                version: Maybe(Some(version)),
+                session: Maybe(session),
+                ..kind("erspan")
+            },
+            Tunnel::Ipip { inner, outer } => TunnelRecord {
+                inner: Maybe(Some(inner)),
+                outer: Maybe(Some(outer)),
+                ..kind("ipip")
+            },
+        }
+    }
 }
 
 /// A connection's part in a relay.
@@ -66,6 +114,8 @@ pub struct ConnectionRecord {
     pub id: String,
     pub client: EndpointRecord,
     pub server: EndpointRecord,
+    /// The tunnel that carried it (absent when none did).
+    pub tunnel: Maybe<TunnelRecord>,
     pub handshake_seen: bool,
     pub roles_from: RolesFrom,
     pub start_s: f64,
@@ -139,6 +189,7 @@ impl ConnectionRecord {
             id: format!("c{}", tcp.number),
             client: client.into(),
             server: server.into(),
+            tunnel: Maybe(tcp.tunnel.map(TunnelRecord::from)),
             handshake_seen: tcp.handshake_seen,
             roles_from,
             start_s: round_to(tcp.start_ts - start, 6),

@@ -16,6 +16,7 @@ use super::numbers::round_to;
 use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
 use super::words::Finding;
+use crate::capture::stats::TunnelCount;
 use crate::capture::{CaptureStats, Format};
 use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
@@ -46,6 +47,9 @@ pub struct CaptureRecord {
     pub first_ts: Option<f64>,
     pub duration_s: f64,
     pub damage: Option<DamageRecord>,
+    /// TCP packets taken out of tunnels, and per tunnel (the first 64).
+    pub tunnelled_packets: u64,
+    pub tunnels: Vec<TunnelCount>,
 }
 
 impl CaptureRecord {
@@ -74,6 +78,8 @@ impl CaptureRecord {
                 offset: d.offset,
                 reason: damage_reason.unwrap_or_default(),
             }),
+            tunnelled_packets: stats.tunnelled_packets,
+            tunnels: stats.tunnels.clone(),
         }
     }
 }

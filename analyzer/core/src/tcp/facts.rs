@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::options::SynOptions;
+use crate::capture::tunnel::Tunnel;
 use crate::packet::Addr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -85,6 +86,8 @@ pub struct ConnectionFacts {
     /// Both SYN and SYN-ACK seen (the SYN first).
     pub handshake_seen: bool,
     pub role_source: RoleSource,
+    /// The tunnel that carried it, when one did.
+    pub tunnel: Option<Tunnel>,
     pub start_ts: f64,
     pub end_ts: f64,
     pub first_frame: u64,

@@ -43,6 +43,7 @@ impl Pkt {
             payload: &self.payload,
             options: &self.options,
             options_cut: self.options_cut,
+            tunnel: None,
         }
     }
 }
