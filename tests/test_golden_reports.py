@@ -79,6 +79,12 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.relays\[\d+\]\.queries\[\d+\]\.relay_own_ms"):
         "added: of each matched query's relay cost, what the relay did itself (forwarding the "
         "request and the first byte), issue 37",
+    ("regression-goodput-timestamp-jump",
+     r"\.findings.*|\.connections\[0\]\.(capture_point\.evidence\[\d\]|directions\..*)"):
+        "frames 4 and 8 of this fuzzed capture are stamped 30 years early and 43 minutes late "
+        "(microseconds above a million): each is a time-jump finding naming its frame, and the "
+        "times handed on keep one timeline, so the handshake, round trips, idle periods and "
+        "rates are those of the 2.9 ms the connection lasted (issue 36)",
     (r"crafted-(00dea068e6607c1c|da74ea36bdcb9c16|db6255dc0ce718a4)",
      r"\.findings(\[\d+\](\.\w+)?(\[\d+\])?)?|\.connections\[0\]\.decode_stopped\.(reason|frame)"):
         "another protocol is named where a segment starts (an HTTP request line, a TLS record "
@@ -95,9 +101,10 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
         "(issue 36): these captures' mid-stream legs show a Query without its answer, framing "
         "broken before any proof, or a frontend on the lower port, so they are not PostgreSQL "
         "and what depended on them (a relay, its pairs) goes",
-    (".*", r"\.capture\.(tunnelled_packets|tunnels)"):
-        "added: the TCP packets taken out of tunnels (VXLAN, Geneve, GRE, ERSPAN, IP in IP), "
-        "and per tunnel, issue 36",
+    (".*", r"\.capture\.(tunnelled_packets|tunnels|duplicates|timeline)"):
+        "added: the TCP packets taken out of tunnels (VXLAN, Geneve, GRE, ERSPAN, IP in IP) "
+        "and per tunnel, the copies of packets captured twice, and where the timestamps jumped "
+        "or stepped back, issue 36",
     (".*", r"\.relays\[\d+\]\.(coupling|verdict)\.evidence_frames(\[\d+\])?"):
         "a relay's evidence includes its back legs' verdict frames, which are now the runs of "
         "the back leg's dominant limit",

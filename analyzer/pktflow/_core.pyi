@@ -28,6 +28,10 @@ SCHEMA: str
 MAX_BUFFERED_BYTES: int
 MAX_BUFFERED_SEGMENTS: int
 MAX_HOLES: int
+# how close in time two copies of a packet are taken to be
+DUP_WINDOW_S: float
+# a step back in time smaller than this is the jitter of CPUs stamping packets
+JITTER_S: float
 
 LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
 VerdictLimit = Literal["receiver_window", "network", "loss", "latency", "sender", "none"]
@@ -669,6 +673,25 @@ class TunnelRecord(TypedDict):
     inner: NotRequired[int]
     outer: NotRequired[int]
 
+class Duplicates(TypedDict):
+    """TCP packets captured twice (capture/duplicates.rs): the copies dropped, and the first
+    (copy's frame, frame it copies)."""
+    packets: int
+    frames: list[tuple[int, int]]
+
+class TimeJump(TypedDict):
+    frame: int
+    step_s: float
+    returns: bool
+
+class Timeline(TypedDict):
+    """Where the records' times jumped or stepped back (capture/clock.rs)."""
+    jumps: list[TimeJump]
+    jumps_total: int
+    backward_steps: int
+    backward_max_s: float
+    backward_first_frame: int | None
+
 class CaptureStats(TypedDict):
     """Counters about the capture file as a whole (capture/stats.rs)."""
     file: str
@@ -688,6 +711,8 @@ class CaptureStats(TypedDict):
     damage: DamageFacts | None
     tunnelled_packets: int
     tunnels: list[TunnelCount]
+    duplicates: Duplicates
+    timeline: Timeline
 
 class EngineFacts(TypedDict):
     late_packets: int
@@ -750,6 +775,8 @@ class Capture(TypedDict):
     damage: Damage | None
     tunnelled_packets: int
     tunnels: list[TunnelCount]
+    duplicates: Duplicates
+    timeline: Timeline
 
 class RelayHead(TypedDict):
     """A relay, its matched pairs' list empty (Report.pairs reads them)."""

@@ -113,6 +113,7 @@ impl Pcap {
             caplen: len,
             orig,
             batch_cut: win.refills != refills,
+            ts_valid: f64::from(frac) * scale < 1.0,
         }))
     }
 }

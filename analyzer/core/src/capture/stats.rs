@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use super::clock::Timeline;
+use super::duplicates::Duplicates;
 use super::error::Damage;
 use super::tunnel::Tunnel;
 
@@ -44,7 +46,8 @@ pub struct CaptureStats {
     pub undecodable_packets: u64,
     /// IP fragments of TCP, UDP (a tunnel's datagram may be one), GRE or IP-in-IP packets.
     pub ip_fragments: u64,
-    /// Epoch seconds of the first and last record.
+    /// Epoch seconds of the first and last record, on the capture's timeline (clock.rs: a
+    /// record whose time jumped takes the time of the one before it).
     pub first_ts: Option<f64>,
     pub last_ts: Option<f64>,
     /// The capturing tool's drop counters summed (pcapng Interface Statistics), when given.
@@ -55,6 +58,10 @@ pub struct CaptureStats {
     pub tunnelled_packets: u64,
     /// The same per tunnel, the first MAX_TUNNELS in first-seen order.
     pub tunnels: Vec<TunnelCount>,
+    /// TCP packets captured twice: the copies dropped (duplicates.rs).
+    pub duplicates: Duplicates,
+    /// Where the records' times jumped or stepped back (clock.rs).
+    pub timeline: Timeline,
 }
 
 impl CaptureStats {
@@ -77,6 +84,8 @@ impl CaptureStats {
             damage: None,
             tunnelled_packets: 0,
             tunnels: Vec::new(),
+            duplicates: Duplicates::default(),
+            timeline: Timeline::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
 use super::words::Finding;
 use crate::capture::stats::TunnelCount;
-use crate::capture::{CaptureStats, Format};
+use crate::capture::{CaptureStats, Duplicates, Format, Timeline};
 use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
 pub const SCHEMA: &str = "pktflow.report/1";
@@ -50,6 +50,10 @@ pub struct CaptureRecord {
     /// TCP packets taken out of tunnels, and per tunnel (the first 64).
     pub tunnelled_packets: u64,
     pub tunnels: Vec<TunnelCount>,
+    /// TCP packets captured twice, the copies dropped: how many, and the first frames.
+    pub duplicates: Duplicates,
+    /// Where the records' times jumped (and were kept on one timeline) or stepped back.
+    pub timeline: Timeline,
 }
 
 impl CaptureRecord {
@@ -80,6 +84,8 @@ impl CaptureRecord {
             }),
             tunnelled_packets: stats.tunnelled_packets,
             tunnels: stats.tunnels.clone(),
+            duplicates: stats.duplicates.clone(),
+            timeline: stats.timeline.clone(),
         }
     }
 }
