@@ -57,7 +57,7 @@ fi
 command -v cc >/dev/null 2>&1 || apt_install gcc || true
 
 if [ "$want_tests" = 1 ]; then
-    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker.io docker-compose debootstrap chromium iptables gcc libc6-dev libnetfilter-queue-dev"
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker.io docker-compose debootstrap chromium iptables gcc libc6-dev libnetfilter-queue-dev dropbear-bin curl"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
