@@ -49,7 +49,7 @@ def test_every_event_and_reason_is_covered() -> None:
                       "queries_capped"}
     assert reasons == {"length_under_4", "length_absurd", "not_role_type", "not_startup",
                        "tls_without_alpn", "no_framing", "other_protocol", "misfit",
-                       "unproven"}
+                       "unproven", "nothing_captured"}
 
 
 def test_every_stop_reason_is_worded() -> None:

@@ -137,7 +137,8 @@ class HandshakeMs(TypedDict):
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
     kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing", "other_protocol", "misfit", "unproven"]
+                  "tls_without_alpn", "no_framing", "other_protocol", "misfit", "unproven",
+                  "nothing_captured"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
@@ -149,6 +150,7 @@ class StopReason(TypedDict):
     backend_messages: NotRequired[int]
     exchanges: NotRequired[int]
     misfits: NotRequired[int]
+    bytes: NotRequired[int]
 
 class Proof(TypedDict):
     """Why a connection seen mid-stream is PostgreSQL (pgwire/detect.rs)."""

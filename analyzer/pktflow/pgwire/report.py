@@ -33,6 +33,9 @@ def stop_reason(r: StopReason | dict[str, Any]) -> str:
                 f"{offered}), which PostgreSQL's direct TLS requires")
     if kind == "no_framing":
         return f"no PostgreSQL message framing in {r['lost']:,} bytes"
+    if kind == "nothing_captured":
+        return (f"none of its {r['bytes']:,} payload bytes was captured (a snapshot length that "
+                f"keeps only headers), so what it carries cannot be known")
     if kind == "other_protocol":
         return f"where a segment starts, {r['protocol']}: {r['seen']}"
     if kind == "misfit":

@@ -314,7 +314,7 @@ impl Conversation {
         }
         s.seg_start = offset;
         let role = s.role;
-        self.fed = true;
+        self.fed |= !data.is_empty();
         if self.evidence.is_some() && self.foreign(d, data, offset, frame) {
             return;
         }

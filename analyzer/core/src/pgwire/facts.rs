@@ -86,6 +86,9 @@ pub enum StopReason {
         role: Role,
         length: i64,
     },
+    /// Of the connection's payload only gaps reached the decoder (a snapshot length that
+    /// keeps no payload byte): how many bytes.
+    NothingCaptured { bytes: i64 },
     /// The capture ended without proof (detect.rs): the messages that framed as PostgreSQL,
     /// the requests answered by their kind of response, and those answered by another kind.
     Unproven {

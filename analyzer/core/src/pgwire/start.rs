@@ -382,10 +382,12 @@ impl Conversation {
         let Some(ev) = self.evidence.as_ref() else {
             return;
         };
-        if !self.fed {
+        let lost: i64 = self.sides.iter().map(|s| s.lost).sum();
+        let reason = if !self.fed && lost == 0 {
             return; // no payload either way: nothing to say
-        }
-        let reason = if ev.messages == [0, 0] {
+        } else if !self.fed {
+            StopReason::NothingCaptured { bytes: lost }
+        } else if ev.messages == [0, 0] {
             StopReason::NoFraming {
                 lost: self.sides.iter().map(|s| s.lost).sum(),
             }
@@ -399,7 +401,8 @@ impl Conversation {
         };
         let (d, off) = match self.started {
             Some((role, offset, _)) => (usize::from(role == Role::Backend), offset),
-            None => (0, self.sides[0].base),
+            None if self.fed => (0, self.sides[0].base),
+            None => (0, 0),
         };
         self.refuse(d, off, 0, reason);
     }

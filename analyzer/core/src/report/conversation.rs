@@ -91,6 +91,7 @@ fn not_postgres(reason: &StopReason) -> bool {
             | StopReason::NoFraming { .. }
             | StopReason::OtherProtocol { .. }
             | StopReason::Unproven { .. }
+            | StopReason::NothingCaptured { .. }
     )
 }
 

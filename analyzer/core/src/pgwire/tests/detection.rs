@@ -256,3 +256,22 @@ fn random_bytes_are_never_proven() {
         assert!(f.queries.is_empty() && f.messages.backend.0.is_empty());
     }
 }
+
+#[test]
+fn a_connection_of_which_no_payload_byte_was_captured_says_so() {
+    // -s 54 on Ethernet: every segment's payload is a gap
+    let mut conv = Conversation::new();
+    conv.gap(0, 0, 53, 1, 1.0);
+    conv.gap(1, 0, 40, 2, 1.0);
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(f.protocol, Protocol::Unknown);
+    assert_eq!(
+        f.decode_stopped.map(|s| (s.offset, s.reason)),
+        Some((0, StopReason::NothingCaptured { bytes: 93 }))
+    );
+    // and one without any payload says nothing
+    let mut conv = Conversation::new();
+    conv.finish();
+    assert!(conv.facts().events.is_empty());
+}
