@@ -7,9 +7,11 @@
 #                                       Chromium (the HTML report is tested in a browser),
 #                                       for the lab's network conditions iptables, gcc and
 #                                       libnetfilter-queue-dev (its delay line is built per run),
-#                                       and for the compose stack docker.io, docker-compose and
+#                                       for the compose stack docker.io, docker-compose and
 #                                       debootstrap (its test starts a dockerd of its own and
-#                                       makes the base image from the Debian mirror)
+#                                       makes the base image from the Debian mirror), and for the
+#                                       lab's detection corpus dropbear-bin and curl (a real SSH
+#                                       server, binaries only; an HTTP client)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
