@@ -158,7 +158,12 @@ fn ssh(buf: &[u8]) -> Option<OtherProtocol> {
 /// aside): Some(true) when `response` is one, Some(false) when it cannot be; None for a
 /// request that draws nothing to judge by (Flush, Terminate, CopyData).
 pub fn draws(request: u8, response: u8) -> Option<bool> {
-    let kinds: &[u8] = match request {
+    Some(answers(request)?.contains(&response))
+}
+
+/// The kinds of first answer a request draws; None for one that draws nothing to judge by.
+fn answers(request: u8) -> Option<&'static [u8]> {
+    Some(match request {
         b'Q' => b"TCEIGHW",
         b'P' => b"1E",
         b'B' => b"2E",
@@ -170,8 +175,7 @@ pub fn draws(request: u8, response: u8) -> Option<bool> {
         b'p' => b"RE",
         b'c' | b'f' => b"CE",
         _ => return None,
-    };
-    Some(kinds.contains(&response))
+    })
 }
 
 /// Messages a backend may send at any time: they answer nothing.
@@ -220,7 +224,7 @@ impl Evidence {
     /// A frontend message; `leads`: it starts the segment.
     pub fn frontend(&mut self, t: u8, frame: u64, leads: bool) {
         self.messages[0] += 1;
-        if leads && draws(t, 0).is_some() {
+        if leads && answers(t).is_some() {
             self.lead = Some((t, frame));
         }
     }

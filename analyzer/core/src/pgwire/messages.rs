@@ -16,15 +16,6 @@ pub enum Role {
     Backend,
 }
 
-impl Role {
-    pub fn other(self) -> Role {
-        match self {
-            Role::Frontend => Role::Backend,
-            Role::Backend => Role::Frontend,
-        }
-    }
-}
-
 pub const PROTOCOL_3: u32 = 196_608;
 pub const SSL_REQUEST: u32 = 80_877_103;
 pub const GSSENC_REQUEST: u32 = 80_877_104;
