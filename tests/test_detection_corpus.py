@@ -46,7 +46,7 @@ def tally(tmp: Path, variant: str) -> Tally:
 def test_every_confirmed_connection_is_found_with_its_queries(tmp_path: Path,
                                                               variant: str) -> None:
     t = tally(tmp_path, variant)
-    assert t.tshark_confirmed == t.truth_pg == 30
+    assert t.tshark_confirmed == t.truth_pg == 36
     assert t.recall_of_confirmed == 1.0, "\n".join(t.missed)
     assert t.precision == 1.0
 

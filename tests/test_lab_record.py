@@ -233,3 +233,27 @@ def test_loopback_pipeline_scenario_teaches_what_it_is_recorded_for(lab_tmp: Pat
                                                 "--expand")["items"]
                 for d in it.get("details", []) if d["message"] == "ReadyForQuery"]
     assert {"I", "T", "E"} <= set(statuses)
+
+
+def test_loopback_logins_and_session_scenarios_record_what_they_are_kept_for(
+        lab_tmp: Path) -> None:
+    """The logins and session scenarios, recorded anew (captures/logins-*, session-*): each
+    method's login and the refused one, and what the server says beside results, with the
+    cancel request linked to the query it stopped."""
+    meta, report = recorded(lab_tmp, "logins", Recording("logins", via="direct"))
+    assert_clean(meta, report)
+    auth = [(c["startup"]["user"], c["authentication"]["method"],
+             c["authentication"]["outcome"]) for c in report["connections"]]
+    assert auth == [("lab_scram", "sasl", "ok"), ("lab_md5", "md5", "ok"),
+                    ("lab_cleartext", "cleartext-password", "ok"),
+                    ("lab_md5", "md5", "failed")]
+    assert "password" not in meta["client_command"]  # the client reads the lab's own
+    meta, report = recorded(lab_tmp, "session", Recording("session", via="direct"))
+    assert_clean(meta, report)
+    conn, cancel = report["connections"]
+    qs = conn["queries"]
+    assert [n["code"] for q in qs for n in q["notices"]] == ["00000", "25P01"]
+    assert [q["command_tag"] for q in qs if q["sql"] == "COMMIT"] == ["COMMIT", "ROLLBACK"]
+    assert qs[5]["error"]["constraint"] == "tsession_child_parent_fkey"
+    assert cancel["cancel_request"]["target"] == {"connection": conn["id"], "query_index": 7}
+    assert qs[7]["cancelled_by"]["connection"] == cancel["id"]

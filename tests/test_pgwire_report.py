@@ -47,9 +47,9 @@ def test_every_event_and_reason_is_covered() -> None:
     assert events == {"resync", "mid_stream", "startup_cut", "encrypted", "not_postgresql",
                       "malformed", "server_error", "query_error", "query_errors_total",
                       "queries_capped"}
-    assert reasons == {"length_under_4", "length_absurd", "not_role_type", "not_startup",
-                       "tls_without_alpn", "no_framing", "other_protocol", "misfit",
-                       "unproven", "nothing_captured"}
+    assert reasons == {"length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                       "not_startup", "tls_without_alpn", "no_framing", "other_protocol",
+                       "misfit", "unproven", "nothing_captured"}
 
 
 def test_every_stop_reason_is_worded() -> None:

@@ -59,6 +59,7 @@ class LimitFacts(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     first: ByLimit[Stretch | None]
     longest: ByLimit[Stretch | None]
     recoveries: int
@@ -95,6 +96,7 @@ class TransferJudgement(TypedDict):
     acks: AckJudgement
     window: WindowJudgement
     rtt_median_ms: float | None
+    rtt_min_ms: float | None
     idle: IdleJudgement
     # for a transfer the judge judges (its min_bytes, min_segments), else None
     limits: LimitFacts | None
@@ -136,12 +138,14 @@ class HandshakeMs(TypedDict):
 
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
-    kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing", "other_protocol", "misfit", "unproven",
-                  "nothing_captured"]
+    kind: Literal["length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                  "not_startup", "tls_without_alpn", "no_framing", "other_protocol", "misfit",
+                  "unproven", "nothing_captured"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
+    min: NotRequired[int]
+    max: NotRequired[int]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
     protocol: NotRequired[Literal["TLS", "HTTP", "BGP", "SSH"]]
@@ -212,6 +216,7 @@ class Judgement(TypedDict):
 
 class Verdict(TypedDict):
     limit: VerdictLimit
+    mixed_with: NotRequired[LimitName]
     shares: ByLimit[float] | None
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
@@ -338,6 +343,7 @@ class Limits(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     turns: int
     turns_s: float
     recoveries: int
@@ -391,8 +397,38 @@ class Startup(TypedDict):
     database: str | None
     application_name: str | None
     encryption: Literal["none", "tls", "gss"]
+    protocol_version: str
+    parameters: dict[str, str]
     # only when the snapshot length cut the StartupMessage
     captured_bytes: NotRequired[int]
+
+class CancelTarget(TypedDict):
+    connection: str
+    query_index: int | None
+
+class CancelRequest(TypedDict):
+    """A CancelRequest and what it stopped (report/conversation.rs CancelRecord)."""
+    backend_pid: int
+    frame: int
+    sent_s: float
+    target: CancelTarget | None
+    cancel_to_error_ms: float | None
+
+class CancelledBy(TypedDict):
+    connection: str
+    frame: int
+    cancel_to_error_ms: float
+
+class Authentication(TypedDict):
+    """How the client proved who it is (report/conversation.rs AuthenticationRecord)."""
+    method: str | None
+    mechanisms: list[str]
+    mechanism: str | None
+    outcome: Literal["ok", "failed", "unfinished"]
+    round_trips: int
+    ms: float | None
+    first_frame: int
+    last_frame: int | None
 
 class DecodeStopped(TypedDict):
     direction: Role
@@ -404,13 +440,29 @@ class PerRole(TypedDict, Generic[T]):
     frontend: T
     backend: T
 
-class ErrorFields(TypedDict):
+class ServerMessage(TypedDict):
+    """An ErrorResponse or NoticeResponse (report/conversation.rs ServerMessageRecord): the
+    fields every report has (null when not sent), the others where the server sent them."""
     code: str | None
     message: str | None
     severity: str | None
     detail: str | None
     hint: str | None
     position: str | None
+    localized_severity: NotRequired[str]
+    internal_position: NotRequired[str]
+    internal_query: NotRequired[str]
+    where: NotRequired[str]
+    schema: NotRequired[str]
+    table: NotRequired[str]
+    column: NotRequired[str]
+    data_type: NotRequired[str]
+    constraint: NotRequired[str]
+    file: NotRequired[str]
+    line: NotRequired[str]
+    routine: NotRequired[str]
+    frame: int
+    at_s: float
 
 class Query(TypedDict):
     sql: str
@@ -428,7 +480,13 @@ class Query(TypedDict):
     sent_frame: int
     first_frame: int | None
     last_frame: int | None
-    error: ErrorFields | None
+    error: ServerMessage | None
+    notices: list[ServerMessage]
+    notices_total: int
+    columns: list[str] | None
+    column_count: int | None
+    data_row_bytes: int
+    cancelled_by: CancelledBy | None
     incomplete: bool
     response_segments: int
     response_segment_median: int | None
@@ -453,12 +511,17 @@ class Connection(TypedDict):
     # the PostgreSQL decoder's part
     protocol: NotRequired[Literal["unknown", "postgresql", "postgresql-tls", "postgresql-gss"]]
     startup: NotRequired[Startup | None]
+    authentication: NotRequired[Authentication | None]
     decode_started_at: NotRequired[Literal["startup", "mid-stream"] | None]
     decode_stopped: NotRequired[DecodeStopped | None]
     lost_bytes: NotRequired[PerRole[int]]
     backend_pid: NotRequired[int | None]
+    cancel_request: NotRequired[CancelRequest | None]
     server_parameters: NotRequired[dict[str, str]]
     messages: NotRequired[PerRole[dict[str, int]]]
+    notices: NotRequired[list[ServerMessage]]
+    notices_total: NotRequired[int]
+    errors: NotRequired[list[ServerMessage]]
     queries: NotRequired[list[Query]]
     queries_total: NotRequired[int]
     capture_point: NotRequired[CapturePoint]
@@ -550,6 +613,16 @@ class RelayJudgement(TypedDict):
     waits: Waits
     costs: Costs
     unmatched_front: UnmatchedFront
+    fronts: list[FrontLeg]
+
+class FrontLeg(TypedDict):
+    connection: str
+    limit: VerdictLimit
+    limits: Limits
+
+class FrontVerdict(TypedDict):
+    connection: str
+    verdict: Verdict
 
 Component = Literal["client", "network", "pooler", "server_network", "server", "none"]
 
@@ -566,6 +639,7 @@ class RelayWords(TypedDict):
     coupling: str
     verdict: RelayVerdict
     findings: list[Finding]
+    front_verdicts: NotRequired[list[FrontVerdict]]
 
 class RelayJudge(Protocol):
     def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...
@@ -809,11 +883,12 @@ class Report:
     def findings(self) -> list[Finding]: ...
     def relays(self) -> list[RelayHead]: ...
     def pairs(self, relay: int, indices: list[int]) -> list[Pair]: ...
-    def pair_keys(self, relay: int) -> list[tuple[int, float | None, int]]: ...
+    def pair_count(self, relay: int) -> int: ...
+    def pair_keys(self, relay: int, start: int, stop: int) -> list[tuple[int, float | None, int]]: ...
     def __len__(self) -> int: ...
     def numbers(self) -> list[int]: ...
     def payload(self) -> list[int]: ...
-    def connection(self, i: int) -> Connection: ...
+    def connection(self, i: int, queries: bool = ...) -> Connection: ...
 
 class Pass:
     def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
@@ -833,6 +908,7 @@ DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
 
 class Detail(TypedDict):
     name: str
+    severity: str | None
     code: str | None
     text: str
 

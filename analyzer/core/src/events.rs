@@ -32,10 +32,11 @@ pub struct Event(u64, usize, u64, f64, i64, i64, i64, i64, u8, u8, u8);
 pub type Label = Vec<(String, u64)>;
 
 /// What a diagram shows of a message beside its name: a command tag as sent, an error's or
-/// notice's SQLSTATE and message.
+/// notice's severity, SQLSTATE and message.
 #[derive(Serialize, Debug, PartialEq)]
 pub struct Detail {
     pub name: String,
+    pub severity: Option<String>,
     pub code: Option<String>,
     pub text: String,
 }
@@ -140,6 +141,7 @@ impl StreamSink for Recorder {
                         }
                         details.push(TrailDetail {
                             name,
+                            severity: None,
                             code: None,
                             text,
                         });
@@ -174,6 +176,7 @@ impl StreamSink for Recorder {
                 .or_default()
                 .extend(details.into_iter().map(|x| Detail {
                     name: x.name.text(),
+                    severity: x.severity,
                     code: x.code,
                     text: x.text,
                 }));

@@ -60,7 +60,7 @@ def collect(path: str, conn_ids: set[str], t0: float, t1: float,
         out.labels[(f"c{number}", frame)] = interned.setdefault(label, label)
     for number, frame, details in got["details"]:
         out.details[(f"c{number}", frame)] = tuple(
-            Detail(d["name"], d["code"], d["text"]) for d in details)
+            Detail(d["name"], d["code"], d["text"], d["severity"]) for d in details)
     out.partial = {(f"c{number}", frame) for number, frame in got["partial"]}
     out.swapped = {f"c{number}": swapped for number, swapped in got["swapped"]}
     if progress is not None:

@@ -34,6 +34,9 @@ def add_subparser(sub: Any) -> None:
                      help="bridge only: TSO/GSO/GRO on every interface (default off)")
     rec.add_argument("--rate", help="bridge only: tc tbf rate on each namespace's eth0, "
                                     "e.g. 20mbit (default: unshaped)")
+    rec.add_argument("--rate-at", choices=("client", "pooler", "server"),
+                     help="shape only this role's egress with --rate (e.g. server: a "
+                          "throttled server path behind a pooler)")
     cond = rec.add_argument_group(
         "network conditions", "all but --slow-reader need --network bridge; congestion "
         "control there is cubic, pinned per route")
@@ -82,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                         {"default_pool_size": args.pool_size} if args.pool_size else {}),
                     warm_pool=not args.cold_pool,
                     offloads=None if args.offloads is None else args.offloads == "on",
-                    rate=args.rate, conditions=conditions_from(args))
+                    rate=args.rate, rate_at=args.rate_at, conditions=conditions_from(args))
     meta = record(rec, args.output)
     print("\n".join(summary(meta, str(args.output), str(metadata_path(args.output)))))
     return 0

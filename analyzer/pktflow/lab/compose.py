@@ -57,7 +57,8 @@ from pktflow.lab.kernel import Sampler, sampler_argv
 from pktflow.lab.network import (ADDRESSES, CONGESTION_CONTROL, MTU, RATE, SUBNET, Bridge,
                                  cubic_route_argv, host_congestion_control, tbf_argv)
 from pktflow.lab.record import (LINGER_CLIENTS, LINGER_MS, Recording, kernel_account,
-                                metadata_path, require_complete, sending_sockets)
+                                metadata_path, require_complete, samples_path,
+                                sending_sockets, write_metadata)
 from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, POSTGRES_PORT,
                                    SCENARIOS, USER, render_command, render_setup)
 from pktflow.lab.services import TCPDUMP_OPTIONS, Services, need, version
@@ -280,9 +281,11 @@ class Follow:
 # -- the agents ----------------------------------------------------------------------------
 
 def _sampler(svc: Services, role: str, port: int) -> subprocess.Popen[bytes]:
-    """The native sampler loop (kernel.sampler_argv) with its output in the run directory."""
+    """The native kernel sampler (kernel.sampler_argv) with its output in the run directory."""
     out = open(RUN / f"ss-{role}.txt", "wb")
-    proc = subprocess.Popen(sampler_argv([port], os.getpid(), str(RUN / f"ss-{role}.tick")),
+    binary = str(build("tcpinfo.c", svc.workdir))
+    proc = subprocess.Popen(sampler_argv(binary, [port], os.getpid(),
+                                         str(RUN / f"ss-{role}.tick")),
                             stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
     svc.helpers.append(proc)  # Services.close ends its process group
     return proc
@@ -428,10 +431,9 @@ def deliver(stack: Stack, meta: dict[str, Any]) -> Path:
             shutil.copyfileobj(src, dst, 1 << 20)
     else:
         shutil.copyfile(pcap, out)
-    meta_out = metadata_path(out)
-    meta_out.write_text(json.dumps(meta, indent=2) + "\n")
+    write_metadata(meta, out)
     owner = CAPTURES.stat()
-    for f in (out, meta_out):
+    for f in (out, metadata_path(out), samples_path(out)):
         os.chown(f, owner.st_uid, owner.st_gid)
     return out
 

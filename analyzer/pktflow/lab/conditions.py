@@ -128,16 +128,21 @@ def delay_rule(peer: str, queue: int) -> list[str]:
             "--queue-num", str(queue), "--queue-bypass"]
 
 
+# the libraries each of the lab's C helpers links with
+LIBS = {"delayline.c": ["-lnetfilter_queue"], "clientshim.c": ["-ldl"], "tcpinfo.c": []}
+
+
 def build(source: str, out_dir: Path, *, shared: bool = False) -> Path:
     """Compile one of the lab's C helpers into `out_dir` (each run builds its own)."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
-        raise LabError("the lab's delay line and slow reader are C: no compiler found",
+        raise LabError("the lab's delay line, slow reader and kernel sampler are C: no "
+                       "compiler found",
                        hint="apt-get install gcc")
     src = HERE / source
     out = out_dir / (src.stem + (".so" if shared else ""))
     argv = [gcc, "-O2", "-Wall", "-o", str(out), str(src)]
-    argv += ["-shared", "-fPIC", "-ldl"] if shared else ["-lnetfilter_queue"]
+    argv += (["-shared", "-fPIC"] if shared else []) + LIBS[source]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
         raise LabError(f"could not build {source}: {res.stderr.strip()[-300:]}",

@@ -94,11 +94,14 @@ class Bridge:
     mtu = MTU
 
     def __init__(self, *, offloads: bool = False, rate: str | None = None,
-                 rcvbuf: dict[str, int] | None = None) -> None:
+                 rate_at: str | None = None, rcvbuf: dict[str, int] | None = None) -> None:
         if rate is not None and not RATE.match(rate):
             raise LabError(f"--rate {rate!r}: give a tc rate such as 100mbit or 1gbit")
+        if rate_at is not None and (rate is None or rate_at not in ROLES):
+            raise LabError(f"--rate-at {rate_at!r}: give one of {', '.join(ROLES)}, with --rate")
         self.offloads = offloads
         self.rate = rate
+        self.rate_at = rate_at
         self.rcvbuf = rcvbuf or {}
         stem = f"pktflow-{os.getpid()}-"
         self.ns = {r: stem + r for r in (*ROLES, "bridge")}
@@ -135,7 +138,7 @@ class Bridge:
             self._ethtool(role, dev, state)
             if dev != "br0":
                 self._steer(role, dev)
-            if self.rate and role != "bridge":
+            if self.rate and role != "bridge" and self.rate_at in (None, role):
                 # shape where the sender is, as a NIC's line rate does: the sending socket
                 # feels the full queue (TCP small queues) instead of packets being dropped
                 self._run(tbf_argv(dev, self.rate), role)
@@ -190,7 +193,9 @@ class Bridge:
         return {"mtu": MTU, "offloads": {f: "on" if self.offloads else "off"
                                          for f in OFFLOAD_FEATURES},
                 "offloads_seen": self.features,
-                "rate": f"{self.rate} (tc tbf on each namespace's eth0 egress)"
+                "rate": (f"{self.rate} (tc tbf on each namespace's eth0 egress)"
+                         if self.rate_at is None else
+                         f"{self.rate} (tc tbf on the {self.rate_at}'s eth0 egress only)")
                 if self.rate else None,
                 "receive_steering": "RPS by flow hash on every veth, all CPUs",
                 "addresses": {r: ADDRESSES[r] for r in ROLES}, "subnet": SUBNET,
@@ -209,12 +214,13 @@ class Bridge:
 
 
 def make_network(name: str, *, offloads: bool | None = None, rate: str | None = None,
-                 rcvbuf: dict[str, int] | None = None) -> Loopback | Bridge:
+                 rate_at: str | None = None, rcvbuf: dict[str, int] | None = None
+                 ) -> Loopback | Bridge:
     if name == "loopback":
         if offloads or rate or rcvbuf:
             raise LabError("--offloads, --rate and the receive buffers apply to --network "
                            "bridge only")
         return Loopback()
     if name == "bridge":
-        return Bridge(offloads=bool(offloads), rate=rate, rcvbuf=rcvbuf)
+        return Bridge(offloads=bool(offloads), rate=rate, rate_at=rate_at, rcvbuf=rcvbuf)
     raise LabError(f"unknown network {name!r}; known: loopback, bridge")

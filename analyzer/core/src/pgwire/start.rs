@@ -5,13 +5,13 @@
 use super::conversation::{Conversation, State, MAX_CLIENT_HELLO};
 use super::detect::other_protocol;
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Proof, Protocol, StartedAt, Startup,
-    StopReason,
+    AuthOutcome, Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest,
+    Event, Ordered, Proof, Protocol, StartedAt, Startup, StopReason,
 };
 use super::framing::{find_boundary, BoundaryScan, MAX_MESSAGE};
 use super::messages::{
-    backend_name, be32, frontend_name, startup_values, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
-    SSL_REQUEST,
+    backend_name, be32, expected_length, frontend_name, name_of, startup_params, Name, Role,
+    CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST,
 };
 use super::tls::{ascii_text, client_hello_alpn, Alpn};
 
@@ -23,6 +23,11 @@ fn untyped_name(code: u32, len: u32) -> Option<&'static str> {
     if !(8..=MAX_STARTUP).contains(&len) {
         return None;
     }
+    code_name(code)
+}
+
+/// The untyped message a code names.
+fn code_name(code: u32) -> Option<&'static str> {
     Some(match code {
         SSL_REQUEST => "SSLRequest",
         GSSENC_REQUEST => "GSSENCRequest",
@@ -57,6 +62,7 @@ impl Conversation {
                 buf.get(pos..).unwrap_or(&[]),
                 super::conversation::at(off, pos),
                 frame,
+                ts,
             );
             pos += used;
             let state = self.sides[d].state;
@@ -85,7 +91,7 @@ impl Conversation {
     }
 
     /// The first bytes of a direction: untyped startup messages, or an encryption answer.
-    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64) -> usize {
+    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64, ts: f64) -> usize {
         if self.sides[d].role == Role::Backend {
             if let Some(asked) = self.encryption_asked {
                 match buf.first() {
@@ -126,7 +132,7 @@ impl Conversation {
         let (Some(ln), Some(code)) = (be32(buf, 0), be32(buf, 4)) else {
             return 0;
         };
-        let Some(name) = untyped_name(code, ln) else {
+        if untyped_name(code, ln).is_none() {
             if self.start_seen[d] {
                 let reason = match other_protocol(buf) {
                     Some(o) => StopReason::OtherProtocol {
@@ -140,26 +146,29 @@ impl Conversation {
                 self.sides[d].state = State::Sync;
             }
             return 0;
-        };
+        }
         let ln = ln as usize;
         let Some(body) = buf.get(8..ln) else {
             return 0;
         };
-        self.untyped(d, name, code, body, None, frame);
+        self.untyped(d, code, body, None, frame, ts);
         ln
     }
 
-    /// An untyped first message `name` of `code`, `body` after its 8 bytes (the start of it
+    /// An untyped first message of `code`, `body` after its 8 bytes (the start of it
     /// when `cut` gives (length, captured): the snapshot length cut the rest).
     pub(super) fn untyped(
         &mut self,
         d: usize,
-        name: &'static str,
         code: u32,
         body: &[u8],
         cut: Option<(i64, i64)>,
         frame: u64,
+        ts: f64,
     ) {
+        let Some(name) = code_name(code) else {
+            return;
+        };
         self.decided();
         self.decode_started_at.get_or_insert(StartedAt::Startup);
         if self.protocol == Protocol::Unknown {
@@ -178,8 +187,22 @@ impl Conversation {
         match code {
             SSL_REQUEST => self.encryption_asked = Some(EncryptionRequest::Ssl),
             GSSENC_REQUEST => self.encryption_asked = Some(EncryptionRequest::Gssenc),
-            CANCEL_REQUEST => s.state = State::Typed,
+            CANCEL_REQUEST => {
+                s.state = State::Typed;
+                // the backend's process id, then its secret key (4 bytes; up to 256 from
+                // protocol 3.2); a key the snaplen cut is no key
+                if let (Some(backend_pid), None) = (be32(body, 0), cut) {
+                    self.cancel_request = Some(CancelRequest {
+                        backend_pid,
+                        key: body.get(4..).unwrap_or(&[]).to_vec(),
+                        frame,
+                        ts,
+                    });
+                }
+            }
             _ => {
+                self.minor = Some((code & 0xffff) as u16);
+                let s = &mut self.sides[d];
                 s.state = State::Typed;
                 // the parameters whose value's end was captured: a value cut short is
                 // unknown, not short
@@ -187,13 +210,32 @@ impl Conversation {
                     Some(_) => body.get(..whole_pairs(body)).unwrap_or(&[]),
                     None => body,
                 };
-                let [user, database, application_name] = startup_values(whole);
+                let parameters = startup_params(whole);
+                let value = |key: &str| {
+                    (parameters.iter())
+                        .find(|p| p.0 == key)
+                        .map(|p| p.1.clone())
+                };
                 self.startup = Some(Startup {
-                    user,
-                    database,
-                    application_name,
+                    user: value("user"),
+                    database: value("database"),
+                    application_name: value("application_name"),
+                    protocol_version: format!("{}.{}", code >> 16, code & 0xffff),
+                    parameters: Ordered(parameters),
                     captured: cut.map(|(_, captured)| captured),
                 });
+                self.authentication = Some(Authentication {
+                    method: None,
+                    mechanisms: Vec::new(),
+                    mechanism: None,
+                    outcome: AuthOutcome::Unfinished,
+                    round_trips: 0,
+                    first_frame: frame,
+                    start_ts: ts,
+                    last_frame: None,
+                    end_ts: None,
+                });
+                self.auth_awaiting = true;
                 if self.encryption_asked.is_none() {
                     let other = &mut self.sides[1 - d];
                     if other.state == State::Start {
@@ -207,17 +249,25 @@ impl Conversation {
     /// The snapshot length cut the stream's first message after `buf` (its captured bytes,
     /// at offset `base`) and the gap ends at `gap_end`: an untyped message whose first 8 bytes
     /// came is read from them and the rest skipped; with fewer, the start is lost.
-    pub(super) fn start_cut(&mut self, d: usize, buf: &[u8], base: i64, gap_end: i64, frame: u64) {
+    pub(super) fn start_cut(
+        &mut self,
+        d: usize,
+        buf: &[u8],
+        base: i64,
+        gap_end: i64,
+        frame: u64,
+        ts: f64,
+    ) {
         let s = &self.sides[d];
         if s.role == Role::Frontend && self.start_seen[d] && base == 0 && buf.first() != Some(&0x16)
         {
             if let (Some(ln), Some(code)) = (be32(buf, 0), be32(buf, 4)) {
-                if let Some(name) = untyped_name(code, ln) {
+                if untyped_name(code, ln).is_some() {
                     let end = i64::from(ln);
                     if end >= gap_end {
                         let captured = buf.len() as i64;
                         let body = buf.get(8..).unwrap_or(&[]).to_vec();
-                        self.untyped(d, name, code, &body, Some((end, captured)), frame);
+                        self.untyped(d, code, &body, Some((end, captured)), frame, ts);
                         let s = &mut self.sides[d];
                         s.keep(&[]);
                         s.skip = end - gap_end;
@@ -407,17 +457,34 @@ impl Conversation {
         self.refuse(d, off, 0, reason);
     }
 
+    /// Why a header of this side is not PostgreSQL framing; None when it is.
+    pub(super) fn fault(&self, d: usize, t: u8, ln: i64) -> Option<StopReason> {
+        let role = self.sides.get(d)?.role;
+        if ln < 4 {
+            return Some(StopReason::LengthUnder4 { length: ln });
+        }
+        if ln > MAX_MESSAGE {
+            return Some(StopReason::LengthAbsurd { length: ln });
+        }
+        if name_of(role, t).is_none() {
+            return Some(StopReason::NotRoleType { type_byte: t, role });
+        }
+        match expected_length(role, t, self.minor) {
+            Some((min, max)) if !(min..=max).contains(&ln) => Some(StopReason::WrongLength {
+                type_byte: t,
+                role,
+                length: ln,
+                min,
+                max,
+            }),
+            _ => None,
+        }
+    }
+
     /// Framing PostgreSQL never sends: this direction is not decoded past `at`.
-    pub(super) fn malformed(&mut self, d: usize, t: u8, ln: i64, at: i64, frame: u64) {
+    pub(super) fn malformed(&mut self, d: usize, reason: StopReason, at: i64, frame: u64) {
         let s = &mut self.sides[d];
         let role = s.role;
-        let reason = if ln < 4 {
-            StopReason::LengthUnder4 { length: ln }
-        } else if ln > MAX_MESSAGE {
-            StopReason::LengthAbsurd { length: ln }
-        } else {
-            StopReason::NotRoleType { type_byte: t, role }
-        };
         if self.evidence.is_some() {
             self.refuse(d, at, frame, reason);
             return;

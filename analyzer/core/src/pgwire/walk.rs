@@ -4,7 +4,7 @@
 use super::conversation::{Conversation, State, KEEP_CAP};
 use super::facts::StopReason;
 use super::framing::{header, message_run, MAX_MESSAGE};
-use super::messages::{name_of, Role};
+use super::messages::Role;
 use super::shape::fits;
 
 impl Conversation {
@@ -28,8 +28,8 @@ impl Conversation {
         };
         let n = buf.len();
         let mut pos = pos;
-        // bulk messages since the last control message
-        let (mut rows, mut copies, mut nbytes) = (0u64, 0u64, 0u64);
+        // bulk messages since the last control message, and the DataRows' body bytes
+        let (mut rows, mut copies, mut nbytes, mut row_bytes) = (0u64, 0u64, 0u64, 0u64);
         // the last message counted ends in a later segment (for the trail's attribution)
         let mut held = false;
         while n.saturating_sub(pos) >= 5 {
@@ -52,15 +52,20 @@ impl Conversation {
                 nbytes += (run.end - pos) as u64;
                 if t == b'D' {
                     rows += run.count;
+                    // each message is its 5-byte header and its body
+                    row_bytes += ((run.end - pos) as u64).saturating_sub(5 * run.count);
                 } else {
                     copies += run.count;
                 }
                 pos = run.end;
                 if let Some(bad) = run.bad {
                     if rows > 0 || copies > 0 {
-                        self.bulk(d, rows, copies, nbytes, frame, ts);
+                        self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
                     }
-                    self.malformed(d, t, bad, super::conversation::at(off, pos), frame);
+                    let reason = self
+                        .fault(d, t, bad)
+                        .unwrap_or(StopReason::LengthUnder4 { length: bad });
+                    self.malformed(d, reason, super::conversation::at(off, pos), frame);
                     return n;
                 }
                 if pos > n {
@@ -73,11 +78,11 @@ impl Conversation {
                 continue;
             }
             if rows > 0 || copies > 0 {
-                self.bulk(d, rows, copies, nbytes, frame, ts);
-                (rows, copies, nbytes) = (0, 0, 0);
+                self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
+                (rows, copies, nbytes, row_bytes) = (0, 0, 0, 0);
             }
-            if name_of(role, t).is_none() || !(4..=MAX_MESSAGE).contains(&ln) {
-                self.malformed(d, t, ln, super::conversation::at(off, pos), frame);
+            if let Some(reason) = self.fault(d, t, ln) {
+                self.malformed(d, reason, super::conversation::at(off, pos), frame);
                 return n;
             }
             let end = pos + 1 + ln as usize;
@@ -108,7 +113,7 @@ impl Conversation {
             }
         }
         if rows > 0 || copies > 0 {
-            self.bulk(d, rows, copies, nbytes, frame, ts);
+            self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
         }
         if let (true, Some(t)) = (held, self.sides[d].counts.trail.as_mut()) {
             t.hold_last();
@@ -117,8 +122,8 @@ impl Conversation {
     }
 
     /// While the connection is unproven, a message is evidence (detect.rs): one whose length
-    /// or body does not fit its type, or of a type its side never sends, refuses the
-    /// connection (false); a type and length a side never sends is left to `malformed`.
+    /// or body does not fit its type refuses the connection (false); a type or length a side
+    /// never sends (`fault`) is left to `malformed`.
     pub(super) fn evident(
         &mut self,
         d: usize,
@@ -129,7 +134,7 @@ impl Conversation {
         frame: u64,
     ) -> bool {
         let role = self.sides[d].role;
-        if name_of(role, t).is_none() || !(4..=MAX_MESSAGE).contains(&ln) {
+        if self.fault(d, t, ln).is_some() {
             return true;
         }
         if !fits(role, t, ln, body) {
@@ -155,9 +160,11 @@ impl Conversation {
         true
     }
 
-    /// DataRows and CopyDatas counted: the side's counts, and the query they answer (or, from
-    /// the frontend, the query that asked for them: COPY FROM STDIN).
-    fn bulk(&mut self, d: usize, rows: u64, copies: u64, nbytes: u64, frame: u64, ts: f64) {
+    /// DataRows and CopyDatas counted (rows, copies, their bytes, the rows' body bytes): the
+    /// side's counts, and the query they answer (or, from the frontend, the query that asked
+    /// for them: COPY FROM STDIN).
+    fn bulk(&mut self, d: usize, run: (u64, u64, u64, u64), frame: u64, ts: f64) {
+        let (rows, copies, nbytes, row_bytes) = run;
         let s = &mut self.sides[d];
         if rows > 0 {
             s.counts.add_rows(rows);
@@ -175,6 +182,7 @@ impl Conversation {
             return;
         };
         q.data_rows += rows;
+        q.data_row_bytes += row_bytes;
         q.copy_data += copies;
         q.respond(nbytes, rows + copies, ts, frame);
     }
