@@ -596,7 +596,7 @@ NOTES = {
     r"ACK n B": "test_ack_pacing_is_said_only_where_the_sender_never_waited",
     r"ACK [\d,]+ B": "pacing, held ACKs, delayed ACKs",
     r"[\d,]+ B": "writes, coalesced segments, TLS records",
-    r"~4 KB segments from the pooler": "test_explain_names_only_what_the_diagram_shows",
+    r"~4 KiB segments from the pooler": "test_explain_names_only_what_the_diagram_shows",
     r"zero window|window update|dup ACK|win … raw": "test_flow, test_explain",
     r"\[after a hole\]|\[retransmission\]|slow start": "reordering, loss, slow start",
 }

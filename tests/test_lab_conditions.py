@@ -10,6 +10,7 @@ command-line checks, on fixed inputs.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -24,7 +25,8 @@ from typing import Any
 import pytest
 from tcpfeed import ip_header, tcp_header
 
-from pktflow.errors import LabError
+from pktflow.cli import Env, main
+from pktflow.errors import ExitCode, LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, loss_rules, tcp_rmem
 from pktflow.lab.handshakes import handshakes
@@ -206,16 +208,52 @@ def test_handshakes_time_syn_to_ack(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cond, network, via, words", [
     (Conditions(delay_ms=10), "loopback", "direct", "--network bridge"),
     (Conditions(loss_pct=2), "loopback", "pgbouncer", "--network bridge"),
-    (Conditions(delay_back_ms=5), "bridge", "direct", "need a pooler"),
-    (Conditions(pooler_rcvbuf=65536), "bridge", "direct", "need a pooler"),
+    (Conditions(delay_back_ms=5), "bridge", "direct", "needs a pooler"),
+    (Conditions(pooler_rcvbuf=65536), "bridge", "direct", "needs a pooler"),
     (Conditions(loss_pct=100), "bridge", "direct", "between 0 and 100"),
     (Conditions(delay_ms=0), "bridge", "direct", "more than 0"),
     (Conditions(client_rcvbuf=100), "bridge", "direct", "at least 2048"),
 ])
 def test_conditions_refused_where_they_cannot_act(cond: Conditions, network: str, via: str,
                                                   words: str) -> None:
-    with pytest.raises(LabError, match=words):
+    with pytest.raises(UsageError, match=words):
         cond.check(network, via)
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--delay", "10"], "--delay 10 needs --network bridge (acting inside the lab's own "
+                        "namespaces)"),
+    (["--loss", "2", "--client-rcvbuf", "16384"],
+     "--loss 2 --client-rcvbuf 16384 need --network bridge (acting inside the lab's own "
+     "namespaces)"),
+    (["--network", "bridge", "--delay-back", "5"],
+     "--delay-back 5 needs a pooler: add --via pgbouncer or --via pgpool"),
+    (["--rate", "20mbit"], "--rate 20mbit needs --network bridge (loopback has no NIC to "
+                           "shape or offload)"),
+    (["--network", "bridge", "--rate-at", "server"],
+     "--rate-at server needs --rate (the rate to shape with)"),
+    (["--network", "bridge", "--rate", "fast"],
+     "--rate fast: give a tc rate such as 100mbit or 1gbit"),
+    (["--network", "bridge", "--delay", "0"],
+     "--delay 0: give milliseconds, more than 0 and at most 10000"),
+])
+def test_command_line_mistakes_are_usage_errors_naming_the_flag(
+        tmp_path: Path, flags: list[str], said: str) -> None:
+    """Exit 2, as argparse's own, with the flag that is missing or wrong, before anything runs
+    (not 7, the lab's failure to record: a user without root learns of the mistake first)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["lab", "record", "--scenario", "seqscan-10k", *flags, "-o",
+                 str(tmp_path / "x.pcap")], Env(stdout=out, stderr=err))
+    assert (code, err.getvalue()) == (ExitCode.USAGE, f"pktflow: {said}\n")
+    assert not any(tmp_path.iterdir())
+
+
+def test_recording_to_a_directory_is_the_outputs_error(tmp_path: Path) -> None:
+    err = io.StringIO()
+    code = main(["lab", "record", "--scenario", "seqscan-10k", "-o", str(tmp_path)],
+                Env(stdout=io.StringIO(), stderr=err))
+    assert (code, err.getvalue()) == (ExitCode.OUTPUT, f"pktflow: {tmp_path}: cannot be "
+                                      "written: it is a directory (name a file in it)\n")
 
 
 def test_slow_reader_works_on_loopback_and_names_itself() -> None:

@@ -72,6 +72,8 @@ class AckJudgement(TypedDict):
     segments_mode: int | None
     bytes_mode: int | None
     bytes_mode_count: int
+    segments_median: int | None
+    bytes_median: int | None
     delayed_timer: int
 
 class WindowJudgement(TypedDict):

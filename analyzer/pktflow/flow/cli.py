@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # rich loads when a diagram is drawn, not when the parser is 
 
     from rich.console import Console
 
+from pktflow import output
 from pktflow.errors import UsageError
 
 # The ladder's modules load when a ladder is drawn: every `pktflow analyze` builds this parser.
@@ -128,7 +129,7 @@ def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
     else:
         ladder.notes.append("plots need matplotlib (pip install matplotlib)")
-    args.output.write_text(html(ladder, report, figures))
+    output.write_text(args.output, html(ladder, report, figures))
     print(f"wrote {args.output}", file=env.stderr)
     return 0
 
@@ -142,7 +143,7 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     from pktflow.flow.plots import render
 
     report, got, ladder = prepare(args, analyze)
-    args.output.write_bytes(render(report, got, ladder.title, fmt))
+    output.write_bytes(args.output, render(report, got, ladder.title, fmt))
     print(f"wrote {args.output}", file=env.stderr)
     return 0
 
@@ -164,8 +165,11 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         teach(ladder, report)
     if fmt == "text":
         if args.output:
-            with open(args.output, "w") as fh:
-                render_text(ladder, Console(file=fh, width=width), args)
+            import io
+
+            text = io.StringIO()
+            render_text(ladder, Console(file=text, width=width), args)
+            output.write_text(args.output, text.getvalue())
         else:
             render_text(ladder, Console(file=env.stdout, width=width), args)
         return 0
@@ -184,7 +188,7 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
         out = mermaid(ladder) if fmt == "mermaid" else plantuml(ladder)
     if args.output:
-        args.output.write_text(out)
+        output.write_text(args.output, out)
     else:
         env.stdout.write(out)
     return 0

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pktflow.errors import LabError, PktflowError
+from pktflow.errors import LabError, PktflowError, UsageError
 from pktflow.lab.cli import summary
 from pktflow.lab.conditions import Conditions, Shaper, build, tcp_rmem
 from pktflow.lab.handshakes import handshakes
@@ -125,9 +125,14 @@ def default_output(scenario: str, via: str, rate: str | None, cond: Conditions) 
 
 
 def _flags_as_variables(text: str) -> str:
-    """The native lab's messages name its flags; here they are compose's variables."""
-    text = text.replace("--via pgbouncer or pgpool", "VIA=pgbouncer")
-    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).upper().replace("-", "_"), text)
+    """The native lab's messages name its flags (`--delay-back 5`); here they are compose's
+    variables (`DELAY_BACK=5`)."""
+    text = text.replace("add --via pgbouncer or --via pgpool", "set VIA=pgbouncer")
+
+    def variable(m: re.Match[str]) -> str:
+        name = m.group(1).upper().replace("-", "_")
+        return f"{name}={m.group(2)}" if m.group(2) else name
+    return re.sub(r"--([a-z][a-z-]*)(?: ([0-9][0-9.]*))?", variable, text)
 
 
 def stack_from(env: dict[str, str]) -> Stack:
@@ -149,7 +154,7 @@ def stack_from(env: dict[str, str]) -> Stack:
     cond = Conditions(**values)
     try:
         cond.check("bridge", via)
-    except LabError as exc:
+    except UsageError as exc:  # a bad value here is the run's failure: the client's exit 7
         raise LabError(_flags_as_variables(exc.reason)) from None
     rate = env.get("RATE", "").strip() or None
     if rate is not None and not RATE.match(rate):

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pktflow.errors import LabError
+from pktflow.errors import LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, Shaper, build
 from pktflow.lab.handshakes import handshakes
@@ -38,7 +38,7 @@ from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT,
                                    PGPOOL_SETTINGS, POSTGRES_PORT,
                                    SCENARIOS, USER,
                                    render_command, render_setup)
-from pktflow.lab.network import Bridge, Loopback, make_network
+from pktflow.lab.network import Bridge, Loopback, check_options, make_network
 from pktflow.lab.services import (TCPDUMP_OPTIONS, Services, free_port, need, require_root,
                                   version)
 
@@ -95,15 +95,19 @@ def _shielded() -> Iterator[None]:
 def record(rec: Recording, out: Path) -> dict[str, Any]:
     """Record `rec` into `out` (pcap, gzipped if the name ends in .gz) and its metadata file
     (`metadata_path`); return the metadata."""
-    if rec.scenario not in SCENARIOS:
-        raise LabError(f"unknown scenario {rec.scenario!r}; known: {', '.join(SCENARIOS)}")
-    if rec.via not in ("direct", "pgbouncer", "pgpool"):
-        raise LabError(f"--via {rec.via!r}: use direct, pgbouncer or pgpool")
+    # here, not at the top: the compose image holds errors.py and lab/ only, and never records
+    # through this function
+    from pktflow import output
+
+    check(rec)
     scen = SCENARIOS[rec.scenario]
-    rec.conditions.check(rec.network, rec.via)
     rows = rec.rows or scen.default_rows
     out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output.error(out, exc) from None
+    output.check(out)  # not a directory, writable: before a recording, not after it
     require_root()
     cond = rec.conditions
     rcvbuf = {r: b for r, b in (("client", cond.client_rcvbuf),
@@ -147,6 +151,17 @@ def write_metadata(meta: dict[str, Any], out: Path) -> None:
     with gzip.open(samples_path(out), "wt", compresslevel=9) as f:
         json.dump(series, f, separators=(",", ":"))
     metadata_path(out).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def check(rec: Recording) -> None:
+    """What was asked, before anything runs: a mistake is a usage error (exit 2) naming the
+    flag; what the machine cannot do (root, a program) is the lab's (exit 7)."""
+    if rec.scenario not in SCENARIOS:
+        raise UsageError(f"--scenario {rec.scenario}: known: {', '.join(SCENARIOS)}")
+    if rec.via not in ("direct", "pgbouncer", "pgpool"):
+        raise UsageError(f"--via {rec.via}: use direct, pgbouncer or pgpool")
+    check_options(rec.network, rec.offloads, rec.rate, rec.rate_at)
+    rec.conditions.check(rec.network, rec.via)
 
 
 def require_complete(meta: dict[str, Any], out: Path) -> None:

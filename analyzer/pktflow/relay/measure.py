@@ -120,7 +120,7 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                 pass  # a forwarding unit named only where it is what limits
             elif 4000 <= relay_unit <= 4096 + 128:
                 setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
-                           "8 KB server write into about 4 KB + 4 KB + a small tail; pkt_buf >= "
+                           "8 KiB server write into about 4 KiB + 4 KiB + a small tail; pkt_buf >= "
                            "8256 (8,192 + 64) forwards it whole")
             elif 7000 <= relay_unit <= 8192:
                 setting = ("consistent with Pgpool-II, which writes to the client through an "

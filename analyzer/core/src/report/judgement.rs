@@ -104,6 +104,9 @@ pub struct AckJudgement {
     pub segments_mode: Option<i64>,
     pub bytes_mode: Option<i64>,
     pub bytes_mode_count: u64,
+    /// The median ACK's segments and bytes: what the pattern names when no size is most ACKs.
+    pub segments_median: Option<i64>,
+    pub bytes_median: Option<i64>,
     pub delayed_timer: u64,
 }
 
@@ -183,6 +186,8 @@ fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJ
             segments_mode: acks.segments_per_ack.mode,
             bytes_mode: acks.bytes_acked.mode,
             bytes_mode_count: acks.bytes_acked.mode_count,
+            segments_median: acks.segments_per_ack.median,
+            bytes_median: acks.bytes_acked.median,
             delayed_timer: acks.causes.delayed_timer,
         },
         window: WindowJudgement {
