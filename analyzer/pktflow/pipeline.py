@@ -172,7 +172,7 @@ def timeline_findings(tl: Mapping[str, Any]) -> list[Finding]:
             f"timestamps step back by more than {JITTER_S * 1e3:g} ms {tl['backward_steps']:,} "
             f"time(s), by at most {tl['backward_max_s'] * 1e3:,.3f} ms (first at frame "
             f"{tl['backward_first_frame']}): packets of several interfaces or CPUs reached the "
-            f"capture out of order; their times are kept as they are",
+            f"capture out of order, or the clock was set back; their times are kept as they are",
             None, [tl["backward_first_frame"]]))
     return out
 

@@ -4,14 +4,16 @@
 //! takes the time of the frame before it, the frames after continue from there, and a frame
 //! back on the timeline before the jump (a lone bad record) takes its own time again.
 //!
-//! Small steps back (under BACKWARD_S) are real: `tcpdump -i any` merges interfaces whose
-//! packets reach it out of order. They are counted, never moved; a step of microseconds
-//! (under JITTER_S, CPUs stamping packets of one interface) is not even counted.
+//! Steps back under BACKWARD_S are real: `tcpdump -i any` merges interfaces whose packets
+//! reach it out of order, NTP steps a clock back by seconds or minutes. They are counted,
+//! never moved (a connection's bins are revisited, its spans stay sane); a step of
+//! microseconds (under JITTER_S, CPUs stamping packets of one interface) is not even counted.
 
 use serde::Serialize;
 
-/// A step back beyond this is a jump of the clock, not packets merged out of order.
-pub const BACKWARD_S: f64 = 1.0;
+/// A step back beyond this is a corrupt record or a clock set at boot, not packets merged out
+/// of order nor a clock adjusted: no capture's times are moved for less.
+pub const BACKWARD_S: f64 = 86_400.0;
 /// A step back within this is the jitter of CPUs stamping one interface's packets (seen on
 /// the shipped loopback and bridge captures: up to 6 us).
 pub const JITTER_S: f64 = 0.001;
@@ -66,19 +68,21 @@ impl Clock {
             return raw;
         };
         let step = raw - prev_raw;
-        let t = if sane(step) && valid {
+        // back on the timeline the last jump left, first: after a lone bad record the next
+        // step may look sane from it too (a stamp 40 minutes off)
+        let back = self.before.filter(|&(b, _)| valid && sane(raw - b));
+        let t = if let Some((_, before_offset)) = back {
+            self.note(frame, step, true);
+            self.offset = before_offset;
+            self.before = None;
+            raw + self.offset
+        } else if sane(step) && valid {
             if step < -JITTER_S {
                 let tl = &mut self.timeline;
                 tl.backward_steps += 1;
                 tl.backward_max_s = tl.backward_max_s.max(-step);
                 tl.backward_first_frame.get_or_insert(frame);
             }
-            raw + self.offset
-        } else if let Some((_, before_offset)) = self.before.filter(|&(b, _)| sane(raw - b)) {
-            // back on the timeline the jump left
-            self.note(frame, step, true);
-            self.offset = before_offset;
-            self.before = None;
             raw + self.offset
         } else {
             self.note(frame, step, false);
@@ -172,6 +176,10 @@ mod tests {
             (2, Some(3), 0)
         );
         assert!((tl.backward_max_s - 0.502_995).abs() < 1e-9);
+        // a clock stepped back 90 s (NTP): counted, kept
+        let (out, c) = run(&[1000.0, 1001.0, 911.0, 912.0]);
+        assert_eq!(out, [1000.0, 1001.0, 911.0, 912.0]);
+        assert_eq!((c.timeline.backward_steps, c.timeline.jumps_total), (1, 0));
         // a day of silence is a pause, not a jump
         assert_eq!(run(&[0.0, 86_400.0 * 3.0]).1.timeline.jumps_total, 0);
     }
