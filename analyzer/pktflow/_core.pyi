@@ -78,6 +78,7 @@ class AckJudgement(TypedDict):
 
 class WindowJudgement(TypedDict):
     max: int | None
+    scaled: bool
     zero_window_periods: int
     zero_window_total_s: float
 
@@ -616,13 +617,21 @@ class RelayJudgement(TypedDict):
     costs: Costs
     unmatched_front: UnmatchedFront
     fronts: list[FrontLeg]
+    backs: list[BackLeg]
 
 class FrontLeg(TypedDict):
     connection: str
     limit: VerdictLimit
     limits: Limits
+    window_ceiling: int | None
 
-class FrontVerdict(TypedDict):
+class BackLeg(TypedDict):
+    connection: str
+    verdict: Verdict
+    limits: Limits
+    window_ceiling: int | None
+
+class LegVerdict(TypedDict):
     connection: str
     verdict: Verdict
 
@@ -641,7 +650,8 @@ class RelayWords(TypedDict):
     coupling: str
     verdict: RelayVerdict
     findings: list[Finding]
-    front_verdicts: NotRequired[list[FrontVerdict]]
+    front_verdicts: NotRequired[list[LegVerdict]]
+    back_verdicts: NotRequired[list[LegVerdict]]
 
 class RelayJudge(Protocol):
     def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...
