@@ -204,6 +204,14 @@ class RoundTrips(TypedDict):
     bulk_ms: float
     share: float | None
     summary: str
+    saving_s: NotRequired[float]
+    pipelined_saving_s: NotRequired[float]
+    without: NotRequired[str]
+
+class ConversationSaving(TypedDict):
+    saving_s: float | None
+    pipelined_saving_s: float | None
+    without: str
 
 class Judgement(TypedDict):
     id: str
@@ -224,6 +232,9 @@ class Verdict(TypedDict):
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
     evidence_frames: list[int]
+    saving_s: NotRequired[float]
+    without: NotRequired[str]
+    saving_model: NotRequired[str]
 
 class CapturePoint(TypedDict):
     position: str
@@ -251,6 +262,7 @@ class Words(TypedDict):
     directions: DirectionsWords | None
     capture_point: CapturePoint | None
     round_trips: str | None
+    round_trips_saving: NotRequired[ConversationSaving | None]
     decode_stopped: str | None
     findings: list[Finding]
 
@@ -645,6 +657,8 @@ class RelayVerdict(TypedDict):
     relay_ms: float | None
     front_leg_ms: float | None
     evidence_frames: list[int]
+    saving_s: NotRequired[float]
+    without: NotRequired[str]
 
 class RelayWords(TypedDict):
     coupling: str

@@ -19,6 +19,7 @@ from collections import deque
 from typing import Any, NamedTuple
 
 from pktflow._core import sql_key
+from pktflow.transfer.saving_compare import closing
 
 SCHEMA = "pktflow.compare/1"
 
@@ -86,7 +87,8 @@ def _connection(conn: dict[str, Any]) -> dict[str, Any]:
             "bytes_per_flight": flights.get("bytes_median"), "flights": flights.get("count"),
             "zero_windows": (d.get("window") or {}).get("zero_window_periods"),
             "rtt_ms": (d.get("rtt_ms") or {}).get("median"),
-            "limit": verdict.get("limit"), "verdict": verdict.get("summary")}
+            "limit": verdict.get("limit"), "verdict": verdict.get("summary"),
+            "saving_s": verdict.get("saving_s")}
 
 
 class Side(NamedTuple):
@@ -217,7 +219,8 @@ def _summary(rows: list[dict[str, Any]], a: Side, b: Side) -> dict[str, Any]:
         sa, sb = (sum(r[s][field] for r in timed) for s in ("_a", "_b"))
         parts.append({"part": key, "where": where, "ms": _ms(sb - sa),
                       "a_ms": _ms(sa), "b_ms": _ms(sb),
-                      "why": _why(key, sa, sb, timed, a, b)})
+                      "why": _why(key, sa, sb, timed, a, b)}
+                     | closing(key, sa, sb, timed, a, b))
     return {"queries": len(timed), "unmatched": len(rows) - len(timed),
             "a_ms": _ms(total["_a"]), "b_ms": _ms(total["_b"]),
             "difference_ms": _ms(total["_b"] - total["_a"]), "parts": parts}

@@ -47,7 +47,9 @@ def render(doc: dict[str, Any], console: Console) -> None:
     summary = doc["summary"]
     console.print(Text(headline(summary), "bold"))
     for p in summary["parts"]:
-        console.print(Text(f"  {p['ms']:+,.3f} ms {p['where']}: {p['why']}"))
+        close = ("" if not p["ms"] or not p.get("saving_ms") else
+                 f"; closed by {p['close_by']}: about {p['saving_ms']:,.3f} ms less")
+        console.print(Text(f"  {p['ms']:+,.3f} ms {p['where']}: {p['why']}{close}"))
     if not doc["queries"]:
         console.print(Text("no query appears in both captures", "yellow"))
     for row in doc["queries"][:MAX_QUERIES]:

@@ -11,6 +11,7 @@ use super::measure::{Coupling, ForwardChunk, LegsSeen, Pair, PerLeg};
 use super::pairs::Pairs;
 use super::store::Legs;
 use crate::report::direction::LimitsRecord;
+use crate::report::values::Maybe;
 use crate::report::words::{Finding, Limit, Verdict};
 use crate::report::ReportError;
 
@@ -44,6 +45,13 @@ pub struct RelayVerdict {
     pub relay_ms: Option<f64>,
     pub front_leg_ms: Option<f64>,
     pub evidence_frames: Vec<u64>,
+    /// What going direct would save (seconds): all the relay added; absent without a matched
+    /// query (`without` says why).
+    #[serde(default)]
+    pub saving_s: Maybe<f64>,
+    /// What "without" means, or why there is no saving.
+    #[serde(default)]
+    pub without: Maybe<String>,
 }
 
 impl Default for PerLeg<Limit> {
