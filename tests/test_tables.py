@@ -136,6 +136,19 @@ def test_the_tables_hold_exactly_what_the_json_holds(dataset: Path, capture: Pat
     check_capture(dataset, json.loads(res.stdout))
 
 
+def test_a_tunnelled_capture_has_its_tunnels_in_the_tables(tmp_path: Path) -> None:
+    """The tunnels a capture's connections came through (none in the shipped captures)."""
+    from encap import encapsulate
+
+    path = encapsulate(ROOT / "captures" / "error-direct-loopback.pcap", tmp_path / "in.pcap",
+                       "vxlan", 42, also=("gre", 9))
+    out = tmp_path / "fleet"
+    assert pktflow("analyze", "--format", "parquet", "-o", str(out), str(path)).returncode == 0
+    doc = json.loads(pktflow("analyze", "--format", "json", str(path)).stdout)
+    assert doc["capture"]["tunnels"] and doc["connections"][0]["tunnel"] is not None
+    check_capture(out, doc)
+
+
 def test_the_comparison_can_fail(dataset: Path) -> None:
     """A changed value, a field no column declares, and a missing row are each caught."""
     capture = CAPTURES[0]
