@@ -20,7 +20,7 @@ POOLED = ROOT / "captures" / "seqscan-10k-pgbouncer-loopback.pcap"
 
 
 def figure(path: Path) -> tuple[Any, dict[str, Any]]:
-    from pktflow.flow.plots import figure as make
+    from pktflow.report.plots import figure as make
 
     report, got, ladder = prepare(build_parser().parse_args(["plot", str(path), "-o", "x.png"]),
                                   analyze)

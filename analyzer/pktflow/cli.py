@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("b", metavar="B")
     cmp_.add_argument("--format", choices=("text", "json"), default="text")
     from pktflow.flow.cli import add_subparser as add_flow
+    from pktflow.report.commands import add_subparser as add_report
 
+    add_report(sub)
     add_flow(sub)
     _add_lab(sub)
     return parser
@@ -199,8 +201,7 @@ def _one(path: str, args: argparse.Namespace, env: Env) -> tuple[str, str, Any]:
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from rich.console import Console
 
-    from pktflow.compare import compare, side
-    from pktflow.report.compare import render as render_compare
+    from pktflow.report.compare import compare, render as render_compare, side
 
     # each report read once, then dropped: what compare reads of it stays
     a = side(_analyze_one(args.a, args, env))
@@ -224,9 +225,10 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
             return cmd_compare(args, env)
         if args.command in ("flow", "report", "plot"):
             from pktflow.flow import cli as flow_cli
+            from pktflow.report import commands
 
-            cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
-                   "plot": flow_cli.run_plot}[args.command]
+            cmd = {"flow": flow_cli.run, "report": commands.run_report,
+                   "plot": commands.run_plot}[args.command]
             # a diagram decodes the connections it draws
             return cmd(args, env, lambda path: _analyze_one(path, args, env))
         from pktflow.lab.cli import run as run_lab

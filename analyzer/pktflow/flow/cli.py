@@ -1,4 +1,5 @@
-"""`pktflow flow`: the ladder diagram of a query, a relay or a time span."""
+"""`pktflow flow`: the ladder diagram of a query, a relay or a time span; the selection's
+arguments and the drawing `report` and `plot` share (report/commands.py)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,14 @@ from pktflow.errors import UsageError
 FORMATS = ("text", "json", "svg", "html", "mermaid", "plantuml")
 
 
-def _path(arg: str) -> Path:
+def path_arg(arg: str) -> Path:
     """argparse type: pathlib loads only when a command takes a path (not for analyze)."""
     from pathlib import Path
 
     return Path(arg)
 
 
-def _selection_args(p: Any) -> None:
+def selection_args(p: Any) -> None:
     p.add_argument("capture", metavar="CAPTURE")
     p.add_argument("--query", metavar="CONN#INDEX",
                    help="one query, e.g. c2#0 (as in the analyze report); a relayed query "
@@ -39,20 +40,12 @@ def _selection_args(p: Any) -> None:
 
 
 def add_subparser(sub: Any) -> None:
-    rep = sub.add_parser("report", help="one self-contained HTML report: summary, findings, "
-                         "queries, verdicts, the ladder and plots")
-    _selection_args(rep)
-    rep.add_argument("-o", "--output", type=_path, required=True, help="the .html file to write")
-    pl = sub.add_parser("plot", help="time-sequence and in-flight plots (PNG or SVG)")
-    _selection_args(pl)
-    pl.add_argument("-o", "--output", type=_path, required=True,
-                    help="file to write; its suffix (.png or .svg) picks the format")
     fl = sub.add_parser(
         "flow", help="ladder (sequence) diagram of a query, a relay's legs or a time span",
         description="Draw packets as arrows between client, pooler and server, labelled with "
                     "bytes, PostgreSQL messages and ACKs; repeated round trips fold into one "
                     "group. Default: the biggest query (through the relay, both legs, if any).")
-    _selection_args(fl)
+    selection_args(fl)
     fl.add_argument("--detail", action="store_true",
                     help="fold each block of repeated round trips, not whole bulk transfers")
     fl.add_argument("--expand", action="store_true",
@@ -60,7 +53,7 @@ def add_subparser(sub: Any) -> None:
     fl.add_argument("--explain", action="store_true",
                     help="teaching mode: one sentence on each message type and ACK pattern shown")
     fl.add_argument("--format", choices=FORMATS, default="text")
-    fl.add_argument("-o", "--output", type=_path,
+    fl.add_argument("-o", "--output", type=path_arg,
                     help="write to this file (default: stdout)")
 
 
@@ -102,51 +95,6 @@ def _terminal_side_lanes(width: int) -> int:
     return max(MAX_SIDE_LANES, (width - GUTTER) // LANE_MIN + 1 - 2)
 
 
-def _plots_available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    from pktflow.flow.page import html
-
-    report, got, ladder = prepare(args, analyze)
-    figures = []
-    if _plots_available():
-        from pktflow.flow.plots import render
-
-        import base64
-
-        # a picture, not SVG: an SVG's size grows with the segments drawn (0.9 MB for a
-        # 20,000-row pg_dump), a PNG's with the figure's size only
-        png = base64.b64encode(render(report, got, ladder.title, "png")).decode()
-        alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
-               "time of the drawn span")
-        figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
-    else:
-        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
-    args.output.write_text(html(ladder, report, figures))
-    print(f"wrote {args.output}", file=env.stderr)
-    return 0
-
-
-def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    fmt = args.output.suffix.lstrip(".").lower()
-    if fmt not in ("png", "svg"):
-        raise UsageError(f"{args.output}: the plot's file name must end in .png or .svg")
-    if not _plots_available():
-        raise UsageError("plots need matplotlib", hint="pip install matplotlib")
-    from pktflow.flow.plots import render
-
-    report, got, ladder = prepare(args, analyze)
-    args.output.write_bytes(render(report, got, ladder.title, fmt))
-    print(f"wrote {args.output}", file=env.stderr)
-    return 0
-
-
 def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     fmt = args.format
     side_lanes = None
@@ -174,7 +122,7 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
         out = json.dumps(to_json(ladder), indent=2) + "\n"
     elif fmt in ("svg", "html"):
-        from pktflow.flow.page import html
+        from pktflow.report.page import html
         from pktflow.flow.svg import svg
 
         out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report,

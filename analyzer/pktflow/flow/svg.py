@@ -1,4 +1,4 @@
-"""The ladder as a static SVG (print quality); the interactive HTML page is flow/page.py."""
+"""The ladder as a static SVG (print quality); the interactive HTML page is report/page.py."""
 
 from __future__ import annotations
 

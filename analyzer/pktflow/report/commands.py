@@ -1,0 +1,67 @@
+"""`pktflow report` (one self-contained HTML page) and `pktflow plot` (PNG or SVG): the
+renderers of a selection drawn as `pktflow flow` selects it (flow/cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pktflow.errors import UsageError
+from pktflow.flow.cli import path_arg, prepare, selection_args
+
+
+def add_subparser(sub: Any) -> None:
+    rep = sub.add_parser("report", help="one self-contained HTML report: summary, findings, "
+                         "queries, verdicts, the ladder and plots")
+    selection_args(rep)
+    rep.add_argument("-o", "--output", type=path_arg, required=True,
+                     help="the .html file to write")
+    pl = sub.add_parser("plot", help="time-sequence and in-flight plots (PNG or SVG)")
+    selection_args(pl)
+    pl.add_argument("-o", "--output", type=path_arg, required=True,
+                    help="file to write; its suffix (.png or .svg) picks the format")
+
+
+def _plots_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
+    from pktflow.report.page import html
+
+    report, got, ladder = prepare(args, analyze)
+    figures = []
+    if _plots_available():
+        import base64
+
+        from pktflow.report.plots import render
+
+        # a picture, not SVG: an SVG's size grows with the segments drawn, a PNG's with the
+        # figure's size only
+        png = base64.b64encode(render(report, got, ladder.title, "png")).decode()
+        alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
+               "time of the drawn span")
+        figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
+    else:
+        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
+    args.output.write_text(html(ladder, report, figures))
+    print(f"wrote {args.output}", file=env.stderr)
+    return 0
+
+
+def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
+    fmt = args.output.suffix.lstrip(".").lower()
+    if fmt not in ("png", "svg"):
+        raise UsageError(f"{args.output}: the plot's file name must end in .png or .svg")
+    if not _plots_available():
+        raise UsageError("plots need matplotlib", hint="pip install matplotlib")
+    from pktflow.report.plots import render
+
+    report, got, ladder = prepare(args, analyze)
+    args.output.write_bytes(render(report, got, ladder.title, fmt))
+    print(f"wrote {args.output}", file=env.stderr)
+    return 0
