@@ -130,6 +130,24 @@ def test_transaction_pooled_clients_get_a_lane_each() -> None:
             assert ends == {pooler, 6}, r
 
 
+def test_the_poolers_lane_shows_its_port() -> None:
+    """The pooler's lane names the port it listens on, as a client's or a server's lane names
+    its own: with the client's leg drawn, and with only its server legs drawn (the relay's
+    port), in every format."""
+    report = analyze(str(POOLED))
+    (relay,) = report["relays"]
+    pooler = f"pooler {relay['host']}:{relay['front_port']}"
+    for legs in (relay["front_connections"], relay["back_connections"],
+                 relay["front_connections"] + relay["back_connections"]):
+        argv = [a for c in legs for a in ("--connection", c)]
+        assert pooler in flow_json(str(POOLED), *argv)["lanes"], legs
+        code, out, _ = cli("flow", str(POOLED), *argv, width=160)
+        assert code == 0 and pooler in out.splitlines()[1]
+    code, out, _ = cli("flow", str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap"),
+                       "--connection", "c2", "--connection", "c7", "--format", "mermaid")
+    assert code == 0 and "participant L0 as pooler 127.0.0.1:6432" in out
+
+
 def test_many_clients_share_one_lane(tmp_path: Path) -> None:
     """More client endpoints than a drawing gives lanes (a storm's 20,000; here 14) are drawn
     as one lane, with a note; every packet is still drawn, between the right lanes. A terminal

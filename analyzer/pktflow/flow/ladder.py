@@ -112,18 +112,23 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES
+def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES,
+                listening: dict[str, int] | None = None
                 ) -> tuple[list[str], dict[str, tuple[int, int]], list[str]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes;
-    notes on lanes merged. `sel`: the connections drawn."""
+    notes on lanes merged. `sel`: the connections drawn; `listening`: per relayed connection,
+    the port its pooler listens on (the relay's, so that a server leg drawn alone names it)."""
 
     def endpoint(ep: dict[str, Any]) -> str:
         return f"{ep['ip']}:{ep['port']}"
 
     pooler = None
     if any(c.get("role") in ("front", "back") for c in sel):
-        # one lane for the pooler: its listening port(s), or its address seen from the back
-        ports = sorted({c["server"]["port"] for c in sel if c.get("role") == "front"})
+        # one lane for the pooler, named by its address and the port(s) it listens on, as a
+        # server's lane is
+        ports = sorted({c["server"]["port"] for c in sel if c.get("role") == "front"}
+                       | {(listening or {})[c["id"]] for c in sel
+                          if c["id"] in (listening or {})})
         host = next(c["server"]["ip"] if c.get("role") == "front" else c["client"]["ip"]
                     for c in sel if c.get("role") in ("front", "back"))
         pooler = f"pooler {host}" + (f":{','.join(map(str, ports))}" if ports else "")
@@ -162,7 +167,9 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                       "server": c["server"]})
         raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
                    if not d.get("window_scale_known"))
-    lanes, ends, lane_notes = _lane_names(drawn, side_lanes)
+    listening = {cid: relay["front_port"] for relay in report.get("relays") or []
+                 for cid in (*relay["front_connections"], *relay["back_connections"])}
+    lanes, ends, lane_notes = _lane_names(drawn, side_lanes, listening)
     owners = _owners(report, conn_ids)
     start = report["capture"]["first_ts"] or 0.0
     rows: list[Row] = []
