@@ -70,16 +70,20 @@ def _ms(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{(b - a) * 1000:,.2f}"
 
 
-def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
-    """A table whose first `left` columns are text (left-aligned), in a box that scrolls
-    sideways on a narrow screen rather than the page."""
+def _table(head: list[str], rows: list[list[str]], left: int = 1,
+           prose: int | None = None) -> str:
+    """A table whose first `left` columns are text (left-aligned), column `prose` wrapped
+    text that keeps a readable width, in a box that scrolls sideways rather than the page; on
+    a phone each row is a card of "column: value" lines (the style's media rule), each cell
+    named by its column (data-h)."""
     def cell(tag: str, i: int, v: str) -> str:
-        return f'<{tag} class="{"s" if i < left else ""}">{escape(v)}</{tag}>'
+        cls = ("s" if i < left else "") + (" w" if i == prose else "")
+        return f'<{tag} class="{cls}" data-h="{escape(head[i])}">{escape(v)}</{tag}>'
 
     th = "".join(cell("th", i, h) for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
-    return f"<div class='scroll'><table><tr>{th}</tr>{body}</table></div>"
+    return f"<div class='scroll'><table class='cards'><tr>{th}</tr>{body}</table></div>"
 
 
 def _relay_costs(report: dict[str, Any]) -> dict[tuple[str, int], float | None]:
@@ -143,7 +147,7 @@ def _timings(top: list[tuple[int, dict[str, Any]]],
             "byte; transfer: first to last response byte; relay cost: what the pooler added "
             "to the query against its own server leg.</p>"
             + _table(["query", "sql", "rows", "bytes", "server ms", "transfer ms", "rate",
-                      "relay cost ms", "frames"], rows, left=2) + "</section>")
+                      "relay cost ms", "frames"], rows, left=2, prose=1) + "</section>")
 
 
 def _findings(report: dict[str, Any]) -> str:
@@ -327,6 +331,11 @@ h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.1em;margin-top:1.4em}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:.2em .5em;
 text-align:right;white-space:nowrap}td.s,th.s{text-align:left;white-space:normal}
 td:first-child,th:first-child{white-space:nowrap;overflow-wrap:normal}
+td.w{min-width:16em;overflow-wrap:normal}
+@media (max-width:40em){table.cards,table.cards tr,table.cards td{display:block}
+table.cards tr:first-child{display:none}table.cards tr{border:1px solid #ddd;margin:.5em 0;
+padding:.2em .5em}table.cards td{border:none;text-align:left;white-space:normal;min-width:0;
+padding:.1em 0}table.cards td::before{content:attr(data-h) ": ";color:#666}}
 .sev-error{color:#c0392b;font-weight:bold}.sev-warning{color:#b06000}.sev-info{color:#2573a7}
 #ladder-svg text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px}
 #ladder-svg .t{fill:#666}#ladder-svg .l{text-anchor:middle}#ladder-svg .n{fill:#a06000}
