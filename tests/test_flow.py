@@ -21,7 +21,7 @@ from tsharkcheck import TSHARK
 
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "captures"
@@ -97,7 +97,7 @@ def test_plain_and_styled_ladders_read_the_same(width: int) -> None:
     for capture, argv in ((POOLED, []), (CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap",
                                          ["--all"])):
         args = build_parser().parse_args(["flow", str(capture), *argv])
-        _, _, ladder = prepare(args, analyze)
+        _, ladder = prepare(args, lambda p: analyze(p, Options(record=True)))
         texts = []
         for record in (False, True):
             out = io.StringIO()

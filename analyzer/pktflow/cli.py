@@ -82,8 +82,10 @@ def _progress_bar(env: Env, label: str) -> Any:
                     console=Console(file=env.stderr), transient=True)
 
 
-def _analyze_one(path: str, args: argparse.Namespace, env: Env) -> Report:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True)
+def _analyze_one(path: str, args: argparse.Namespace, env: Env, record: bool = False) -> Report:
+    """`record`: the core keeps every connection's packets, for a diagram."""
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True,
+                   record=record)
     bar = _progress_bar(env, path)
     if bar is None:
         return analyze(path, opts)
@@ -229,8 +231,8 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
 
             cmd = {"flow": flow_cli.run, "report": commands.run_report,
                    "plot": commands.run_plot}[args.command]
-            # a diagram decodes the connections it draws
-            return cmd(args, env, lambda path: _analyze_one(path, args, env))
+            # one pass: the report, and the packets a diagram draws
+            return cmd(args, env, lambda path: _analyze_one(path, args, env, record=True))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

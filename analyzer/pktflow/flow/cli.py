@@ -57,12 +57,9 @@ def add_subparser(sub: Any) -> None:
                     help="write to this file (default: stdout)")
 
 
-def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None
-            ) -> tuple[dict[str, Any], Any, Any]:
-    """The analysis report, the selective pass over the chosen span, and its ladder, with up
-    to `side_lanes` client (or server) lanes drawn apart (a drawing's default without)."""
-    from pktflow.flow.events import collect
-    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
+def select_span(args: argparse.Namespace, analyze: Any) -> tuple[Any, Any, float, float]:
+    """The analysis report (`analyze`: a pass that keeps the packets for a diagram), the
+    selection the arguments ask for, and its span in capture times."""
     from pktflow.flow.select import select
 
     report = analyze(args.capture)
@@ -78,12 +75,27 @@ def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = Non
         exc.file = exc.file or args.capture  # name the file, as every error does
         raise
     start = report["capture"]["first_ts"] or 0.0
-    got = collect(args.capture, sel.conn_ids, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6)
-    if not got.events:
-        # a diagram of nothing is a selection that missed: say which, as an error
-        raise UsageError(f"no packets in the selection ({sel.title})", file=args.capture)
-    return report, got, build(report, got, sel.conn_ids, sel.title,
-                              MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes)
+    return report, sel, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6
+
+
+def nothing_drawn(args: argparse.Namespace, title: str) -> UsageError:
+    """A diagram of nothing is a selection that missed: say which, as an error."""
+    return UsageError(f"no packets in the selection ({title})", file=args.capture)
+
+
+def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None,
+            plots: bool = False) -> tuple[Any, Any]:
+    """The analysis report and the ladder of the selection, with up to `side_lanes` client (or
+    server) lanes drawn apart (a drawing's default without); `plots`: what the plots show
+    measured too."""
+    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
+
+    report, sel, t0, t1 = select_span(args, analyze)
+    ladder = build(report, sel.conn_ids, t0, t1, sel.title,
+                   MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes, plots)
+    if not ladder.rows:
+        raise nothing_drawn(args, sel.title)
+    return report, ladder
 
 
 def _terminal_side_lanes(width: int) -> int:
@@ -104,7 +116,7 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         width = env.width or 120 if args.output else Console(file=env.stdout,
                                                              width=env.width).width
         side_lanes = _terminal_side_lanes(width)
-    report, got, ladder = prepare(args, analyze, side_lanes)
+    report, ladder = prepare(args, analyze, side_lanes)
     if args.explain:
         from pktflow.flow.explain import teach
 

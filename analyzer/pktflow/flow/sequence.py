@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pktflow.flow.ladder import Group, Ladder, Phase, Row, breakdown, label, span_totals
+from pktflow.flow.ladder import Group, Ladder, Phase, Row, label
 
 
 def _ids(ladder: Ladder) -> list[str]:
@@ -26,12 +26,12 @@ def _walk(ladder: Ladder, arrow: Callable[[Row], str], note: Callable[[int, int,
     rows, out = ladder.rows, []
     for it in _items(ladder):
         if isinstance(it, Phase):
-            tot = span_totals(rows, it.start, it.end)
+            tot = ladder.totals(it.start, it.end)
             out.append(note(0, len(ladder.lanes) - 1,
                             f"bulk: frames {tot['first_frame']}-{tot['last_frame']}, "
                             f"{tot['segments']:,} segments, {tot['bytes']:,} B, "
                             f"{tot['acks']:,} ACKs"))
-            for b in breakdown(rows, it.start, it.end):
+            for b in ladder.breakdown(it.start, it.end):
                 out.append(note(min(b["from"], b["to"]), max(b["from"], b["to"]),
                                 f"{b['segments']:,} segments, median {b['segment_median']:,} B"))
             block = it.dominant

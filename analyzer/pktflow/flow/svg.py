@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from pktflow.flow.ladder import Group, Ladder, Row, group_totals, label
+from pktflow.flow.ladder import Group, Ladder, Row, label
 
 ROW_H = 20
 TOP = 56
@@ -47,7 +47,7 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
 
     for it in ladder.items:
         if isinstance(it, Group) and not expand:
-            tot = group_totals(ladder.rows, it)
+            tot = ladder.group_totals(it)
             top = y + 6
             lines.append(f'<text x="8" y="{top + 12}" class="g">× {it.reps:,}</text>')
             for r in ladder.rows[it.start:it.start + it.period]:

@@ -9,8 +9,7 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
-from pktflow.flow.ladder import (Group, Ladder, Phase, Row, breakdown, group_totals, label,
-                                  span_totals)
+from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, Row, label
 
 GUTTER = 20  # "  12.345 ms  #12345 " before the lanes
 LANE_MIN = 24  # columns between two lanes at least: past it the diagram is wider than asked
@@ -188,9 +187,9 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
     items = ladder.items if expand or detail else ladder.phases
     for it in items:
         if isinstance(it, Phase):
-            _phase(out, canvas, rows, it, t0, ladder.lanes)
+            _phase(out, canvas, ladder, it, t0)
         elif isinstance(it, Group) and not expand:
-            tot = group_totals(rows, it)
+            tot = ladder.group_totals(it)
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                                 _totals_line(tot, f"╭─ × {it.reps:,}: ", ladder.lanes),
                                 "bold yellow"))
@@ -225,22 +224,22 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
             console.print(shown)
 
 
-def _phase(out: _Lines, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
-           lanes: list[str]) -> None:
-    tot = span_totals(rows, it.start, it.end)
+def _phase(out: _Lines, canvas: _Canvas, ladder: Ladder, it: Phase, t0: float) -> None:
+    rows, lanes = ladder.rows, ladder.lanes
+    tot = ladder.totals(it.start, it.end)
     out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                         _totals_line(tot, "╭─ bulk transfer: ", lanes), "bold yellow"))
-    for b in breakdown(rows, it.start, it.end):
+    for b in ladder.breakdown(it.start, it.end):
         ack = (f"; {b['acks']:,} ACKs back, median {b['ack_median']:,} B"
                if b["acks"] else "; no ACKs back in this span")
         out.add(canvas.note("", f"│  {lanes[b['from']]} → {lanes[b['to']]}: "
                             f"{b['segments']:,} segments, median "
                             f"{b['segment_median']:,} B{ack}", "yellow"))
-    marked = [r for r in rows[it.start:it.end] if r.marks]
-    for r in marked[:6]:
+    marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+    for r in marked:
         out.add(canvas.arrow(r, f"  ! #{r.frame}"))
-    if len(marked) > 6:
-        out.add(canvas.note("", f"│  ... {len(marked) - 6:,} more marked packets "
+    if n > len(marked):
+        out.add(canvas.note("", f"│  ... {n - len(marked):,} more marked packets "
                             f"(--detail)", "red"))
     g = it.dominant
     if g is not None:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from pktflow.errors import UsageError
-from pktflow.flow.cli import path_arg, prepare, selection_args
+from pktflow.flow.cli import nothing_drawn, path_arg, prepare, select_span, selection_args
 
 
 def add_subparser(sub: Any) -> None:
@@ -31,24 +31,28 @@ def _plots_available() -> bool:
 
 
 def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    from pktflow.report.page import html
+    from pktflow.report.page import page
 
-    report, got, ladder = prepare(args, analyze)
+    plots = _plots_available()
+    report, ladder = prepare(args, analyze, plots=plots)
+    plot, title = ladder.drawing.plot(), ladder.title
+    if not plots:
+        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
+    made = page(ladder, report)
+    del ladder  # its rows are read: the plots are drawn without them in memory
     figures = []
-    if _plots_available():
+    if plot is not None:
         import base64
 
         from pktflow.report.plots import render
 
-        # a picture, not SVG: an SVG's size grows with the segments drawn, a PNG's with the
+        # a picture, not SVG: an SVG's size grows with what is drawn, a PNG's with the
         # figure's size only
-        png = base64.b64encode(render(report, got, ladder.title, "png")).decode()
+        png = base64.b64encode(render(report, plot, title, "png")).decode()
         alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
                "time of the drawn span")
         figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
-    else:
-        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
-    args.output.write_text(html(ladder, report, figures))
+    args.output.write_text(made(figures))
     print(f"wrote {args.output}", file=env.stderr)
     return 0
 
@@ -59,9 +63,15 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         raise UsageError(f"{args.output}: the plot's file name must end in .png or .svg")
     if not _plots_available():
         raise UsageError("plots need matplotlib", hint="pip install matplotlib")
+    from pktflow.flow.ladder import MAX_ROWS, lanes_of, numbers
     from pktflow.report.plots import render
 
-    report, got, ladder = prepare(args, analyze)
-    args.output.write_bytes(render(report, got, ladder.title, fmt))
+    # the plots only: the packets' series, not the ladder's rows
+    report, sel, t0, t1 = select_span(args, analyze)
+    _, drawn_as, _ = lanes_of(report, sel.conn_ids)
+    plot = report.core.plot(numbers(sel.conn_ids), t0, t1, MAX_ROWS, drawn_as)
+    if not plot["packets"]:
+        raise nothing_drawn(args, sel.title)
+    args.output.write_bytes(render(report, plot, sel.title, fmt))
     print(f"wrote {args.output}", file=env.stderr)
     return 0

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 from html import escape
+from collections.abc import Callable
 from typing import Any
 
 from pktflow.flow.explain import teach
-from pktflow.flow.ladder import (Group, Ladder, Phase, breakdown, group_totals, row_json,
-                                 span_totals)
+from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, row_json
 from pktflow.flow.legend import MEANING, TCP_WORDS, code, family
 from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
@@ -26,7 +26,6 @@ from pktflow.report.connections import busiest
 from pktflow.report.queries import MAX_QUERY_ROWS
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
-MARKED_ROWS = 6  # retransmissions, zero windows... shown of a folded bulk transfer
 
 
 def page_json(ladder: Ladder) -> dict[str, Any]:
@@ -40,20 +39,20 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     for it in ladder.phases:
         if isinstance(it, Phase):
-            marked = [r for r in rows[it.start:it.end] if r.marks]
-            items.append({"phase": {**span_totals(rows, it.start, it.end),
-                                    "breakdown": breakdown(rows, it.start, it.end),
-                                    "marked": [row_json(r) for r in marked[:MARKED_ROWS]],
-                                    "marked_more": max(0, len(marked) - MARKED_ROWS),
+            marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+            items.append({"phase": {**ladder.totals(it.start, it.end),
+                                    "breakdown": ladder.breakdown(it.start, it.end),
+                                    "marked": [row_json(r) for r in marked],
+                                    "marked_more": n - len(marked),
                                     "dominant": None if it.dominant is None
                                     else block(it.dominant)}})
         elif isinstance(it, Group):
-            items.append({"group": {**group_totals(rows, it), **block(it)}})
+            items.append({"group": {**ladder.group_totals(it), **block(it)}})
         else:
             items.append(row_json(it))
     # what each message drawn is, for the reader's pane beside the ladder
-    names = {n for r in rows for n, _ in r.msgs}
-    kinds = {r.kind for r in rows}
+    names = {n for _, n in ladder.drawing.symbols()[0]}
+    kinds = set(ladder.drawing.kinds())
     return {"title": ladder.title, "lanes": ladder.lanes, "items": items,
             "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes,
             # keyed by the name drawn (the legend's family() groups them: one rule, here)
@@ -355,23 +354,26 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
          figures: list[tuple[str, str]] | None = None, *, ladder_open: bool = False) -> str:
     """The page; the ladder's box starts closed (drawn when opened) unless `ladder_open`
     (`pktflow flow --format html`, where the ladder is what was asked for)."""
+    return page(ladder, report, ladder_open=ladder_open)(figures or [])
+
+
+def page(ladder: Ladder, report: dict[str, Any] | None = None, *, ladder_open: bool = False
+         ) -> Callable[[list[tuple[str, str]]], str]:
+    """The page, all it reads of the ladder read now: what is left makes the page with its
+    figures (caption, markup) once they are drawn, the ladder's rows gone by then."""
     if not ladder.steps:  # the walk, for the step-through and its list
         teach(ladder, report)
     data = json.dumps(page_json(ladder), separators=(",", ":")).replace("</", "<\\/")
-    parts = []
+    head: list[str] = []
+    tail: list[str] = []
     top = [] if report is None else busiest(report["connections"], MAX_SECTIONS)
     if report is not None:
         cap = report["capture"]
         costs = _relay_costs(report)
-        parts += [f"<p>{escape(cap['file'])}: {cap['packets']:,} packets, "
-                  f"{cap['duration_s']:.3f} s, {len(report['connections']):,} TCP "
-                  f"connection(s).</p>", _answer(report, top, costs), _timings(top, costs)]
-    figs = "".join(f"<figure>{svg_text}<figcaption>{escape(cap)}</figcaption></figure>"
-                   for cap, svg_text in figures or [])
-    if figs:
-        parts.append(f"<section id='plots'><h2>Plots</h2>{figs}</section>")
-    if report is not None:
-        parts += [_findings(report), _connections(report, top)]
+        head += [f"<p>{escape(cap['file'])}: {cap['packets']:,} packets, "
+                 f"{cap['duration_s']:.3f} s, {len(report['connections']):,} TCP "
+                 f"connection(s).</p>", _answer(report, top, costs), _timings(top, costs)]
+        tail += [_findings(report), _connections(report, top)]
     legend = ("<h3>Legend</h3><ul class='legend'>" + "".join(
         f"<li>{escape(line.strip())}</li>" for line in ladder.legend) + "</ul>"
               if ladder.legend else "")
@@ -385,22 +387,30 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
         f"<li><b>{escape(k)}</b> {escape(v)}</li>"
         for k, _, v in (line.partition("  ") for line in seen)) + "</ul>" if seen else "")
     notes = "".join(f"<p>{escape(n)}</p>" for n in ladder.notes)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>pktflow: {escape(ladder.title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>pktflow: {escape(ladder.title)}</h1>{''.join(parts)}"
-        f"<section id='flow'><details id='ladder-box'{' open' if ladder_open else ''}>"
-        f"<summary>Ladder diagram: {len(ladder.rows):,} packets, folded (drawn when "
-        "opened)</summary><p>Click a folded block's header (▸) to open it; click an arrow "
-        "for what it carries. <code>pktflow flow --expand</code> draws every packet."
-        "</p><div class='controls'><label><input type='checkbox' id='realtime'> space rows by "
-        "real time</label> <label>zoom <input type='range' id='zoom' min='0.5' max='4' "
-        "step='0.1' value='1'></label> <button id='prev' type='button'>◀ previous</button> "
-        "<button id='next' type='button'>next ▶</button> <span id='status'></span></div>"
-        "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
-        "messages in the order sent, what each is, and the packet's TCP fields.</div>"
-        f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'></svg>"
-        f"</div>{notes}{walk}{what}{legend}</details></section>"
-        f"<script type='application/json' id='ladder'>{data}</script>"
-        f"<script>{_SCRIPT}</script></body></html>\n")
+    title, packets = ladder.title, len(ladder.rows)
+
+    def with_figures(figures: list[tuple[str, str]]) -> str:
+        figs = "".join(f"<figure>{markup}<figcaption>{escape(caption)}</figcaption></figure>"
+                       for caption, markup in figures)
+        plots = [f"<section id='plots'><h2>Plots</h2>{figs}</section>"] if figs else []
+        return (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>pktflow: {escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>pktflow: {escape(title)}</h1>{''.join(head + plots + tail)}"
+            f"<section id='flow'><details id='ladder-box'{' open' if ladder_open else ''}>"
+            f"<summary>Ladder diagram: {packets:,} packets, folded (drawn when "
+            "opened)</summary><p>Click a folded block's header (▸) to open it; click an arrow "
+            "for what it carries. <code>pktflow flow --expand</code> draws every packet."
+            "</p><div class='controls'><label><input type='checkbox' id='realtime'> space rows "
+            "by real time</label> <label>zoom <input type='range' id='zoom' min='0.5' max='4' "
+            "step='0.1' value='1'></label> <button id='prev' type='button'>◀ previous</button> "
+            "<button id='next' type='button'>next ▶</button> <span id='status'></span></div>"
+            "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
+            "messages in the order sent, what each is, and the packet's TCP fields.</div>"
+            f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'>"
+            f"</svg></div>{notes}{walk}{what}{legend}</details></section>"
+            f"<script type='application/json' id='ladder'>{data}</script>"
+            f"<script>{_SCRIPT}</script></body></html>\n")
+
+    return with_figures
