@@ -190,10 +190,13 @@ def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stu
     kept = report.packets(numbers, 0.0, 1e12, 5000)
     stub.name(kept, "Packets", "packets")
     drawing = report.drawing(numbers, 0.0, 1e12, 5000,
-                             [(n, 0, 1, n % 2 == 0, False) for n in numbers], [], True)
+                             [(n, 0, 1, n % 2 == 0, False) for n in numbers], [], [0], True)
     for i, row in enumerate(drawing.rows(0, len(drawing))):
         stub.name(row, "DrawnRow", f"row {i}")
     stub.name(drawing.totals(0, len(drawing)), "Totals", "totals")
+    for start, period, reps in drawing.items():
+        for k, sizes in enumerate(drawing.group_sizes(start, period, reps, 3)):
+            stub.name(sizes, "GroupSizes", f"group at {start} step {k}")
     for i, b in enumerate(drawing.breakdown(0, len(drawing))):
         stub.name(b, "Breakdown", f"breakdown {i}")
     stub.name(drawing.plot(), "Plot", "plot")

@@ -209,6 +209,24 @@ impl Drawing {
             .collect()
     }
 
+    /// Where the rows of group (start, period, repetitions) differ in size, step by step
+    /// (at most `listed` of the others named).
+    fn group_sizes(
+        &self,
+        py: Python<'_>,
+        start: usize,
+        period: usize,
+        reps: usize,
+        listed: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let g = fold::Group {
+            start,
+            period,
+            reps,
+        };
+        to_py(py, &fold::group_sizes(&self.inner.rows, &g, listed))
+    }
+
     /// What rows start..end hold (None when empty).
     fn totals(&self, py: Python<'_>, start: usize, end: usize) -> PyResult<Py<PyAny>> {
         to_py(py, &fold::totals(&self.inner.rows, start, end))

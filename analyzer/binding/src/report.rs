@@ -214,9 +214,10 @@ impl Report {
     /// The ladder of connections `numbers` within capture times [t0, t1], at most `max_rows`
     /// packets: `lanes` gives each connection's (number, client lane, server lane, client's
     /// window raw, server's window raw), `owners` a pooler's marks on its requests
-    /// ((connection, frame, mark)); `plots`: measure what the plots show too.
+    /// ((connection, frame, mark)); `openers`: the lanes whose requests open exchanges (a
+    /// group of repeated rows starts with one); `plots`: measure what the plots show too.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (numbers, t0, t1, max_rows, lanes, owners, plots=false))]
+    #[pyo3(signature = (numbers, t0, t1, max_rows, lanes, owners, openers, plots=false))]
     fn drawing(
         &self,
         numbers: Vec<u64>,
@@ -225,6 +226,7 @@ impl Report {
         max_rows: usize,
         lanes: Vec<(u64, u16, u16, bool, bool)>,
         owners: Vec<(u64, u64, String)>,
+        openers: Vec<u16>,
         plots: bool,
     ) -> PyResult<Drawing> {
         let drawn = self.drawn(&numbers, t0, t1, max_rows)?;
@@ -237,7 +239,7 @@ impl Report {
             }
         }
         let start = self.inner.capture.first_ts.unwrap_or(0.0);
-        let drawing = guard(|| CoreDrawing::new(drawn, &lanes, &marks, start, plots))?;
+        let drawing = guard(|| CoreDrawing::new(drawn, &lanes, &marks, start, &openers, plots))?;
         trim();
         Ok(Drawing::new(drawing))
     }

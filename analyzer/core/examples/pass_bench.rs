@@ -129,7 +129,7 @@ fn draw(recording: &pktflow_core::drawing::Shared, conns: usize) {
         })
         .collect();
     let t1 = Instant::now();
-    let drawing = Drawing::new(drawn, &lanes, &Map::default(), 0.0, true);
+    let drawing = Drawing::new(drawn, &lanes, &Map::default(), 0.0, &[0], true);
     println!(
         "drawing: read {t_read:.3} s, plots, rows and folds {:.3} s ({} rows, {} items, {} \
          series)",

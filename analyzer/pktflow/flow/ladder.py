@@ -27,6 +27,7 @@ MAX_ROWS = 500_000
 MAX_SIDE_LANES = 3
 MAX_DRAWN_SIDE_LANES = 12
 MARKED_ROWS = 6  # retransmissions, zero windows... drawn of a folded bulk transfer
+ODD_LISTED = 6  # frames named of a folded group's rows that differ in size
 
 
 class Row(NamedTuple):
@@ -210,6 +211,29 @@ class Ladder:
     def group_totals(self, g: Group) -> dict[str, Any]:
         return self.totals(g.start, g.end)
 
+    def group_sizes(self, g: Group) -> list[_core.GroupSizes]:
+        """The steps of a group whose repetitions differ in size (a request alike but for a
+        parameter's digits): the size most have, and the odd ones out."""
+        return self.drawing.group_sizes(g.start, g.period, g.reps,  # type: ignore[no-any-return]
+                                        ODD_LISTED)
+
+    def odd_ones(self, g: Group) -> list[str]:
+        """What group_sizes says, a sentence per step: "step 1 (P B D E S): 108 B in 17 of
+        20; 107 B at frames 47, 57, 59"."""
+        out = []
+        for s in self.group_sizes(g):
+            r = self.rows[g.start + s["step"]]
+            what = " ".join(tokens(r.msgs)) or r.kind
+            sizes: dict[int, list[int]] = {}
+            for frame, n in s["others"]:
+                sizes.setdefault(n, []).append(frame)
+            more = s["other_count"] - len(s["others"])
+            listed = "; ".join(f"{n:,} B at frame{'s' if len(fs) > 1 else ''} "
+                               f"{', '.join(map(str, fs))}" for n, fs in sizes.items())
+            out.append(f"step {s['step'] + 1} ({what}): {s['bytes']:,} B in {s['alike']:,} of "
+                       f"{g.reps:,}; {listed}" + (f" and {more:,} more" if more else ""))
+        return out
+
     def marked(self, start: int, end: int, limit: int) -> tuple[list[Row], int]:
         """The rows of rows[start:end] with a mark: the first `limit`, and how many."""
         first, n = self.drawing.marked(start, end, limit)
@@ -324,7 +348,12 @@ def build(report: Any, conn_ids: set[str], t0: float, t1: float, title: str,
     lanes, drawn_as, lane_notes = lanes_of(report, conn_ids, side_lanes)
     owners = [(int(conn[1:]), frame, mark)
               for (conn, frame), marks in _owners(report, conn_ids).items() for mark in marks]
-    drawing = report.core.drawing(numbers(conn_ids), t0, t1, MAX_ROWS, drawn_as, owners, plots)
+    # a repeated block starts with a request: a client's, or the pooler's when only its
+    # server legs are drawn
+    openers = [i for i, name in enumerate(lanes) if name.startswith("client")] or \
+        [i for i, name in enumerate(lanes) if name.startswith("pooler")]
+    drawing = report.core.drawing(numbers(conn_ids), t0, t1, MAX_ROWS, drawn_as, owners,
+                                  openers, plots)
     rows = Rows(drawing)
     ladder = Ladder(title, lanes, rows, drawing, cut=drawing.cut,
                     notes=lane_notes + _time_notes(drawing.times_back()))
@@ -394,6 +423,7 @@ def to_json(ladder: Ladder) -> dict[str, Any]:
         if isinstance(it, Group):
             items.append({"group": {"repetitions": it.reps, "period": it.period,
                                     **ladder.group_totals(it),
+                                    "sizes": ladder.group_sizes(it),
                                     "rows": [row_json(r)
                                              for r in ladder.rows[it.start:it.end]]}})
         else:

@@ -38,6 +38,7 @@ def _walk(ladder: Ladder, arrow: Callable[[Row], str], note: Callable[[int, int,
             title = " (most repeated)"
         elif isinstance(it, Group):
             block, title = it, ""
+            out += [note(0, len(ladder.lanes) - 1, odd) for odd in ladder.odd_ones(it)]
         else:
             out.append(arrow(it))
             continue

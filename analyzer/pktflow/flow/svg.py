@@ -59,6 +59,9 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
                 f'class="box"/><text x="{width - 16}" y="{y - 2}" class="gn">× {it.reps:,}: '
                 f'frames {tot["first_frame"]}-{tot["last_frame"]}, {tot["bytes"]:,} B'
                 f'{", " + escape(msgs) if msgs else ""}</text>')
+            for odd in ladder.odd_ones(it):
+                y += 14
+                lines.append(f'<text x="{LEFT + 4}" y="{y}" class="g">{escape(odd)}</text>')
         elif isinstance(it, Group):
             for r in ladder.rows[it.start:it.end]:
                 arrow(r, f"{(r.t - t0) * 1000:.3f} ms  #{r.frame}")

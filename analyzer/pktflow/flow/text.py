@@ -193,6 +193,8 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                                 _totals_line(tot, f"╭─ × {it.reps:,}: ", ladder.lanes),
                                 "bold yellow"))
+            for odd in ladder.odd_ones(it):
+                out.add(canvas.note("", f"│  {odd}", "yellow"))
             for r in rows[it.start:it.start + it.period]:
                 out.add(canvas.arrow(r, f"     ×{it.reps:,}"))
             out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",

@@ -47,7 +47,8 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
                                     "dominant": None if it.dominant is None
                                     else block(it.dominant)}})
         elif isinstance(it, Group):
-            items.append({"group": {**ladder.group_totals(it), **block(it)}})
+            items.append({"group": {**ladder.group_totals(it), **block(it),
+                                    "odd": ladder.odd_ones(it)}})
         else:
             items.append(row_json(it))
     # what each message drawn is, for the reader's pane beside the ladder
@@ -277,6 +278,7 @@ function draw() {
     h.addEventListener('click', () => { isOpen ? open.delete(idx) : open.add(idx); draw(); });
     g.appendChild(h);
     if (isOpen && it.group) {
+      fold.odd.forEach(t => note(g, t));
       fold.rows.forEach(r => arrow(r, g, `×${n(fold.repetitions)}`));
     } else if (isOpen) {
       fold.breakdown.forEach(b => note(g, `${L.lanes[b.from]} → ${L.lanes[b.to]}: ${n(b.segments)} segments, median ${n(b.segment_median)} B; ${n(b.acks)} ACKs back`));

@@ -238,6 +238,7 @@ fn diagram(pass: &Pass, reports: &[ConnectionReport], st: &CaptureStats) {
         &lanes,
         &Map::default(),
         st.first_ts.unwrap_or(0.0),
+        &[0],
         true,
     );
     let rows = &drawing.rows.rows;

@@ -62,9 +62,22 @@ pub enum Folded {
 /// marks (numbered).
 type Signature = (u16, u16, Kind, i64, u32, bool, u8, u32);
 
-/// What makes two rows "the same step": the lanes, the kind, the bytes, the messages' names
-/// (their counts may differ), whether it ends inside a message, the marks (windows may
-/// differ). Each distinct one numbered.
+/// A row carries messages of a request or its answer (not only rows of a result).
+fn exchanges(rows: &Rows, r: &Row) -> bool {
+    r.kind == Kind::Data && !bulk_only(rows, r)
+}
+
+fn bulk_only(rows: &Rows, r: &Row) -> bool {
+    rows.label(r)
+        .iter()
+        .all(|(n, _)| BULK.contains(&n.as_str()))
+}
+
+/// What makes two rows "the same step": the lanes, the kind, the messages' names (their counts
+/// may differ), whether it ends inside a message, the marks (windows may differ); and the
+/// bytes, but of a request or its answer (a parameter's digits change a request's size: its
+/// messages make it the same step; group_sizes says where the sizes differ). Each distinct
+/// one numbered.
 pub fn signatures(rows: &Rows) -> Vec<u32> {
     let mut names: Map<Vec<&str>, u32> = Map::default();
     let mut owners: Map<&[String], u32> = Map::default();
@@ -78,8 +91,13 @@ pub fn signatures(rows: &Rows) -> Vec<u32> {
             // a pooler's marks by what they say ("for c5"), not by the frame they are on
             let next = u32::try_from(owners.len()).unwrap_or(u32::MAX);
             let marked = *owners.entry(rows.owners_of(r)).or_insert(next);
+            let bytes = if exchanges(rows, r) {
+                i64::MIN
+            } else {
+                r.nbytes
+            };
             let key = (
-                r.src, r.dst, r.kind, r.nbytes, msgs, r.partial, r.marks, marked,
+                r.src, r.dst, r.kind, bytes, msgs, r.partial, r.marks, marked,
             );
             let next = u32::try_from(seen.len()).unwrap_or(u32::MAX);
             *seen.entry(key).or_insert(next)
@@ -87,9 +105,26 @@ pub fn signatures(rows: &Rows) -> Vec<u32> {
         .collect()
 }
 
+/// Which rows open an exchange: a request (a segment toward the server carrying messages)
+/// sent from one of `lanes` (the clients', or the pooler's when no client is drawn: a
+/// pooler's forward of a client's request is part of that client's exchange).
+pub fn openers(rows: &Rows, lanes: &[u16]) -> Vec<bool> {
+    rows.rows
+        .iter()
+        .map(|r| {
+            r.kind == Kind::Data
+                && r.to_server
+                && !rows.label(r).is_empty()
+                && lanes.contains(&r.src)
+        })
+        .collect()
+}
+
 /// Runs of a repeating block (period 1..MAX_PERIOD; three repetitions, or two of a block of
 /// two rows or more) as groups; greedy from the top, the block that covers the most rows.
-pub fn collapse(sigs: &[u32]) -> Vec<Item> {
+/// A block holding a request starts with one (`openers`): whole exchanges fold, each request
+/// before its answer.
+pub fn collapse(sigs: &[u32], openers: &[bool]) -> Vec<Item> {
     let n = sigs.len();
     let mut items = Vec::new();
     let mut i = 0;
@@ -100,6 +135,10 @@ pub fn collapse(sigs: &[u32]) -> Vec<Item> {
                 break;
             }
             let block = &sigs[i..i + k];
+            let opens = |j: usize| openers.get(j).copied().unwrap_or(false);
+            if !opens(i) && (i..i + k).any(opens) {
+                continue; // it would start inside an exchange
+            }
             let mut reps = 1;
             while i + (reps + 1) * k <= n && &sigs[i + reps * k..i + (reps + 1) * k] == block {
                 reps += 1;
@@ -129,15 +168,63 @@ pub fn collapse(sigs: &[u32]) -> Vec<Item> {
     items
 }
 
+/// A step of a group whose rows are not all one size (requests or answers alike but for
+/// their bytes): the size most of them have, and the others.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sizes {
+    /// The step (0: the block's first row).
+    pub step: usize,
+    pub bytes: i64,
+    /// How many of the repetitions have `bytes`.
+    pub alike: usize,
+    /// The others' frames and sizes, the first `listed`.
+    pub others: Vec<(u64, i64)>,
+    pub other_count: usize,
+}
+
+/// Where the rows of a group's steps differ in size.
+pub fn group_sizes(rows: &Rows, g: &Group, listed: usize) -> Vec<Sizes> {
+    let mut out = Vec::new();
+    for step in 0..g.period {
+        let these: Vec<&Row> = (0..g.reps)
+            .filter_map(|k| rows.rows.get(g.start + k * g.period + step))
+            .collect();
+        let mut counts: Vec<(i64, usize)> = Vec::new();
+        for r in &these {
+            match counts.iter_mut().find(|(b, _)| *b == r.nbytes) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((r.nbytes, 1)),
+            }
+        }
+        if counts.len() < 2 {
+            continue;
+        }
+        let mut common = counts[0];
+        for &c in &counts {
+            if c.1 > common.1 {
+                common = c;
+            }
+        }
+        let others: Vec<(u64, i64)> = (these.iter())
+            .filter(|r| r.nbytes != common.0)
+            .map(|r| (r.frame, r.nbytes))
+            .collect();
+        out.push(Sizes {
+            step,
+            bytes: common.0,
+            alike: common.1,
+            other_count: others.len(),
+            others: others.into_iter().take(listed).collect(),
+        });
+    }
+    out
+}
+
 /// For a row that can be part of a bulk transfer: Some(the way of its data: toward a lower
 /// lane, as responses flow), or Some(None) for an ACK; None when it cannot.
 fn bulk_way(rows: &Rows, r: &Row) -> Option<Option<bool>> {
     match r.kind {
-        Kind::Data => rows
-            .label(r)
-            .iter()
-            .all(|(n, _)| BULK.contains(&n.as_str()))
-            .then_some(Some(r.dst < r.src)),
+        Kind::Data => bulk_only(rows, r).then_some(Some(r.dst < r.src)),
         Kind::Ack | Kind::Window | Kind::Dupack | Kind::Keepalive | Kind::Probe => Some(None),
         _ => None,
     }
@@ -472,7 +559,7 @@ mod tests {
     fn a_block_repeated_becomes_a_group_of_the_most_rows() {
         let sigs = [9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 4, 4, 5];
         assert_eq!(
-            collapse(&sigs),
+            collapse(&sigs, &[false; 14]),
             vec![
                 Item::Row(0),
                 Item::Group(Group {
@@ -489,14 +576,42 @@ mod tests {
             ]
         );
         // two of one row is not a group; two of a block of two is
-        assert_eq!(collapse(&[1, 1]), vec![Item::Row(0), Item::Row(1)]);
+        assert_eq!(collapse(&[1, 1], &[]), vec![Item::Row(0), Item::Row(1)]);
         assert_eq!(
-            collapse(&[1, 2, 1, 2]),
+            collapse(&[1, 2, 1, 2], &[]),
             vec![Item::Group(Group {
                 start: 0,
                 period: 2,
                 reps: 2
             })]
+        );
+    }
+
+    #[test]
+    fn a_group_starts_with_its_request() {
+        // 1 a request, 2 its answer; an odd request (3) once: the block after it does not
+        // start with an answer (2, 1, 2, 1...) but at the next request
+        let sigs = [1, 2, 1, 2, 1, 2, 3, 2, 1, 2, 1, 2, 1, 2];
+        let opens: Vec<bool> = sigs.iter().map(|&s| s != 2).collect();
+        let groups: Vec<(usize, usize, usize)> = collapse(&sigs, &opens)
+            .iter()
+            .map(|it| match it {
+                Item::Row(i) => (*i, 1, 1),
+                Item::Group(g) => (g.start, g.period, g.reps),
+            })
+            .collect();
+        assert_eq!(groups, vec![(0, 2, 3), (6, 1, 1), (7, 1, 1), (8, 2, 3)]);
+        // without the rule the odd one's answer led the second block
+        let g = |start, period, reps| {
+            Item::Group(Group {
+                start,
+                period,
+                reps,
+            })
+        };
+        assert_eq!(
+            collapse(&sigs, &[]),
+            vec![g(0, 2, 3), Item::Row(6), g(7, 2, 3), Item::Row(13)]
         );
     }
 }

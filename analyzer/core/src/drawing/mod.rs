@@ -38,19 +38,21 @@ pub struct Drawing {
 impl Drawing {
     /// `drawn`'s rows for the connections in `lanes`; `owners`: (connection, frame) -> a
     /// pooler's marks on the request it sent; `start`: the capture's first packet's time;
-    /// `plots`: measure what the plots show too (the packets are not kept past this).
+    /// `openers`: the lanes whose requests open exchanges (fold::openers); `plots`: measure
+    /// what the plots show too (the packets are not kept past this).
     pub fn new(
         drawn: Drawn,
         lanes: &Map<u64, Lanes>,
         owners: &Map<(u64, u64), Vec<String>>,
         start: f64,
+        openers: &[u16],
         plots: bool,
     ) -> Self {
         let plot = plots.then(|| plot::plot(&drawn.packets, lanes, &drawn.swapped, start));
         let rows = rows::rows(&drawn, lanes, owners, start);
         let cut = drawn.cut;
         drop(drawn);
-        let items = fold::collapse(&fold::signatures(&rows));
+        let items = fold::collapse(&fold::signatures(&rows), &fold::openers(&rows, openers));
         let phases = fold::phases(&rows, &items);
         Drawing {
             rows,
