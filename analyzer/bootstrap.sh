@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 want_tests=0
 [ "${1:-}" = "--test" ] && want_tests=1
 
+say() { echo "bootstrap: $*" >&2; }
+
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"
     elif command -v sudo >/dev/null 2>&1; then sudo "$@"
@@ -34,6 +36,7 @@ python=${PYTHON:-python3}
     echo "bootstrap: pktflow needs Python 3.11 or newer ($python is older)" >&2; exit 1; }
 
 if [ ! -x .venv/bin/python ]; then
+    say "making the virtual environment .venv ($("$python" --version 2>&1))"
     if ! "$python" -m venv .venv >/dev/null 2>&1; then
         # Debian and Ubuntu ship venv separately.
         rm -rf .venv
@@ -63,13 +66,37 @@ if [ "$want_tests" = 1 ]; then
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
     done
     if [ -n "$missing" ]; then
-        echo "bootstrap: installing Debian packages:$missing" >&2
-        apt_install $missing || echo "bootstrap: could not install$missing; tests that need them will be skipped" >&2
+        say "installing Debian packages:$missing"
+        apt_install $missing || say "could not install$missing; tests that need them will be skipped"
     fi
-    .venv/bin/python -m pip install -q -e '.[test]'
+    target='.[test]' extra=" with the test dependencies"
 else
-    .venv/bin/python -m pip install -q -e .
+    target='.' extra=""
 fi
+# pip builds the core through maturin and cargo, quietly for minutes the first time: say so,
+# then name each crate as cargo compiles it (the full log is kept for a failure).
+say "building pktflow's core (Rust, analyzer/core) and installing pktflow$extra into .venv:" \
+    "a few minutes the first time, seconds after"
+log=$(mktemp "${TMPDIR:-/tmp}/pktflow-bootstrap.XXXXXX")
+started=$SECONDS
+progress() {  # a shell loop, line by line: awk would hold the lines until its buffer fills
+    local n=0 word crate rest
+    while read -r word crate rest; do
+        [ "$word" = Compiling ] || continue
+        n=$((n + 1))
+        if [ -t 2 ]; then printf '\rbootstrap:   compiling %s (crate %d)\033[K' "$crate" "$n" >&2
+        else printf 'bootstrap:   compiling %s (crate %d)\n' "$crate" "$n" >&2
+        fi
+    done
+    if [ "$n" -gt 0 ] && [ -t 2 ]; then echo >&2; fi
+}
+if ! .venv/bin/python -m pip install -v -e "$target" 2>&1 | tee "$log" | progress; then
+    tail -n 40 "$log" >&2
+    say "installing pktflow failed (above: the end of pip's log; all of it: $log)"
+    exit 1
+fi
+rm -f "$log"
+say "pktflow installed in $((SECONDS - started)) s"
 # Byte-compile now: where PYTHONDONTWRITEBYTECODE is set (container images often set it) Python
 # would otherwise compile every module from source at each start, 20 ms of a 50 ms run.
 .venv/bin/python -m compileall -q analyzer/pktflow >/dev/null || true

@@ -74,18 +74,23 @@ def test_the_difference_is_decomposed_into_parts_that_add_up(condition: str) -> 
         for s in ("a", "b"):
             q = r[s]
             assert q["client_ms"] == pytest.approx(
-                q["server_wait_ms"] + q["server_transfer_ms"] + q["relay_cost_ms"], abs=1e-9)
+                q["server_wait_ms"] + q["server_transfer_ms"] + q["relay_cost_ms"]
+                + q["client_leg_ms"], abs=1e-9)
         # per-query rows carry per-query numbers only
         assert not CONNECTION_WIDE & set(r["a"]) and not CONNECTION_WIDE & set(r["b"])
     parts = {p["part"]: p for p in summary["parts"]}
     assert parts["relay"]["a_ms"] == 0 and parts["relay"]["b_ms"] > 0
+    # the relay's part is what analyze gives as the relay's own cost (issue 31 rule 8)
+    (relay,) = json.loads(run("analyze", str(pooled), "--format", "json")[1])["relays"]
+    assert parts["relay"]["b_ms"] == pytest.approx(relay["verdict"]["relay_ms"], abs=0.002)
+    assert parts["client_leg"]["b_ms"] == pytest.approx(relay["verdict"]["front_leg_ms"],
+                                                        abs=0.002)
     if condition == "rtt10ms":
         # the 10 ms link sits on the direct connection's server leg, but on the pooled
-        # capture's client leg: the round trip moves from the server leg into the relay part
-        # (the direct server leg's wait holds part of a round trip: 4.5-5.3 ms less through
-        # the pooler in two recordings; the relay part holds the whole of one)
-        assert parts["server_wait"]["ms"] < -4
-        assert parts["relay"]["ms"] > 10
+        # capture's client leg: its round trips move from the server leg into the client
+        # leg's part, never into the relay's
+        assert parts["server_wait"]["ms"] < 0 < parts["client_leg"]["ms"]
+        assert parts["relay"]["ms"] < 2
         assert "round trip A 10." in parts["server_wait"]["why"]
 
 

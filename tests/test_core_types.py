@@ -183,7 +183,7 @@ def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stu
         stub.name(report.connection(i), "Connection", f"connection {i}")
     for i, relay in enumerate(report.relays()):
         stub.name(relay, "RelayHead", f"relay {i}")
-        pairs = report.pairs(i, list(range(len(report.pair_keys(i)))))
+        pairs = report.pairs(i, list(range(report.pair_count(i))))
         for k, pair in enumerate(pairs):
             stub.name(pair, "Pair", f"relay {i} pair {k}")
     numbers = list(range(1, len(report) + 1))

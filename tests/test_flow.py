@@ -315,7 +315,7 @@ def test_explain_names_only_what_the_diagram_shows() -> None:
     assert {"Q", "T", "D", "C", "Z", "ACK 16,384 B"} <= set(keys)
     assert not any("pooler" in k for k in keys) and "zero window" not in keys
     pooled = [line.split("  ")[0] for line in flow_json(str(POOLED), "--explain")["explain"]]
-    assert "~4 KB segments from the pooler" in pooled and "zero window" in pooled
+    assert "~4 KiB segments from the pooler" in pooled and "zero window" in pooled
     assert flow_json(str(DIRECT))["explain"] == []
 
 

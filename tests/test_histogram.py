@@ -11,6 +11,7 @@ counts, the cap and its rounding, top lists and the mode), in_flight and rtt_ms 
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 from tcpfeed import Flow, write_capture
 
 from pktflow.pipeline import analyze
+
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 TOP_K = 12  # entries of a histogram's top list (pktflow_core::transfer::TOP_K)
 CAP = 4096  # exact keys of a transfer Histogram, then 4 significant bits
@@ -122,10 +125,10 @@ def test_segment_sizes_past_the_cap_are_rounded(tmp_path: Path) -> None:
     assert out["segment_size_median"] == median_of(want)
 
 
-def test_the_pattern_is_the_first_counted_mode_the_list_the_smaller_value(
+def test_equal_counts_the_list_puts_the_smaller_value_first_the_pattern_the_median(
         tmp_path: Path) -> None:
-    """Equal counts: the pattern names the size counted first (3,000 B), the top list puts
-    the smaller (1,000 B) first."""
+    """Equal counts: the top list puts the smaller (1,000 B) first; as no size is most of the
+    ACKs, the pattern gives the median ACK (2,000 B), not one of the tied sizes."""
     f = Flow()
     f.handshake()
     for size in [3000] * 6 + [1000] * 6 + [2000] * 2:
@@ -134,9 +137,54 @@ def test_the_pattern_is_the_first_counted_mode_the_list_the_smaller_value(
     out = server_side(f, tmp_path)
     assert out["acks"]["bytes_acked_histogram"] == {"1000": 6, "3000": 6, "2000": 2}
     assert list(out["acks"]["bytes_acked_histogram"]) == ["1000", "3000", "2000"]
-    assert out["pattern"] == "1 ACK per 1 segment, 3,000 B (43% of ACKs)"
+    assert out["pattern"] == "ACKs vary: the median covers 1 segment, 2,000 B"
     assert out["acks"]["bytes_acked_median"] == 2000
     assert out["segment_size_histogram"] == {"1000": 6, "3000": 6, "2000": 2}
+
+
+@pytest.mark.parametrize("sizes, said", [
+    ([3000] * 8 + [1000] * 7, "1 ACK per 1 segment, 3,000 B (53% of ACKs)"),
+    ([3000] * 7 + [1000] * 7 + [500], "ACKs vary: the median covers 1 segment, 1,000 B"),
+])
+def test_the_pattern_names_the_commonest_ack_only_when_it_is_most_of_them(
+        tmp_path: Path, sizes: list[int], said: str) -> None:
+    f = Flow()
+    f.handshake()
+    for size in sizes:
+        send(f, size)
+        f.ack(0, win=65535)
+    assert server_side(f, tmp_path)["pattern"] == said
+
+
+def test_every_ack_pattern_agrees_with_its_numbers() -> None:
+    """On every shipped capture, each direction's pattern names the commonest ACK only where
+    it is most ACKs, and then the median is that ACK; else it names the median. The pooled
+    seqscan's server leg said "1 ACK per 2 segments, 8,192 B (11% of ACKs)" beside a median
+    of 12,265 B over 3 segments."""
+    checked = 0
+    for capture in sorted(CAPTURES.glob("*.pcap")):
+        for conn in analyze(str(capture))["connections"]:
+            for d in conn["directions"].values():
+                acks, said = d["acks"], d["pattern"]
+                if not acks["count"]:
+                    continue
+                median = (acks["segments_per_ack_median"], acks["bytes_acked_median"])
+                mode = re.fullmatch(r"1 ACK per (\d+) segments?, ([\d,]+) B \((\d+)% of ACKs\)",
+                                    said)
+                if mode:
+                    share = acks["bytes_acked_histogram"][mode[2].replace(",", "")]
+                    assert share * 2 > acks["count"], (capture.name, said)
+                    assert int(mode[2].replace(",", "")) == median[1], (capture.name, said)
+                else:
+                    segs, nbytes = median
+                    unit = "segment" if segs == 1 else "segments"
+                    assert said == f"ACKs vary: the median covers {segs} {unit}, {nbytes:,} B"
+                checked += 1
+    assert checked > 50
+    pooled = analyze(str(CAPTURES / "seqscan-10k-pgbouncer-loopback.pcap"))
+    c2 = next(c for c in pooled["connections"] if c["id"] == "c2")
+    assert c2["directions"]["server_to_client"]["pattern"] == \
+        "ACKs vary: the median covers 3 segments, 12,265 B"
 
 
 def test_a_direction_without_data_has_empty_histograms(tmp_path: Path) -> None:

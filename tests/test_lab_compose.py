@@ -119,6 +119,27 @@ def _included(path: str, rules: list[str]) -> bool:
     return keep
 
 
+def test_the_images_files_are_all_the_stack_imports(tmp_path: Path) -> None:
+    """The image holds what the Dockerfile copies and nothing else of the package: the stack's
+    entry point imports from those alone (a lab module importing another part of pktflow at
+    its top broke every container)."""
+    import sys
+
+    for src in re.findall(r"^COPY (analyzer/\S+(?: analyzer/\S+)*) \S+$", DOCKERFILE.read_text(),
+                          re.M):
+        for part in src.split():
+            dest = tmp_path / "pktflow" / Path(part).relative_to("analyzer/pktflow")
+            if (ROOT / part).is_dir():
+                shutil.copytree(ROOT / part, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / part, dest)
+    res = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                          "import pktflow.lab.compose", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 def test_dockerignore_keeps_the_build_context_to_the_lab() -> None:
     rules = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
@@ -240,11 +261,10 @@ def test_receive_buffers_are_the_native_tcp_rmem(compose: dict[str, Any]) -> Non
 
 @pytest.mark.parametrize("env,words", [
     ({"DELAY": "abc"}, "DELAY=abc: give a number"),
-    ({"DELAY": "0"}, "DELAY 0.0: give milliseconds"),
-    ({"LOSS": "100"}, "LOSS 100.0: give a percentage"),
-    ({"CLIENT_RCVBUF": "1000"}, "CLIENT_RCVBUF 1000: give bytes"),
-    ({"VIA": "direct", "DELAY_BACK": "5"}, "DELAY_BACK and POOLER_RCVBUF need a pooler "
-                                           "(VIA=pgbouncer)"),
+    ({"DELAY": "0"}, "DELAY=0: give milliseconds"),
+    ({"LOSS": "100"}, "LOSS=100: give a percentage"),
+    ({"CLIENT_RCVBUF": "1000"}, "CLIENT_RCVBUF=1000: give bytes"),
+    ({"VIA": "direct", "DELAY_BACK": "5"}, "DELAY_BACK=5 needs a pooler: set VIA=pgbouncer"),
     ({"VIA": "pgpool"}, "VIA=pgpool: use direct or pgbouncer"),
     ({"SCENARIO": "tls"}, "SCENARIO=tls: the stack records pgbench, pgdump, seqscan-10k"),
     ({"RATE": "fast"}, "RATE=fast: give a tc rate"),
@@ -634,12 +654,12 @@ def test_stack_and_native_lab_agree(pooled: Run, tmp_path: Path) -> None:
             [(q["command_tag"], q["data_rows"]) for q in theirs[role]["queries"]], role
     (r1,), (r2,) = pooled["report"]["relays"], native_report["relays"]
     assert r1["matched_queries"] == r2["matched_queries"]
-    # the re-split on both: the relay forwards in its 4 KB buffer's pieces what the server
-    # wrote in larger ones. (The server's habitual write is 8 KB; on a busy machine the
-    # socket takes several as one, 30 KB and more, so its size is not compared.)
-    pkt_buf = ours["pgbouncer_settings"]["pkt_buf"]
+    # Both measured the relay's write sizes. Their values are not compared: a write is what one
+    # PSH closes, and when the client's socket backs up (a busy machine, the stack's extra
+    # bridge) the kernel merges PgBouncer's 4 KB writes, so one run sees 4,096 and another
+    # 16,384. The re-split itself is checked on the shipped captures (test_relay.py).
     for r in (r1, r2):
-        assert 4000 <= r["forward_write"] <= pkt_buf < r["server_write"], r
+        assert r["forward_write"] and r["server_write"], r
 
 
 @pytest.mark.lab

@@ -233,3 +233,54 @@ def test_loopback_pipeline_scenario_teaches_what_it_is_recorded_for(lab_tmp: Pat
                                                 "--expand")["items"]
                 for d in it.get("details", []) if d["message"] == "ReadyForQuery"]
     assert {"I", "T", "E"} <= set(statuses)
+
+
+def test_loopback_logins_and_session_scenarios_record_what_they_are_kept_for(
+        lab_tmp: Path) -> None:
+    """The logins and session scenarios, recorded anew (captures/logins-*, session-*): each
+    method's login and the refused one, and what the server says beside results, with the
+    cancel request linked to the query it stopped."""
+    meta, report = recorded(lab_tmp, "logins", Recording("logins", via="direct"))
+    assert_clean(meta, report)
+    auth = [(c["startup"]["user"], c["authentication"]["method"],
+             c["authentication"]["outcome"]) for c in report["connections"]]
+    assert auth == [("lab_scram", "sasl", "ok"), ("lab_md5", "md5", "ok"),
+                    ("lab_cleartext", "cleartext-password", "ok"),
+                    ("lab_md5", "md5", "failed")]
+    assert "password" not in meta["client_command"]  # the client reads the lab's own
+    meta, report = recorded(lab_tmp, "session", Recording("session", via="direct"))
+    assert_clean(meta, report)
+    conn, cancel = report["connections"]
+    qs = conn["queries"]
+    assert [n["code"] for q in qs for n in q["notices"]] == ["00000", "25P01"]
+    assert [q["command_tag"] for q in qs if q["sql"] == "COMMIT"] == ["COMMIT", "ROLLBACK"]
+    assert qs[5]["error"]["constraint"] == "tsession_child_parent_fkey"
+    assert cancel["cancel_request"]["target"] == {"connection": conn["id"], "query_index": 7}
+    assert qs[7]["cancelled_by"]["connection"] == cancel["id"]
+
+
+def test_record_prints_a_summary_not_a_line_per_connection(
+        lab_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lab record` of many connections (a storm printed 20,025 lines, one per handshake and
+    socket): a few lines whatever the count, the handshakes as one line of round trips, the
+    sockets one line per direction; every handshake and the busiest sockets' figures are in
+    the metadata file."""
+    from pktflow.cli import Env, main
+
+    skip_unless_lab({"pgbench": "postgresql-15"})
+    out = lab_tmp / "pgbench-summary.pcap"
+    code = main(["lab", "record", "--scenario", "pgbench", "--via", "pgbouncer", "-o",
+                 str(out)], Env())
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0
+    meta = json.loads(out.with_suffix(".json").read_text())
+    shakes, sockets = meta["handshakes"], meta["kernel"]["sockets"]
+    assert len(shakes) >= 4 and len(sockets) >= 4  # 4 clients, each a handshake and a socket
+    assert all(h["rtt_ms"] > 0 for h in shakes)
+    assert all(s["busy_ms"] is not None and s["dominant_limit"] for s in sockets)
+    assert printed[0].startswith(f"recorded {out} ")
+    (said,) = [line for line in printed if "handshake" in line]
+    assert said.startswith(f"  {len(shakes)} handshakes: round trip min ")
+    directions = {s["direction"] for s in sockets}
+    assert len(printed) == 2 + len(directions)
+    assert {line.split()[0] for line in printed[2:]} == directions

@@ -81,9 +81,10 @@ def test_rows_then_completion_fold_and_tags_are_as_sent() -> None:
     last = frame_row(doc, 215)
     assert last["message_sequence"] == [["DataRow", 18], ["CommandComplete", 1],
                                         ["ReadyForQuery", 1]]
-    assert last["details"] == [{"message": "CommandComplete", "sqlstate": None,
-                                "text": "SELECT 10000"},
-                               {"message": "ReadyForQuery", "sqlstate": None, "text": "I"}]
+    assert last["details"] == [{"message": "CommandComplete", "severity": None,
+                                "sqlstate": None, "text": "SELECT 10000"},
+                               {"message": "ReadyForQuery", "severity": None, "sqlstate": None,
+                                "text": "I"}]
     # a row cut across segments belongs to the segment that ends it (as tshark counts it)
     assert frame_row(doc, 11)["message_sequence"] == [["RowDescription", 1], ["DataRow", 72]]
     copy = flow_json(str(CAPTURES / "pgdump-20k-direct-loopback.pcap"))
@@ -93,8 +94,8 @@ def test_rows_then_completion_fold_and_tags_are_as_sent() -> None:
 def test_errors_show_sqlstate_and_message() -> None:
     doc = flow_json(str(CAPTURES / "error-direct-loopback.pcap"), "--all")
     (err,) = [r for r in rows(doc) if r["message_sequence"] == [["ErrorResponse", 1]]]
-    assert err["details"] == [{"message": "ErrorResponse", "sqlstate": "22012",
-                               "text": "division by zero"}]
+    assert err["details"] == [{"message": "ErrorResponse", "severity": "ERROR",
+                               "sqlstate": "22012", "text": "division by zero"}]
     assert err["label"] == "66 B  E(22012 division by zero)"
     code, out, _ = cli("flow", str(CAPTURES / "error-direct-loopback.pcap"), "--all",
                        width=160)
@@ -175,7 +176,7 @@ def test_keepalive_shaped_probes_are_tsharks_keepalives() -> None:
     out = subprocess.run([TSHARK or "tshark", "-n", "-r", str(path), "-Y",
                           "tcp.analysis.keep_alive", "-T", "fields", "-e", "frame.number"],
                          capture_output=True, text=True, check=True).stdout
-    assert probes == [int(x) for x in out.split()] and len(probes) == 5
+    assert probes == [int(x) for x in out.split()] and probes  # as many as the reader stalled
     assert all(r["label"] == "window probe" for r in rows(doc) if r["frame"] in probes)
     assert any(line.startswith("window probe:") for line in doc["legend"])
 

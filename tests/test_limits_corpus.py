@@ -1,20 +1,13 @@
 """What limited each transfer, read from the capture alone, against the kernel's own account
-(the lab's corpus, captures/conditions/: each sending socket's chronographs and dominant limit,
-pktflow.lab.kernel).
+(the lab's corpus, captures/conditions/: each sending socket's tcp_info sampled every
+millisecond, kept beside the capture, and judged by pktflow.lab.kernel's rule).
 
-The kernel's words map to the verdict's: receiver_window, loss and sender are the same; its
-"network" (data waited unsent behind the congestion window or a rate limit: RFC 4898's
-SndLimTimeCwnd) is the verdict's network (a bottleneck rate) or latency (the congestion window
-times the round trip), which the kernel does not tell apart.
-
-Both are read over the same span. The kernel's busy time runs while data is in flight, so it
-includes the waits for the ACK of a response's last segment (a receiver's delayed ACK: 40 ms
-after a 15 ms transfer), which the verdict leaves out of the transfer and the report gives as
-`limits.ack_tail_s`. Nothing was left to send then, so neither the window nor the buffer held
-the sender: the kernel's figures over the transfer are its busy time less that tail, its
-rwnd_limited and sndbuf_limited as they are, judged by the lab's own rule
-(pktflow.lab.kernel.dominant_limit). The verdict's receiver-window share is of the transfer
-less the time the sender had nothing in flight.
+The kernel's classes are the verdict's: receiver_window, network (a queue at a bottleneck),
+latency (round trips with the congestion window in use), loss (recovery), sender (nothing
+waited unsent), and send_buffer (the application blocked on a send buffer full of
+unacknowledged data: latency or the sender's side). A verdict agrees when it names the
+kernel's class, or one within 10 points of its top share (pktflow.lab.kernel.verdict_agrees);
+a socket with fewer than 20 samples in its transfer is too weak a call to check.
 
 Where they disagree is listed below, with why; the test fails on a new disagreement and on a
 listed one that went away.
@@ -31,19 +24,17 @@ import pytest
 from test_lab_corpus import CORPUS, CUT, FULL
 
 from pktflow.lab import kernel
+from pktflow.lab.record import kernel_sockets
 from pktflow.pipeline import analyze
 
-# the kernel's dominant limit -> the verdicts that agree with it
-AGREES = {"receiver_window": {"receiver_window"}, "loss": {"loss"}, "sender": {"sender"},
-          "network": {"network", "latency"}, "send_buffer": {"sender"}}
-SHARE_TOLERANCE = 0.2
-
-# Disagreements, each with why: none on this corpus. (The warm pool's server connections
-# disagreed while the lab took their counters as they stood at the end, warm-up included; it now
-# counts them from an idle sampler round before the client starts, pktflow.lab.kernel.Sampler.)
-KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
-# receiver-window shares further than SHARE_TOLERANCE from the kernel's
-KNOWN_SHARE_GAPS: dict[tuple[str, str], str] = {}
+# Disagreements, each with why.
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    ("seqscan-10k-pgbouncer-bridge-rtt2ms", "pooler->client"):
+        "the kernel calls 52% of its samples network: with data waiting, its smoothed RTT "
+        "stood more than 1 ms above the 2 ms path, which the rule reads as a queue; the "
+        "capture shows no queue (each ACK came a round trip after its data, the delay line's "
+        "2 ms) and names latency 85%: the smoothed RTT carried psql's delayed ACKs",
+}
 
 
 def corpus_name(name: str) -> str:
@@ -56,55 +47,36 @@ def report(name: str) -> dict[str, Any]:
 
 
 def meta(name: str) -> dict[str, Any]:
-    return json.loads((CORPUS / f"{name}.pcap.json").read_text())  # type: ignore[no-any-return]
+    m: dict[str, Any] = json.loads((CORPUS / f"{name}.pcap.json").read_text())
+    m["kernel"]["sockets"] = kernel_sockets(CORPUS / f"{name}.pcap.gz")
+    return m
 
 
 def direction_of(rep: dict[str, Any], sock: dict[str, Any]) -> dict[str, Any]:
-    """The report's direction whose sender is the kernel's socket."""
-    lip, lport = sock["local"].rsplit(":", 1)
-    pip, pport = sock["peer"].rsplit(":", 1)
-    for c in rep["connections"]:
-        cl, sv = c["client"], c["server"]
-        for name, src, dst in (("client_to_server", cl, sv), ("server_to_client", sv, cl)):
-            if (src["ip"], src["port"], dst["ip"], dst["port"]) == (lip, int(lport), pip,
-                                                                    int(pport)):
-                return c["directions"][name]  # type: ignore[no-any-return]
-    raise AssertionError(f"no direction from {sock['local']} to {sock['peer']}")
-
-
-def busy_rwnd_share(d: dict[str, Any]) -> float:
-    lim = d["limits"]
-    busy = lim["transfer_s"] - lim["sender_idle_s"]
-    return lim["seconds"]["receiver_window"] / busy if busy > 0 else 0.0
-
-
-def over_the_transfer(sock: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
-    """The kernel's figures for `sock` over the transfer's span (see the module's words):
-    its busy milliseconds less the capture's ACK tail, the stall shares of that, and the
-    dominant limit by the lab's rule."""
-    stalled = sock["rwnd_limited_ms"] + sock["sndbuf_limited_ms"]
-    busy = max(sock["busy_ms"] - d["limits"]["ack_tail_s"] * 1e3, stalled, 1.0)
-    out = {**sock, "busy_ms": busy, "rwnd_limited_share": sock["rwnd_limited_ms"] / busy,
-           "sndbuf_limited_share": sock["sndbuf_limited_ms"] / busy}
-    out["dominant_limit"] = kernel.dominant_limit(out)[0]
-    return out
+    d = kernel.direction_of(rep, sock)
+    assert d is not None, f"no direction from {sock['local']} to {sock['peer']}"
+    return d
 
 
 @pytest.mark.parametrize("name", FULL + CUT)
 def test_each_senders_limit_is_the_kernels(name: str) -> None:
     rep, m = report(name), meta(name)
-    disagree, gaps = set(), set()
+    disagree = set()
     for sock in m["kernel"]["sockets"]:
-        d = direction_of(rep, sock)
-        k = over_the_transfer(sock, d)
-        key = (corpus_name(name), sock["direction"])
-        if d["verdict"]["limit"] not in AGREES[k["dominant_limit"]]:
-            disagree.add(key)
-        if abs(busy_rwnd_share(d) - k["rwnd_limited_share"]) > SHARE_TOLERANCE:
-            gaps.add(key)
-    mine = {k for k in KNOWN_DISAGREEMENTS if k[0] == corpus_name(name)}
-    assert disagree == mine
-    assert gaps == {k for k in KNOWN_SHARE_GAPS if k[0] == corpus_name(name)}
+        if sock["dominant_basis"].startswith("weak"):
+            continue
+        v = direction_of(rep, sock)["verdict"]
+        if not kernel.verdict_agrees(v["limit"], v.get("mixed_with"), sock):
+            disagree.add((corpus_name(name), sock["direction"]))
+    assert disagree == {k for k in KNOWN_DISAGREEMENTS if k[0] == corpus_name(name)}
+
+
+def test_most_calls_are_firm() -> None:
+    """The kernel was sampled often enough: a call is weak (under 20 samples in the
+    transfer) on few sockets, each a transfer of a few milliseconds."""
+    weak = [(n, s["direction"], s["transfer_samples"]) for n in FULL
+            for s in meta(n)["kernel"]["sockets"] if s["dominant_basis"].startswith("weak")]
+    assert len(weak) <= 3, weak
 
 
 def client_leg(name: str) -> dict[str, Any]:
@@ -121,9 +93,9 @@ def client_leg(name: str) -> dict[str, Any]:
     ("seqscan-10k-direct-bridge-slowreader200000", "receiver_window", "application"),
     ("seqscan-10k-pgbouncer-bridge-slowreader200000", "receiver_window", "application"),
     ("seqscan-10k-direct-bridge-loss2pct", "loss", None),
-    ("seqscan-10k-pgbouncer-bridge-loss2pct", "loss", None),
     ("seqscan-10k-direct-bridge-rtt10ms", "latency", None),
-    ("seqscan-10k-direct-bridge-unshaped", "sender", None),
+    ("seqscan-10k-pgbouncer-bridge-rtt10ms", "latency", None),
+    ("seqscan-10k-pgbouncer-bridge-server20mbit", "sender", None),
 ])
 def test_each_condition_is_named_as_such(name: str, limit: str, receiver: str | None) -> None:
     v = client_leg(name)["verdict"]

@@ -19,8 +19,10 @@ from tcpfeed import Flow, write_capture
 from pktflow.pipeline import analyze
 
 # what the decoder puts in a connection's report, and the findings it gives
-PG_KEYS = ("protocol", "startup", "decode_started_at", "decode_stopped", "lost_bytes",
-           "backend_pid", "server_parameters", "messages", "queries", "queries_total")
+PG_KEYS = ("protocol", "startup", "authentication", "decode_started_at", "decode_stopped",
+           "lost_bytes", "backend_pid", "cancel_request", "server_parameters", "messages",
+           "notices",
+           "notices_total", "errors", "queries", "queries_total")
 PG_CODES = frozenset({"pgwire-resync", "pgwire-mid-stream", "encrypted", "not-postgresql",
                       "pgwire-malformed", "server-error", "query-error", "queries-capped"})
 # a query's timing and segment keys depend on where the stream is cut; its content must not
@@ -123,6 +125,12 @@ def codes(part: dict[str, Any]) -> list[str]:
 def content(part: dict[str, Any]) -> dict[str, Any]:
     """The part without what depends on where the streams were cut."""
     out = json.loads(json.dumps(part))
+    said = [m for q in out["queries"] for m in [q["error"], *q["notices"]] if m]
+    for m in said + out["notices"] + out["errors"]:
+        m.pop("frame"), m.pop("at_s")
+    if out["authentication"]:
+        for k in ("ms", "first_frame", "last_frame"):
+            out["authentication"].pop(k)
     for q in out["queries"]:
         for k in TIMING:
             q.pop(k)
@@ -151,7 +159,9 @@ def test_simple_query_whole(cap: Path) -> None:
     out = run(cap, front, back)
     assert out["protocol"] == "postgresql" and out["decode_started_at"] == "startup"
     assert out["startup"] == {"user": "alice", "database": "shop", "application_name": "psql",
-                              "encryption": "none"}
+                              "encryption": "none", "protocol_version": "3.0",
+                              "parameters": {"user": "alice", "database": "shop",
+                                             "application_name": "psql"}}
     assert out["messages"]["frontend"] == {"StartupMessage": 1, "Query": 1, "Terminate": 1}
     assert out["messages"]["backend"]["DataRow"] == 100
     assert out["backend_pid"] == 4242 and out["server_parameters"] == {"server_version": "15.20"}

@@ -43,8 +43,8 @@ def test_every_event_and_reason_is_covered() -> None:
     reasons = {e["reason"]["kind"] for c in CASES for e in c["facts"]["events"] if "reason" in e}
     assert events == {"resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
                       "server_error", "query_error", "query_errors_total", "queries_capped"}
-    assert reasons == {"length_under_4", "length_absurd", "not_role_type", "not_startup",
-                       "tls_without_alpn", "no_framing"}
+    assert reasons == {"length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                       "not_startup", "tls_without_alpn", "no_framing"}
 
 
 def test_every_stop_reason_is_worded() -> None:

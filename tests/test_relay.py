@@ -149,7 +149,10 @@ def _pgpool_signature(meta: dict[str, Any], relay: dict[str, Any],
     # mechanics.md: Pgpool-II writes to the client through an 8,192-byte buffer, flushing
     # before a message that would not fit: message-aligned pieces just under 8 KB.
     assert 7000 <= relay["forward_write"] < relay["server_write"] == 8192
-    assert "Pgpool-II" in (relay["verdict"]["setting"] or "")
+    # named as the setting where the pooler is what limits; said in the summary always
+    assert f"{relay['forward_write']:,}-byte writes" in relay["verdict"]["summary"]
+    assert ("Pgpool-II" in (relay["verdict"]["setting"] or "")) == (
+        relay["verdict"]["limit"] == "pooler")
     if meta["network"] == "loopback":
         assert 7000 <= relay["max_forward_chunk"] <= 8192
     else:

@@ -422,16 +422,29 @@ def _mysql(seq: int, body: bytes) -> bytes:
     return struct.pack("<I", len(body))[:3] + bytes([seq]) + body
 
 
-MYSQL = [  # server greeting (protocol 10), client login, OK, a query and its answer
-    (1, _mysql(0, b"\x0a8.0.36\x00" + struct.pack("<I", 12) + b"abcdefgh\x00\xff\xff\x21"
-                  + struct.pack("<HH", 2, 0xDFFF) + b"\x15" + b"\x00" * 10
-                  + b"ijklmnopqrst\x00caching_sha2_password\x00")),
-    (0, _mysql(1, struct.pack("<IIB", 0x000FA685, 1 << 24, 33) + b"\x00" * 23 + b"root\x00\x20"
-                  + b"S" * 32 + b"caching_sha2_password\x00")),
-    (1, _mysql(2, b"\x00\x00\x00\x02\x00\x00\x00")),
-    (0, _mysql(0, b"\x03select @@version_comment limit 1")),
-    (1, _mysql(1, b"\x01") + _mysql(2, b"\x03def" * 10)),
-]
+def _mysql_talk(version: bytes) -> list[tuple[int, bytes]]:
+    """Server greeting (protocol 10), client login, OK, a query and its answer. The greeting's
+    3-byte length and sequence number 0 read as a PostgreSQL header whose type byte is the
+    length's low byte and whose length is 10 (the protocol version's byte)."""
+    return [
+        (1, _mysql(0, b"\x0a" + version + b"\x00" + struct.pack("<I", 12)
+                   + b"abcdefgh\x00\xff\xff\x21" + struct.pack("<HH", 2, 0xDFFF) + b"\x15"
+                   + b"\x00" * 10 + b"ijklmnopqrst\x00caching_sha2_password\x00")),
+        (0, _mysql(1, struct.pack("<IIB", 0x000FA685, 1 << 24, 33) + b"\x00" * 23
+                   + b"root\x00\x20" + b"S" * 32 + b"caching_sha2_password\x00")),
+        (1, _mysql(2, b"\x00\x00\x00\x02\x00\x00\x00")),
+        (0, _mysql(0, b"\x03select @@version_comment limit 1")),
+        (1, _mysql(1, b"\x01") + _mysql(2, b"\x03def" * 10)),
+    ]
+
+
+MYSQL = _mysql_talk(b"8.0.36")  # a 74-byte greeting: 'J', no PostgreSQL type
+# greetings whose first byte is a PostgreSQL backend type: 73 bytes 'I' (EmptyQueryResponse,
+# always 4 bytes long), Debian 12's MariaDB at 99 bytes 'c' (CopyDone, 4), 82 bytes 'R'
+# (Authentication: it frames, then the bytes after it do not)
+MYSQL_GREETING_I = _mysql_talk(b"5.7.9")
+MARIADB_GREETING_C = _mysql_talk(b"5.5.5-10.11.6-MariaDB-0+deb12u1")
+MYSQL_GREETING_R = _mysql_talk(b"8.0.36-0ubuntu")
 _RANDOM = bytes((i * 2654435761 >> 13) & 0xFF for i in range(32))
 _HELLO = (b"\x03\x03" + _RANDOM + b"\x00\x00\x04\x13\x01\x13\x02\x01\x00\x00\x08"
           + b"\x00\x2b\x00\x04\x03\x03\x04\x03")
@@ -442,7 +455,10 @@ TLS = [  # a ClientHello with no SSLRequest before it, the server's reply, appli
         + b"\x17\x03\x03\x01\x00" + b"E" * 256),
 ]
 FOREIGN = {"http-on-5432": (5432, [(0, HTTP_REQUEST), (1, HTTP_RESPONSE)]),
-           "mysql-on-6432": (6432, MYSQL), "tls-unrequested-on-5432": (5432, TLS)}
+           "mysql-on-6432": (6432, MYSQL), "tls-unrequested-on-5432": (5432, TLS),
+           "mysql-greeting-I-on-5432": (5432, MYSQL_GREETING_I),
+           "mariadb-greeting-c-on-5432": (5432, MARIADB_GREETING_C),
+           "mysql-greeting-R-on-5432": (5432, MYSQL_GREETING_R)}
 
 
 @pytest.mark.parametrize("handshake", [True, False], ids=["from-syn", "mid-stream"])
@@ -467,6 +483,10 @@ def test_not_postgresql_on_its_ports(tmp_path: Path, name: str, handshake: bool)
     assert not any(f["severity"] == "error" for f in report["findings"])
     assert conn["directions"]["server_to_client"]["payload_bytes"] == sum(
         len(p) for side, p in exchange if side == 1)
+    # not PostgreSQL: no PostgreSQL error, so --strict has nothing to fail on
+    code, out, err = cli("analyze", "--strict", str(tmp_path / "x.pcap"))
+    assert (code, err) == (ExitCode.OK, "")
+    assert "not PostgreSQL" in out
 
 
 @pytest.mark.parametrize("how", ["cut", "crc"])

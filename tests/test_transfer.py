@@ -44,7 +44,9 @@ def bulk(f: Flow, rounds: int, *, per_ack: int = 2, gap: float = 0.00002, win: i
 def test_loopback_pattern_two_segments_per_ack(tmp_path: Path) -> None:
     f = Flow()
     f.handshake()
-    bulk(f, 40)
+    # each ACK 30 us after the data: the next write, 20 us on, does not answer it (an ACK a
+    # reaction time or more after the data, answered within one, would: issue 31 rule 4)
+    bulk(f, 40, ack_delay=0.00003)
     out = run(f, tmp_path)
     assert out["acks"]["bytes_acked_median"] == 2 * SEG
     assert out["acks"]["segments_per_ack_median"] == 2
@@ -111,6 +113,26 @@ def test_zero_window_receiver_limited(tmp_path: Path) -> None:
     assert out["verdict"]["limit"] == "receiver_window"
     assert out["verdict"]["evidence_frames"]
     assert out["flights"]["end_reasons"]["window_full"] >= 25
+
+
+@pytest.mark.parametrize("shut_s, receiver", [(0.002, "application"), (0.00003, "buffer")])
+def test_a_reader_that_stops_is_told_from_a_small_buffer_by_how_long_it_shuts(
+        tmp_path: Path, shut_s: float, receiver: str) -> None:
+    """Zero windows of 2 ms each: the reading application stopped (a bigger buffer would only
+    hold more unread). Of 30 us each: a small buffer the reader emptied at once, its window
+    shutting between reads (issue 31 rule 6)."""
+    f = Flow()
+    f.handshake(wscale_c=0, wscale_s=0)
+    for _ in range(30):
+        f.send(1, b"w" * SEG)
+        f.send(1, b"w" * SEG)
+        f.ack(0, win=SEG // 2, dt=0.0005)  # a small window, filling
+        f.ack(0, win=0)
+        f.ack(0, win=2 * SEG, dt=shut_s)
+    out = run(f, tmp_path)
+    v = out["verdict"]
+    assert v["limit"] == "receiver_window" and v["receiver"] == receiver, v["summary"]
+    assert ("tcp_rmem" in v["summary"]) == (receiver == "buffer")
 
 
 def test_window_full_without_zero_window(tmp_path: Path) -> None:
@@ -195,7 +217,7 @@ def test_segments_remembered_for_an_ack_are_capped(tmp_path: Path) -> None:
 def test_unknown_scale_is_labelled_and_only_zero_windows_count(tmp_path: Path) -> None:
     f = Flow()
     f.ack(0, win=100)  # no handshake: raw windows of 100 would mean 100 bytes
-    bulk(f, 30, win=100)
+    bulk(f, 30, win=100, ack_delay=0.00003)
     out = run(f, tmp_path)
     assert out["window"]["scaled"] is False and out["window"]["scale_lower_bound"] >= 8
     assert out["verdict"]["limit"] == "sender"

@@ -84,6 +84,9 @@ _PGSQL_ORDER_NAMES = _PGSQL_NAMES | {
     "Portal suspended": "PortalSuspended", "Flush": "Flush", "Copy failure": "CopyFail",
     "Notification response": "NotificationResponse", "Function call": "FunctionCall",
     "Function call response": "FunctionCallResponse", "Cancel request": "CancelRequest",
+    # the frontend's 'p' is named by the authentication request it answers, as pktflow does
+    "SASLInitialResponse message": "SASLInitialResponse", "SASLResponse message": "SASLResponse",
+    "GSSResponse message": "GSSResponse",
 }
 
 

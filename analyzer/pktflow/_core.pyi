@@ -55,6 +55,7 @@ class LimitFacts(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     first: ByLimit[Stretch | None]
     longest: ByLimit[Stretch | None]
     recoveries: int
@@ -67,6 +68,8 @@ class AckJudgement(TypedDict):
     segments_mode: int | None
     bytes_mode: int | None
     bytes_mode_count: int
+    segments_median: int | None
+    bytes_median: int | None
     delayed_timer: int
 
 class WindowJudgement(TypedDict):
@@ -91,6 +94,7 @@ class TransferJudgement(TypedDict):
     acks: AckJudgement
     window: WindowJudgement
     rtt_median_ms: float | None
+    rtt_min_ms: float | None
     idle: IdleJudgement
     # for a transfer the judge judges (its min_bytes, min_segments), else None
     limits: LimitFacts | None
@@ -131,11 +135,13 @@ class HandshakeMs(TypedDict):
 
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
-    kind: Literal["length_under_4", "length_absurd", "not_role_type", "not_startup",
-                  "tls_without_alpn", "no_framing"]
+    kind: Literal["length_under_4", "length_absurd", "not_role_type", "wrong_length",
+                  "not_startup", "tls_without_alpn", "no_framing"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
+    min: NotRequired[int]
+    max: NotRequired[int]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
 
@@ -186,6 +192,7 @@ class Judgement(TypedDict):
 
 class Verdict(TypedDict):
     limit: VerdictLimit
+    mixed_with: NotRequired[LimitName]
     shares: ByLimit[float] | None
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
@@ -312,6 +319,7 @@ class Limits(TypedDict):
     seconds: ByLimit[float]
     sender_idle_s: float
     ack_tail_s: float
+    after_loss_s: float
     turns: int
     turns_s: float
     recoveries: int
@@ -364,6 +372,36 @@ class Startup(TypedDict):
     database: str | None
     application_name: str | None
     encryption: Literal["none", "tls", "gss"]
+    protocol_version: str
+    parameters: dict[str, str]
+
+class CancelTarget(TypedDict):
+    connection: str
+    query_index: int | None
+
+class CancelRequest(TypedDict):
+    """A CancelRequest and what it stopped (report/conversation.rs CancelRecord)."""
+    backend_pid: int
+    frame: int
+    sent_s: float
+    target: CancelTarget | None
+    cancel_to_error_ms: float | None
+
+class CancelledBy(TypedDict):
+    connection: str
+    frame: int
+    cancel_to_error_ms: float
+
+class Authentication(TypedDict):
+    """How the client proved who it is (report/conversation.rs AuthenticationRecord)."""
+    method: str | None
+    mechanisms: list[str]
+    mechanism: str | None
+    outcome: Literal["ok", "failed", "unfinished"]
+    round_trips: int
+    ms: float | None
+    first_frame: int
+    last_frame: int | None
 
 class DecodeStopped(TypedDict):
     direction: Role
@@ -375,13 +413,29 @@ class PerRole(TypedDict, Generic[T]):
     frontend: T
     backend: T
 
-class ErrorFields(TypedDict):
+class ServerMessage(TypedDict):
+    """An ErrorResponse or NoticeResponse (report/conversation.rs ServerMessageRecord): the
+    fields every report has (null when not sent), the others where the server sent them."""
     code: str | None
     message: str | None
     severity: str | None
     detail: str | None
     hint: str | None
     position: str | None
+    localized_severity: NotRequired[str]
+    internal_position: NotRequired[str]
+    internal_query: NotRequired[str]
+    where: NotRequired[str]
+    schema: NotRequired[str]
+    table: NotRequired[str]
+    column: NotRequired[str]
+    data_type: NotRequired[str]
+    constraint: NotRequired[str]
+    file: NotRequired[str]
+    line: NotRequired[str]
+    routine: NotRequired[str]
+    frame: int
+    at_s: float
 
 class Query(TypedDict):
     sql: str
@@ -399,7 +453,13 @@ class Query(TypedDict):
     sent_frame: int
     first_frame: int | None
     last_frame: int | None
-    error: ErrorFields | None
+    error: ServerMessage | None
+    notices: list[ServerMessage]
+    notices_total: int
+    columns: list[str] | None
+    column_count: int | None
+    data_row_bytes: int
+    cancelled_by: CancelledBy | None
     incomplete: bool
     response_segments: int
     response_segment_median: int | None
@@ -423,12 +483,17 @@ class Connection(TypedDict):
     # the PostgreSQL decoder's part
     protocol: NotRequired[Literal["unknown", "postgresql", "postgresql-tls", "postgresql-gss"]]
     startup: NotRequired[Startup | None]
+    authentication: NotRequired[Authentication | None]
     decode_started_at: NotRequired[Literal["startup", "mid-stream"] | None]
     decode_stopped: NotRequired[DecodeStopped | None]
     lost_bytes: NotRequired[PerRole[int]]
     backend_pid: NotRequired[int | None]
+    cancel_request: NotRequired[CancelRequest | None]
     server_parameters: NotRequired[dict[str, str]]
     messages: NotRequired[PerRole[dict[str, int]]]
+    notices: NotRequired[list[ServerMessage]]
+    notices_total: NotRequired[int]
+    errors: NotRequired[list[ServerMessage]]
     queries: NotRequired[list[Query]]
     queries_total: NotRequired[int]
     capture_point: NotRequired[CapturePoint]
@@ -520,6 +585,16 @@ class RelayJudgement(TypedDict):
     waits: Waits
     costs: Costs
     unmatched_front: UnmatchedFront
+    fronts: list[FrontLeg]
+
+class FrontLeg(TypedDict):
+    connection: str
+    limit: VerdictLimit
+    limits: Limits
+
+class FrontVerdict(TypedDict):
+    connection: str
+    verdict: Verdict
 
 Component = Literal["client", "network", "pooler", "server_network", "server", "none"]
 
@@ -536,6 +611,7 @@ class RelayWords(TypedDict):
     coupling: str
     verdict: RelayVerdict
     findings: list[Finding]
+    front_verdicts: NotRequired[list[FrontVerdict]]
 
 class RelayJudge(Protocol):
     def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...
@@ -731,11 +807,12 @@ class Report:
     def findings(self) -> list[Finding]: ...
     def relays(self) -> list[RelayHead]: ...
     def pairs(self, relay: int, indices: list[int]) -> list[Pair]: ...
-    def pair_keys(self, relay: int) -> list[tuple[int, float | None, int]]: ...
+    def pair_count(self, relay: int) -> int: ...
+    def pair_keys(self, relay: int, start: int, stop: int) -> list[tuple[int, float | None, int]]: ...
     def __len__(self) -> int: ...
     def numbers(self) -> list[int]: ...
     def payload(self) -> list[int]: ...
-    def connection(self, i: int) -> Connection: ...
+    def connection(self, i: int, queries: bool = ...) -> Connection: ...
     def drawing(self, numbers: list[int], t0: float, t1: float, max_rows: int,
                 lanes: list[tuple[int, int, int, bool, bool]],
                 owners: list[tuple[int, int, str]], openers: list[int],
@@ -763,6 +840,7 @@ DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
 
 class Detail(TypedDict):
     name: str
+    severity: str | None
     code: str | None
     text: str
 
@@ -776,11 +854,11 @@ class Packets(TypedDict):
     cut: bool
 
 # a ladder row (flow.ladder.Row's fields): t, frame, connection, from lane, to lane, kind,
-# bytes, window, messages, partial, marks, window raw, details, toward the server, what an ACK
-# acknowledges, PSH, seq, ack
+# bytes, window, messages, partial, marks, window raw, details (name, SQLSTATE, text,
+# severity: legend.Detail), toward the server, what an ACK acknowledges, PSH, seq, ack
 DrawnRow = tuple[float, int, str, int, int, str, int, int, tuple[tuple[str, int], ...], bool,
-                 tuple[str, ...], bool, tuple[tuple[str, str | None, str], ...], bool, str,
-                 bool, int, int]
+                 tuple[str, ...], bool, tuple[tuple[str, str | None, str, str | None], ...],
+                 bool, str, bool, int, int]
 
 # a span's messages carried one way between two lanes (drawing/fold.rs); "from" is a
 # keyword, hence the call form

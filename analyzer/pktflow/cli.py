@@ -12,7 +12,7 @@ import sys
 from typing import IO, Any
 
 
-from pktflow import __version__, _core
+from pktflow import __version__, _core, output
 from pktflow.errors import ExitCode, PktflowError, UsageError
 from pktflow.pipeline import Options, Report, analyze
 
@@ -174,16 +174,42 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         text, outcome = value
         if text is not None:
             env.stdout.write(text)
-        damage = outcome.damage
-        if damage is not None:
-            print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
-                  f"{damage['reason']}; the report covers what precedes it", file=env.stderr)
-            worst = max(worst, ExitCode.DAMAGED)
+        if outcome.damage is not None:
+            worst = max(worst, _say_damage(path, outcome.damage, env))
         if args.strict and outcome.errors:
             worst = max(worst, ExitCode.FINDINGS)
     if workers >= 2:
         pool.shutdown()
     return int(worst)
+
+
+def _say_damage(path: str, damage: dict[str, Any], env: Env) -> ExitCode:
+    """Where a capture is cut short or corrupt, in the one line every command says."""
+    print(f"pktflow: {path} (frame {damage['frame']}, byte offset {damage['offset']}): "
+          f"{damage['reason']}; the report covers what precedes it", file=env.stderr)
+    return ExitCode.DAMAGED
+
+
+class Damages:
+    """Analyses for a command that reads whole reports (flow, plot, report, compare), noting
+    each damaged capture so that the command says so once it has written what it could."""
+
+    def __init__(self, args: argparse.Namespace, env: Env, record: bool = False) -> None:
+        """`record`: the core keeps every connection's packets, for a diagram."""
+        self.args, self.env, self.record = args, env, record
+        self.damaged: list[tuple[str, dict[str, Any]]] = []
+
+    def analyze(self, path: str) -> Report:
+        report = _analyze_one(path, self.args, self.env, record=self.record)
+        damage = report["capture"]["damage"]
+        if damage is not None:
+            self.damaged.append((path, damage))
+        return report
+
+    def exit_code(self, code: int) -> int:
+        for path, damage in self.damaged:
+            code = max(code, _say_damage(path, damage, self.env))
+        return code
 
 
 def _one(path: str, args: argparse.Namespace, env: Env) -> tuple[str, str, Any]:
@@ -206,14 +232,15 @@ def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from pktflow.report.compare import compare, render as render_compare, side
 
     # each report read once, then dropped: what compare reads of it stays
-    a = side(_analyze_one(args.a, args, env))
-    doc = compare(a, side(_analyze_one(args.b, args, env)))
+    reports = Damages(args, env)
+    a = side(reports.analyze(args.a))
+    doc = compare(a, side(reports.analyze(args.b)))
     if args.format == "json":
         json.dump(doc, env.stdout, indent=2)
         env.stdout.write("\n")
     else:
         render_compare(doc, Console(file=env.stdout, width=env.width))
-    return 0
+    return reports.exit_code(0)
 
 
 def main(argv: list[str] | None = None, env: Env | None = None) -> int:
@@ -229,10 +256,13 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
             from pktflow.flow import cli as flow_cli
             from pktflow.report import commands
 
+            if args.output is not None:  # before the analysis, not after a long run
+                output.check(args.output)
             cmd = {"flow": flow_cli.run, "report": commands.run_report,
                    "plot": commands.run_plot}[args.command]
             # one pass: the report, and the packets a diagram draws
-            return cmd(args, env, lambda path: _analyze_one(path, args, env, record=True))
+            reports = Damages(args, env, record=True)
+            return reports.exit_code(cmd(args, env, reports.analyze))
         from pktflow.lab.cli import run as run_lab
 
         return int(run_lab(args))

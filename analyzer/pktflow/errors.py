@@ -19,6 +19,7 @@ class ExitCode(IntEnum):
     DAMAGED = 6  # a capture cut short or corrupt part-way: what precedes was analysed
     LAB = 7  # the lab could not record (not root, program missing)
     NO_SPACE = 8  # the report's temporary files could not be written (TMPDIR full, read-only)
+    OUTPUT = 9  # the output file (-o) cannot be written: no such directory, a directory, denied
     INTERNAL = 70  # a bug in pktflow: reported without a traceback unless --debug
 
 
@@ -79,6 +80,13 @@ class NoSpaceError(PktflowError):
     written."""
 
     exit_code = ExitCode.NO_SPACE
+
+
+class OutputError(PktflowError):
+    """The file a command was told to write (-o) cannot be written: the user's path, not a
+    bug."""
+
+    exit_code = ExitCode.OUTPUT
 
 
 class UsageError(PktflowError):

@@ -54,8 +54,17 @@ impl Drawing {
             return Ok(t.bind(py).clone());
         }
         let details = self.inner.rows.details.get(i as usize);
-        let items: Vec<(&str, Option<&str>, &str)> = (details.into_iter().flatten())
-            .map(|d| (d.name.as_str(), d.code.as_deref(), d.text.as_str()))
+        // as legend.Detail holds them: name, SQLSTATE, text, severity
+        let items: Vec<(&str, Option<&str>, &str, Option<&str>)> = (details.into_iter().flatten())
+            .map(|d| {
+                let name = d.name.as_str();
+                (
+                    name,
+                    d.code.as_deref(),
+                    d.text.as_str(),
+                    d.severity.as_deref(),
+                )
+            })
             .collect();
         let t = PyTuple::new(py, items)?;
         if let Some(slot) = self.details.get_mut(i as usize) {

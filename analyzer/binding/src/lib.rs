@@ -219,17 +219,18 @@ impl Pass {
             .assembly
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        let found = guard(|| assembly.find_relays())?;
+        let found = guard(|| assembly.find_relays())?.map_err(report::report_error)?;
         let mut relays = Vec::with_capacity(found.len());
+        let mut inherited = Vec::new();
         for (judgement, mut record) in found {
             let said = judge.call1((to_py(py, &judgement)?,))?;
             let words: RelayWords = pythonize::depythonize(&said)
                 .map_err(|e| PyTypeError::new_err(format!("the relay judge's words: {e}")))?;
-            words.apply(&mut record);
+            inherited.extend(words.apply(&mut record));
             relays.push(record);
         }
         let n = relays.len();
-        assembly.set_relays(relays);
+        assembly.set_relays(relays, inherited);
         Ok(n)
     }
 

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use pktflow_core::drawing::{Drawing as CoreDrawing, Drawn, Lanes, Map, Shared};
-use pktflow_core::relay::measure::Pair;
+use pktflow_core::relay::RelayRecord;
 use pktflow_core::report::{Report as CoreReport, ReportError};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -74,7 +74,7 @@ fn lanes_map(lanes: Vec<(u64, u16, u16, bool, bool)>) -> Map<u64, Lanes> {
 /// seq, end, ack, window, flags, payload class, first SACK block's place.
 type PacketTuple = (u64, u8, u64, f64, i64, i64, i64, i64, u8, u8, u8);
 
-fn report_error(e: ReportError) -> PyErr {
+pub(crate) fn report_error(e: ReportError) -> PyErr {
     match e {
         ReportError::Spool(e) => spool_error(e),
         ReportError::Decode(e) => CoreBug::new_err(e),
@@ -123,10 +123,11 @@ impl Write for PyStream<'_> {
     }
 }
 
-fn pair_at(pairs: &[Pair], i: usize) -> PyResult<&Pair> {
-    pairs
-        .get(i)
-        .ok_or_else(|| PyIndexError::new_err(format!("no pair {i}")))
+impl Report {
+    fn relay(&self, relay: usize) -> PyResult<&RelayRecord> {
+        (self.inner.relays.get(relay))
+            .ok_or_else(|| PyIndexError::new_err(format!("no relay {relay}")))
+    }
 }
 
 #[pymethods]
@@ -177,24 +178,43 @@ impl Report {
         Ok(out)
     }
 
-    /// Relay `relay`'s matched pairs at `indices` (in the order they were matched).
-    fn pairs(&self, py: Python<'_>, relay: usize, indices: Vec<usize>) -> PyResult<Vec<Py<PyAny>>> {
-        let r = (self.inner.relays.get(relay))
-            .ok_or_else(|| PyIndexError::new_err(format!("no relay {relay}")))?;
-        indices
-            .into_iter()
-            .map(|i| to_py(py, pair_at(&r.queries, i)?))
-            .collect()
+    /// How many matched pairs relay `relay` has.
+    fn pair_count(&self, relay: usize) -> PyResult<usize> {
+        Ok(self.relay(relay)?.queries.len())
     }
 
-    /// What ranking a relay's pairs reads of each, in order: the front leg's response bytes,
-    /// the relay's cost (ms, None when unknown) and the back leg's response segments.
-    fn pair_keys(&self, relay: usize) -> PyResult<Vec<(u64, Option<f64>, u64)>> {
-        let r = (self.inner.relays.get(relay))
-            .ok_or_else(|| PyIndexError::new_err(format!("no relay {relay}")))?;
-        Ok((r.queries.iter())
-            .map(|p| (p.response_bytes.front, p.relay_cost_ms, p.segments_in))
-            .collect())
+    /// Relay `relay`'s matched pairs at `indices` (in the order they were matched).
+    fn pairs(&self, py: Python<'_>, relay: usize, indices: Vec<usize>) -> PyResult<Vec<Py<PyAny>>> {
+        let pairs = &self.relay(relay)?.queries;
+        let mut read = pairs.reader();
+        let mut out = Vec::with_capacity(indices.len());
+        for i in indices {
+            if i >= pairs.len() {
+                return Err(PyIndexError::new_err(format!("no pair {i}")));
+            }
+            let pair = guard(|| read.get(i))?.map_err(report_error)?;
+            out.push(to_py(py, &pair)?);
+        }
+        Ok(out)
+    }
+
+    /// What ranking a relay's pairs reads of each of pairs `start` to `stop` (a chunk at a
+    /// time: a storm's are many): the front leg's response bytes, the relay's cost (ms, None
+    /// when unknown) and the back leg's response segments.
+    fn pair_keys(
+        &self,
+        relay: usize,
+        start: usize,
+        stop: usize,
+    ) -> PyResult<Vec<(u64, Option<f64>, u64)>> {
+        let pairs = &self.relay(relay)?.queries;
+        let mut read = pairs.reader();
+        (start..stop.min(pairs.len()))
+            .map(|i| {
+                let p = guard(|| read.get(i))?.map_err(report_error)?;
+                Ok((p.response_bytes.front, p.relay_cost_ms, p.segments_in))
+            })
+            .collect()
     }
 
     fn __len__(&self) -> usize {
@@ -318,12 +338,17 @@ impl Report {
         )
     }
 
-    /// Connection `i` (in the report's order).
-    fn connection(&self, py: Python<'_>, i: usize) -> PyResult<Py<PyAny>> {
+    /// Connection `i` (in the report's order); without its listed queries (`queries` empty,
+    /// `queries_total` still counting them) unless `queries`.
+    #[pyo3(signature = (i, queries=true))]
+    fn connection(&self, py: Python<'_>, i: usize, queries: bool) -> PyResult<Py<PyAny>> {
         if i >= self.inner.len() {
             return Err(PyIndexError::new_err(format!("no connection {i}")));
         }
-        let record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        let mut record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        if let (false, Some(pg)) = (queries, record.postgres.0.as_mut()) {
+            pg.queries = Vec::new();
+        }
         to_py(py, &record)
     }
 }

@@ -68,8 +68,14 @@ fn main() {
     if report {
         let t_pass = t.elapsed().as_secs_f64() - t_record - t_spool;
         let t1 = Instant::now();
-        let relays = assembly.find_relays().into_iter().map(|(_, r)| r).collect();
-        assembly.set_relays(relays);
+        let relays = match assembly.find_relays() {
+            Ok(found) => found.into_iter().map(|(_, r)| r).collect(),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        };
+        assembly.set_relays(relays, Vec::new());
         let t_relays = t1.elapsed().as_secs_f64();
         let words = CaptureWords {
             file: path.clone(),

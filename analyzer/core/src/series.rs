@@ -3,10 +3,13 @@
 //! (relay/forwarding.rs). Past MAX_POINTS every other point is dropped and the spacing doubles,
 //! so a response of any length keeps at most that many, evenly spread over its segments.
 
+use serde::{Deserialize, Serialize};
+
 /// Points kept per response.
 pub const MAX_POINTS: usize = 4096;
 
-#[derive(Clone, Debug, PartialEq)]
+/// (Serialized only to wait in the relay stage's spool.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Series {
     /// (capture time, bytes of the response up to and including the segment), in order.
     points: Vec<(f64, u64)>,

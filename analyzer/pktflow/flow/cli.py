@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # rich loads when a diagram is drawn, not when the parser is 
 
     from rich.console import Console
 
+from pktflow import output
 from pktflow.errors import UsageError
 
 # The ladder's modules load when a ladder is drawn: every `pktflow analyze` builds this parser.
@@ -124,8 +125,11 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         teach(ladder, report)
     if fmt == "text":
         if args.output:
-            with open(args.output, "w") as fh:
-                render_text(ladder, Console(file=fh, width=width), args)
+            import io
+
+            text = io.StringIO()
+            render_text(ladder, Console(file=text, width=width), args)
+            output.write_text(args.output, text.getvalue())
         else:
             render_text(ladder, Console(file=env.stdout, width=width), args)
         return 0
@@ -144,7 +148,7 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
         out = mermaid(ladder) if fmt == "mermaid" else plantuml(ladder)
     if args.output:
-        args.output.write_text(out)
+        output.write_text(args.output, out)
     else:
         env.stdout.write(out)
     return 0

@@ -412,8 +412,8 @@ def row_json(r: Row) -> dict[str, Any]:
     return {"t": r.t, "frame": r.frame, "connection": r.conn, "from": r.src, "to": r.dst,
             "kind": r.kind, "bytes": r.nbytes, "window": r.win,
             "messages": letters, "message_sequence": [list(m) for m in r.msgs],
-            "details": [{"message": d.name, "sqlstate": d.code, "text": d.text}
-                        for d in r.details],
+            "details": [{"message": d.name, "severity": d.severity, "sqlstate": d.code,
+                         "text": d.text} for d in r.details],
             "partial": r.partial, "marks": list(r.marks), "label": label(r)}
 
 

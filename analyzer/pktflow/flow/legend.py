@@ -139,11 +139,23 @@ TCP_WORDS = {
 
 
 class Detail(NamedTuple):
-    """What a diagram shows beside a message: a command tag, an error's SQLSTATE and text."""
+    """What a diagram shows beside a message: a command tag, an error's or notice's severity
+    (never localized), SQLSTATE and text."""
 
     name: str
     code: str | None
     text: str
+    severity: str | None = None
+
+
+# the severity an error or notice usually has: only another one is drawn (FATAL, WARNING)
+_USUAL = {"ErrorResponse": "ERROR", "NoticeResponse": "NOTICE"}
+
+
+def detail_text(d: Detail) -> str:
+    """An error's or notice's severity where unusual, SQLSTATE and message; a tag as sent."""
+    severity = None if d.severity == _USUAL.get(d.name) else d.severity
+    return " ".join(filter(None, (severity, d.code, d.text)))
 
 
 def family(name: str) -> str:
@@ -178,7 +190,7 @@ def tokens(msgs: Iterable[tuple[str, int]], details: Iterable[Detail] = ()) -> l
             del queue[name][:len(mine)]
             # a handshake message by its name only: what a ServerHello chose is for the walk
             text += "(" + ", ".join(d.text.partition(", ")[0] if d.name.startswith("TLS")
-                                    else " ".join(filter(None, (d.code, d.text)))
+                                    else detail_text(d)
                                     for d in mine) + ")"
         out.append(text)
     return out
@@ -210,7 +222,8 @@ def legend(used: Iterable[tuple[bool, str]], packets: Iterable[str]) -> list[str
                               f"toward the client" for c in both)))
         if any(n in ("CommandComplete", "ErrorResponse", "NoticeResponse")
                for side in seen.values() for n in side.values()):
-            out.append("  C(tag): the command tag as sent; E(…), N(…): SQLSTATE and message")
+            out.append("  C(tag): the command tag as sent; E(…), N(…): SQLSTATE and message "
+                       "(a severity other than ERROR or NOTICE first)")
     for k in dict.fromkeys(packets):
         if k in TCP_WORDS:
             word, meaning = TCP_WORDS[k]

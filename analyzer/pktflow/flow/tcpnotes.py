@@ -279,7 +279,7 @@ def tcp_notes(ladder: Ladder, report: dict[str, Any] | None,
     if report is not None and any(r.get("forward_write") == 4096 and r.get("server_write")
                                   == 8192 for r in report.get("relays") or []) and \
             any(name.startswith("pooler") for name in ladder.lanes):
-        out.append("~4 KB segments from the pooler  the server writes 8,192 bytes at a time "
+        out.append("~4 KiB segments from the pooler  the server writes 8,192 bytes at a time "
                    "and the pooler forwards them in 4,096-byte writes: PgBouncer reads at most "
                    "pkt_buf bytes (4,096 by default) before it writes to the other side.")
     out += _writes(f) + _coalesced(f) + _windows(f, ladder.lanes)

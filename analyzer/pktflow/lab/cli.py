@@ -34,6 +34,9 @@ def add_subparser(sub: Any) -> None:
                      help="bridge only: TSO/GSO/GRO on every interface (default off)")
     rec.add_argument("--rate", help="bridge only: tc tbf rate on each namespace's eth0, "
                                     "e.g. 20mbit (default: unshaped)")
+    rec.add_argument("--rate-at", choices=("client", "pooler", "server"),
+                     help="shape only this role's egress with --rate (e.g. server: a "
+                          "throttled server path behind a pooler)")
     cond = rec.add_argument_group(
         "network conditions", "all but --slow-reader need --network bridge; congestion "
         "control there is cubic, pinned per route")
@@ -82,27 +85,56 @@ def run(args: argparse.Namespace) -> int:
                         {"default_pool_size": args.pool_size} if args.pool_size else {}),
                     warm_pool=not args.cold_pool,
                     offloads=None if args.offloads is None else args.offloads == "on",
-                    rate=args.rate, conditions=conditions_from(args))
+                    rate=args.rate, rate_at=args.rate_at, conditions=conditions_from(args))
     meta = record(rec, args.output)
     print("\n".join(summary(meta, str(args.output), str(metadata_path(args.output)))))
     return 0
 
 
 def summary(meta: dict[str, Any], capture: str, metadata: str) -> list[str]:
-    """What a recording did, in a few lines: the handshakes' round trips, the loss achieved,
-    the kernel's account of each sending socket."""
+    """What a recording did in a few lines, however many connections it made (a storm makes
+    20,000): the handshakes' round trips, the loss achieved, and per direction the kernel's
+    account of the sending sockets. Each handshake and socket is in the metadata file."""
+    from collections import Counter
+    from statistics import median
+
     lines = [f"recorded {capture} ({meta['client_seconds']} s client time, tcpdump dropped "
              f"{meta['tcpdump_dropped']}); metadata in {metadata}"]
-    for h in meta["handshakes"]:
+    shakes = meta["handshakes"]
+    if len(shakes) == 1:
+        h = shakes[0]
         lines.append(f"  handshake {h['client']} -> {h['server']}: round trip "
                      f"{h['rtt_ms']:.3f} ms")
+    elif shakes:
+        rtts = [h["rtt_ms"] for h in shakes]
+        lines.append(f"  {len(shakes):,} handshakes: round trip min {min(rtts):.3f} ms, median "
+                     f"{median(rtts):.3f} ms, max {max(rtts):.3f} ms")
     loss = meta["conditions"].get("loss")
     if loss:
         lines.append(f"  loss: {loss['dropped']} of {loss['dropped'] + loss['passed']} "
                      f"segments dropped ({loss['achieved_pct']}%)")
-    for s in meta["kernel"]["sockets"]:
-        lines.append(f"  {s['direction']:15} busy {s['busy_ms']} ms, rwnd_limited "
-                     f"{s['rwnd_limited_ms']} ms, sndbuf_limited {s['sndbuf_limited_ms']} ms, "
-                     f"retrans {s['retrans']}, {s['congestion_control']}: "
-                     f"{s['dominant_limit']} ({s['dominant_rule']})")
+    kern = meta["kernel"]
+    by_direction: dict[str, list[dict[str, Any]]] = {}
+    for s in kern["sockets"]:
+        by_direction.setdefault(s["direction"], []).append(s)
+    for direction, socks in by_direction.items():
+        if len(socks) == 1:
+            s = socks[0]
+            lines.append(f"  {direction:15} busy {s['busy_ms']} ms, rwnd_limited "
+                         f"{s['rwnd_limited_ms']} ms, sndbuf_limited {s['sndbuf_limited_ms']} "
+                         f"ms, retrans {s['retrans']}, {s['congestion_control']}: "
+                         f"{s['dominant_limit']} ({s['dominant_rule']})")
+            continue
+        limits = Counter(s["dominant_limit"] for s in socks)
+
+        def total(key: str) -> str:
+            return f"{sum(s[key] or 0 for s in socks):,.0f}"
+        lines.append(f"  {direction:15} {len(socks)} sockets: busy {total('busy_ms')} ms, "
+                     f"rwnd_limited {total('rwnd_limited_ms')} ms, sndbuf_limited "
+                     f"{total('sndbuf_limited_ms')} ms, retrans {total('retrans')} in all; "
+                     + ", ".join(f"{k} {n}" for k, n in limits.most_common()))
+    seen = kern.get("sockets_seen", len(kern["sockets"]))
+    if seen > len(kern["sockets"]):
+        lines.append(f"  ({seen:,} sending sockets; the metadata describes the "
+                     f"{len(kern['sockets'])} that sent most)")
     return lines

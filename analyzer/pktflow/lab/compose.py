@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pktflow.errors import LabError, PktflowError
+from pktflow.errors import LabError, PktflowError, UsageError
 from pktflow.lab.cli import summary
 from pktflow.lab.conditions import Conditions, Shaper, build, tcp_rmem
 from pktflow.lab.handshakes import handshakes
@@ -57,7 +57,8 @@ from pktflow.lab.kernel import Sampler, sampler_argv
 from pktflow.lab.network import (ADDRESSES, CONGESTION_CONTROL, MTU, RATE, SUBNET, Bridge,
                                  cubic_route_argv, host_congestion_control, tbf_argv)
 from pktflow.lab.record import (LINGER_CLIENTS, LINGER_MS, Recording, kernel_account,
-                                metadata_path, require_complete, sending_sockets)
+                                metadata_path, require_complete, samples_path,
+                                sending_sockets, write_metadata)
 from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT, POSTGRES_PORT,
                                    SCENARIOS, USER, render_command, render_setup)
 from pktflow.lab.services import TCPDUMP_OPTIONS, Services, need, version
@@ -124,9 +125,14 @@ def default_output(scenario: str, via: str, rate: str | None, cond: Conditions) 
 
 
 def _flags_as_variables(text: str) -> str:
-    """The native lab's messages name its flags; here they are compose's variables."""
-    text = text.replace("--via pgbouncer or pgpool", "VIA=pgbouncer")
-    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).upper().replace("-", "_"), text)
+    """The native lab's messages name its flags (`--delay-back 5`); here they are compose's
+    variables (`DELAY_BACK=5`)."""
+    text = text.replace("add --via pgbouncer or --via pgpool", "set VIA=pgbouncer")
+
+    def variable(m: re.Match[str]) -> str:
+        name = m.group(1).upper().replace("-", "_")
+        return f"{name}={m.group(2)}" if m.group(2) else name
+    return re.sub(r"--([a-z][a-z-]*)(?: ([0-9][0-9.]*))?", variable, text)
 
 
 def stack_from(env: dict[str, str]) -> Stack:
@@ -148,7 +154,7 @@ def stack_from(env: dict[str, str]) -> Stack:
     cond = Conditions(**values)
     try:
         cond.check("bridge", via)
-    except LabError as exc:
+    except UsageError as exc:  # a bad value here is the run's failure: the client's exit 7
         raise LabError(_flags_as_variables(exc.reason)) from None
     rate = env.get("RATE", "").strip() or None
     if rate is not None and not RATE.match(rate):
@@ -280,9 +286,11 @@ class Follow:
 # -- the agents ----------------------------------------------------------------------------
 
 def _sampler(svc: Services, role: str, port: int) -> subprocess.Popen[bytes]:
-    """The native sampler loop (kernel.sampler_argv) with its output in the run directory."""
+    """The native kernel sampler (kernel.sampler_argv) with its output in the run directory."""
     out = open(RUN / f"ss-{role}.txt", "wb")
-    proc = subprocess.Popen(sampler_argv([port], os.getpid(), str(RUN / f"ss-{role}.tick")),
+    binary = str(build("tcpinfo.c", svc.workdir))
+    proc = subprocess.Popen(sampler_argv(binary, [port], os.getpid(),
+                                         str(RUN / f"ss-{role}.tick")),
                             stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
     svc.helpers.append(proc)  # Services.close ends its process group
     return proc
@@ -428,10 +436,9 @@ def deliver(stack: Stack, meta: dict[str, Any]) -> Path:
             shutil.copyfileobj(src, dst, 1 << 20)
     else:
         shutil.copyfile(pcap, out)
-    meta_out = metadata_path(out)
-    meta_out.write_text(json.dumps(meta, indent=2) + "\n")
+    write_metadata(meta, out)
     owner = CAPTURES.stat()
-    for f in (out, meta_out):
+    for f in (out, metadata_path(out), samples_path(out)):
         os.chown(f, owner.st_uid, owner.st_gid)
     return out
 

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pktflow.errors import LabError
+from pktflow.errors import LabError, UsageError
 
 if TYPE_CHECKING:
     from pktflow.lab.network import Bridge, Loopback
@@ -60,24 +60,31 @@ class Conditions:
                                             self.client_rcvbuf, self.pooler_rcvbuf))
 
     def check(self, network: str, via: str) -> None:
+        """The flags' values and the flags they need: a mistake is a usage error (exit 2)
+        naming the flag, said before anything runs."""
         for name, v in (("--delay", self.delay_ms), ("--delay-back", self.delay_back_ms)):
             if v is not None and not 0 < v <= 10_000:
-                raise LabError(f"{name} {v}: give milliseconds, more than 0 and at most 10000")
+                raise UsageError(f"{name} {v:g}: give milliseconds, more than 0 and at most "
+                                 "10000")
         if self.loss_pct is not None and not 0 < self.loss_pct < 100:
-            raise LabError(f"--loss {self.loss_pct}: give a percentage between 0 and 100")
+            raise UsageError(f"--loss {self.loss_pct:g}: give a percentage between 0 and 100")
         for name, b in (("--client-rcvbuf", self.client_rcvbuf),
                         ("--pooler-rcvbuf", self.pooler_rcvbuf)):
             if b is not None and b < 2048:
-                raise LabError(f"{name} {b}: give bytes, at least 2048")
+                raise UsageError(f"{name} {b}: give bytes, at least 2048")
         if self.slow_reader is not None and self.slow_reader < 100:
-            raise LabError(f"--slow-reader {self.slow_reader}: give bytes per second, >= 100")
+            raise UsageError(f"--slow-reader {self.slow_reader}: give bytes per second, >= 100")
         if network != "bridge" and self.shaped():
-            raise LabError("--delay, --delay-back, --loss, --client-rcvbuf and --pooler-rcvbuf "
-                           "act inside the lab's own namespaces: add --network bridge")
-        if via == "direct" and (self.delay_back_ms is not None or
-                                self.pooler_rcvbuf is not None):
-            raise LabError("--delay-back and --pooler-rcvbuf need a pooler (--via pgbouncer "
-                           "or pgpool)")
+            given = self.flags(shaped_only=True)
+            raise UsageError(f"{given} {_need(given)} --network bridge (acting inside the "
+                             "lab's own namespaces)")
+        if via == "direct":
+            given = " ".join(f"{flag} {v:g}" for flag, v in (
+                ("--delay-back", self.delay_back_ms), ("--pooler-rcvbuf", self.pooler_rcvbuf))
+                if v is not None)
+            if given:
+                raise UsageError(f"{given} {_need(given)} a pooler: add --via pgbouncer or "
+                                 "--via pgpool")
 
     def tag(self) -> str:
         """A file-name part naming the conditions, e.g. rtt10ms-loss2pct."""
@@ -98,16 +105,21 @@ class Conditions:
             parts.append(f"slowreader{self.slow_reader}")
         return "-".join(parts)
 
-    def flags(self) -> str:
-        """The command-line flags that set these conditions."""
+    def flags(self, shaped_only: bool = False) -> str:
+        """The command-line flags that set these conditions (those that need the lab's
+        namespaces only, when asked)."""
         out = []
         for flag, v in (("--delay", self.delay_ms), ("--delay-back", self.delay_back_ms),
                         ("--loss", self.loss_pct), ("--client-rcvbuf", self.client_rcvbuf),
                         ("--pooler-rcvbuf", self.pooler_rcvbuf),
-                        ("--slow-reader", self.slow_reader)):
+                        ("--slow-reader", None if shaped_only else self.slow_reader)):
             if v is not None:
                 out.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
         return " ".join(out)
+
+
+def _need(flags: str) -> str:
+    return "need" if flags.count("--") > 1 else "needs"
 
 
 def tcp_rmem(limit: int) -> str:
@@ -128,16 +140,21 @@ def delay_rule(peer: str, queue: int) -> list[str]:
             "--queue-num", str(queue), "--queue-bypass"]
 
 
+# the libraries each of the lab's C helpers links with
+LIBS = {"delayline.c": ["-lnetfilter_queue"], "clientshim.c": ["-ldl"], "tcpinfo.c": []}
+
+
 def build(source: str, out_dir: Path, *, shared: bool = False) -> Path:
     """Compile one of the lab's C helpers into `out_dir` (each run builds its own)."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
-        raise LabError("the lab's delay line and slow reader are C: no compiler found",
+        raise LabError("the lab's delay line, slow reader and kernel sampler are C: no "
+                       "compiler found",
                        hint="apt-get install gcc")
     src = HERE / source
     out = out_dir / (src.stem + (".so" if shared else ""))
     argv = [gcc, "-O2", "-Wall", "-o", str(out), str(src)]
-    argv += ["-shared", "-fPIC", "-ldl"] if shared else ["-lnetfilter_queue"]
+    argv += (["-shared", "-fPIC"] if shared else []) + LIBS[source]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     if res.returncode != 0:
         raise LabError(f"could not build {source}: {res.stderr.strip()[-300:]}",

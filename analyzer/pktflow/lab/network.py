@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pktflow.errors import LabError
+from pktflow.errors import LabError, UsageError
 from pktflow.lab.conditions import tcp_rmem
 
 ROLES = ("client", "pooler", "server")
@@ -94,11 +94,10 @@ class Bridge:
     mtu = MTU
 
     def __init__(self, *, offloads: bool = False, rate: str | None = None,
-                 rcvbuf: dict[str, int] | None = None) -> None:
-        if rate is not None and not RATE.match(rate):
-            raise LabError(f"--rate {rate!r}: give a tc rate such as 100mbit or 1gbit")
+                 rate_at: str | None = None, rcvbuf: dict[str, int] | None = None) -> None:
         self.offloads = offloads
         self.rate = rate
+        self.rate_at = rate_at
         self.rcvbuf = rcvbuf or {}
         stem = f"pktflow-{os.getpid()}-"
         self.ns = {r: stem + r for r in (*ROLES, "bridge")}
@@ -135,7 +134,7 @@ class Bridge:
             self._ethtool(role, dev, state)
             if dev != "br0":
                 self._steer(role, dev)
-            if self.rate and role != "bridge":
+            if self.rate and role != "bridge" and self.rate_at in (None, role):
                 # shape where the sender is, as a NIC's line rate does: the sending socket
                 # feels the full queue (TCP small queues) instead of packets being dropped
                 self._run(tbf_argv(dev, self.rate), role)
@@ -190,7 +189,9 @@ class Bridge:
         return {"mtu": MTU, "offloads": {f: "on" if self.offloads else "off"
                                          for f in OFFLOAD_FEATURES},
                 "offloads_seen": self.features,
-                "rate": f"{self.rate} (tc tbf on each namespace's eth0 egress)"
+                "rate": (f"{self.rate} (tc tbf on each namespace's eth0 egress)"
+                         if self.rate_at is None else
+                         f"{self.rate} (tc tbf on the {self.rate_at}'s eth0 egress only)")
                 if self.rate else None,
                 "receive_steering": "RPS by flow hash on every veth, all CPUs",
                 "addresses": {r: ADDRESSES[r] for r in ROLES}, "subnet": SUBNET,
@@ -208,13 +209,31 @@ class Bridge:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
+def check_options(name: str, offloads: bool | None, rate: str | None,
+                  rate_at: str | None = None) -> None:
+    """The network's flags: a mistake is a usage error naming the flag (the receive buffers
+    are conditions, checked with them)."""
+    if name not in ("loopback", "bridge"):
+        raise UsageError(f"--network {name}: use loopback or bridge")
+    if rate is not None and not RATE.match(rate):
+        raise UsageError(f"--rate {rate}: give a tc rate such as 100mbit or 1gbit")
+    if rate_at is not None and rate_at not in ROLES:
+        raise UsageError(f"--rate-at {rate_at}: give one of {', '.join(ROLES)}")
+    if rate_at is not None and rate is None:
+        raise UsageError(f"--rate-at {rate_at} needs --rate (the rate to shape with)")
+    given = " ".join(flag for flag, v in ((f"--offloads {'on' if offloads else 'off'}",
+                                           offloads is not None), (f"--rate {rate}", rate),
+                                          (f"--rate-at {rate_at}", rate_at))
+                     if v)
+    if name == "loopback" and given:
+        raise UsageError(f"{given} {'need' if given.count('--') > 1 else 'needs'} --network "
+                         "bridge (loopback has no NIC to shape or offload)")
+
+
 def make_network(name: str, *, offloads: bool | None = None, rate: str | None = None,
-                 rcvbuf: dict[str, int] | None = None) -> Loopback | Bridge:
+                 rate_at: str | None = None, rcvbuf: dict[str, int] | None = None
+                 ) -> Loopback | Bridge:
+    """The lab's network, from options check_options (and the conditions' check) passed."""
     if name == "loopback":
-        if offloads or rate or rcvbuf:
-            raise LabError("--offloads, --rate and the receive buffers apply to --network "
-                           "bridge only")
         return Loopback()
-    if name == "bridge":
-        return Bridge(offloads=bool(offloads), rate=rate, rcvbuf=rcvbuf)
-    raise LabError(f"unknown network {name!r}; known: loopback, bridge")
+    return Bridge(offloads=bool(offloads), rate=rate, rate_at=rate_at, rcvbuf=rcvbuf)

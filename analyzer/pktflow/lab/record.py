@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pktflow.errors import LabError
+from pktflow.errors import LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, Shaper, build
 from pktflow.lab.handshakes import handshakes
@@ -38,7 +38,7 @@ from pktflow.lab.scenarios import (DATABASE, PGBOUNCER_DEFAULTS, PGBOUNCER_PORT,
                                    PGPOOL_SETTINGS, POSTGRES_PORT,
                                    SCENARIOS, USER,
                                    render_command, render_setup)
-from pktflow.lab.network import Bridge, Loopback, make_network
+from pktflow.lab.network import Bridge, Loopback, check_options, make_network
 from pktflow.lab.services import (TCPDUMP_OPTIONS, Services, free_port, need, require_root,
                                   version)
 
@@ -53,6 +53,7 @@ class Recording:
     warm_pool: bool = True
     offloads: bool | None = None  # bridge only; None: off
     rate: str | None = None  # bridge only: tc tbf rate per sender, e.g. "100mbit"
+    rate_at: str | None = None  # the one role whose egress the rate shapes; None: every role
     conditions: Conditions = field(default_factory=Conditions)
 
 
@@ -68,6 +69,12 @@ def metadata_path(out: Path) -> Path:
     """X.pcap -> X.json, X.pcap.gz -> X.pcap.json: the capture's name with its last suffix
     replaced, as every reader of captures/ looks for it."""
     return out.with_suffix(".json")
+
+
+def samples_path(out: Path) -> Path:
+    """Beside the metadata: the kernel's samples of each sending socket (pktflow.lab.kernel,
+    SERIES_FIELDS), gzipped JSON, so its account can be judged again."""
+    return out.with_suffix(".samples.json.gz")
 
 
 @contextlib.contextmanager
@@ -88,15 +95,19 @@ def _shielded() -> Iterator[None]:
 def record(rec: Recording, out: Path) -> dict[str, Any]:
     """Record `rec` into `out` (pcap, gzipped if the name ends in .gz) and its metadata file
     (`metadata_path`); return the metadata."""
-    if rec.scenario not in SCENARIOS:
-        raise LabError(f"unknown scenario {rec.scenario!r}; known: {', '.join(SCENARIOS)}")
-    if rec.via not in ("direct", "pgbouncer", "pgpool"):
-        raise LabError(f"--via {rec.via!r}: use direct, pgbouncer or pgpool")
+    # here, not at the top: the compose image holds errors.py and lab/ only, and never records
+    # through this function
+    from pktflow import output
+
+    check(rec)
     scen = SCENARIOS[rec.scenario]
-    rec.conditions.check(rec.network, rec.via)
     rows = rec.rows or scen.default_rows
     out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise output.error(out, exc) from None
+    output.check(out)  # not a directory, writable: before a recording, not after it
     require_root()
     cond = rec.conditions
     rcvbuf = {r: b for r, b in (("client", cond.client_rcvbuf),
@@ -108,7 +119,7 @@ def record(rec: Recording, out: Path) -> dict[str, Any]:
         shaper: list[Shaper] = []  # _record puts its Shaper here, for the cleanup
         try:
             net = make_network(rec.network, offloads=rec.offloads, rate=rec.rate,
-                               rcvbuf=rcvbuf)
+                               rate_at=rec.rate_at, rcvbuf=rcvbuf)
             svc = Services(Path(tmp), net)
             meta = _record(rec, svc, net, rows, pcap, out, shaper)
         finally:
@@ -127,9 +138,30 @@ def record(rec: Recording, out: Path) -> dict[str, Any]:
                 shutil.copyfileobj(src, dst, 1 << 20)
         else:
             shutil.move(pcap, out)
-    metadata_path(out).write_text(json.dumps(meta, indent=2) + "\n")
+    write_metadata(meta, out)
     require_complete(meta, out)
     return meta
+
+
+def write_metadata(meta: dict[str, Any], out: Path) -> None:
+    """The metadata beside the capture, and the kernel's samples beside that (taken out of
+    the sockets' summaries)."""
+    series = {f"{s['local']} {s['peer']}": s.pop("series")
+              for s in meta["kernel"]["sockets"] if "series" in s}
+    with gzip.open(samples_path(out), "wt", compresslevel=9) as f:
+        json.dump(series, f, separators=(",", ":"))
+    metadata_path(out).write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def check(rec: Recording) -> None:
+    """What was asked, before anything runs: a mistake is a usage error (exit 2) naming the
+    flag; what the machine cannot do (root, a program) is the lab's (exit 7)."""
+    if rec.scenario not in SCENARIOS:
+        raise UsageError(f"--scenario {rec.scenario}: known: {', '.join(SCENARIOS)}")
+    if rec.via not in ("direct", "pgbouncer", "pgpool"):
+        raise UsageError(f"--via {rec.via}: use direct, pgbouncer or pgpool")
+    check_options(rec.network, rec.offloads, rec.rate, rec.rate_at)
+    rec.conditions.check(rec.network, rec.via)
 
 
 def require_complete(meta: dict[str, Any], out: Path) -> None:
@@ -169,7 +201,7 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
     pg_host = net.host("server")
     # in namespaces of our own the usual ports are always free
     pg_port = free_port(POSTGRES_PORT) if rec.network == "loopback" else POSTGRES_PORT
-    svc.postgres(pg_host, pg_port, tls=scen.tls)
+    svc.postgres(pg_host, pg_port, tls=scen.tls, hba=scen.hba)
     setup = render_setup(scen, host=pg_host, port=pg_port, rows=rows)
     svc.run([need(setup[0], "postgresql-client-15"), *setup[1:]])
     host, port, ports = pg_host, pg_port, [pg_port]
@@ -252,8 +284,9 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
 def kernel_account(linger: bool, sockets: list[dict[str, Any]], seen: int) -> dict[str, Any]:
     """The metadata's `kernel` part: how the sending sockets were sampled, the rule that
     names each one's limit, and the sockets."""
-    return {"sampler": f"ss -tinHO every {kernel.SAMPLE_INTERVAL_S * 1000:.0f} ms in "
-                       "each sending namespace; per socket the last sample before it "
+    return {"sampler": f"tcp_info of each sending socket (tcpinfo.c, sock_diag) every "
+                       f"{kernel.SAMPLE_INTERVAL_S * 1000:g} ms in each sending namespace; "
+                       "per socket the last sample before it "
                        "closed" + (f" (the client holds its Terminate {LINGER_MS} ms "
                                    "and two more sampler rounds, so that one comes "
                                    "after the transfer)" if linger else "")
@@ -265,7 +298,7 @@ def kernel_account(linger: bool, sockets: list[dict[str, Any]], seen: int) -> di
 def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_port: int,
                     pool_port: int
                     ) -> list[tuple[subprocess.Popen[bytes], kernel.Sampler, str]]:
-    """One `ss` loop per sending namespace: the server's (port pg_port) and the pooler's
+    """One kernel sampler (tcpinfo.c) per sending namespace: the server's (port pg_port) and the pooler's
     (its listening port); on loopback both are the host's."""
     where = {"server": [pg_port]}
     if rec.via != "direct":
@@ -274,9 +307,10 @@ def _start_samplers(rec: Recording, svc: Services, net: Loopback | Bridge, pg_po
         else:
             where["pooler"] = [pool_port]
     out = []
+    binary = str(build("tcpinfo.c", svc.workdir))
     for role, ports in where.items():
         tick = str(svc.workdir / f"ss-{role}.tick")
-        proc = svc.helper(kernel.sampler_argv(ports, os.getpid(), tick), role)
+        proc = svc.helper(kernel.sampler_argv(binary, ports, os.getpid(), tick), role)
         assert proc.stdout is not None
         out.append((proc, kernel.Sampler(proc.stdout, role), tick))
     for _, sampler, _ in out:
@@ -345,6 +379,8 @@ def remake_command(rec: Recording, name: str) -> str:
         cmd += f" --offloads {'on' if rec.offloads else 'off'}"
     if rec.rate:
         cmd += f" --rate {rec.rate}"
+    if rec.rate_at:
+        cmd += f" --rate-at {rec.rate_at}"
     if rec.conditions.flags():
         cmd += f" {rec.conditions.flags()}"
     for k, v in rec.pgbouncer.items():
@@ -352,3 +388,18 @@ def remake_command(rec: Recording, name: str) -> str:
             flag = {"default_pool_size": "pool-size"}.get(k, k.replace("_", "-"))
             cmd += f" --{flag} {v}"
     return f"{cmd} -o captures/{name}"
+
+
+def kernel_sockets(out: Path) -> list[dict[str, Any]]:
+    """The metadata's sending sockets for the capture `out`, each judged again from the
+    samples kept beside it (samples_path) by the kernel module's rule as it is now; a
+    recording without them keeps its summaries."""
+    meta = json.loads(metadata_path(out).read_text())
+    socks: list[dict[str, Any]] = meta["kernel"]["sockets"]
+    side = samples_path(out)
+    if not side.exists():
+        return socks
+    with gzip.open(side, "rt") as f:
+        series = json.load(f)
+    return [kernel.resummarized(s, series[key]) if (key := f"{s['local']} {s['peer']}") in series
+            else s for s in socks]

@@ -40,6 +40,14 @@ def create_table_sql(table: str, rows: int) -> str:
             f"FROM generate_series(1, {rows}) AS i")
 
 
+# The lab's throwaway password for the logins scenario's roles: it is in the capture (a
+# cleartext login sends it as is), and tests check that no output of pktflow shows it.
+LAB_PASSWORD = "pktflow-lab-Cleartext-Secret-7f3a"
+# pg_hba.conf lines put first (the first line that matches decides): one role per method
+LOGIN_HBA = ("host all lab_scram all scram-sha-256", "host all lab_md5 all md5",
+             "host all lab_cleartext all password")
+
+
 class Scenario(NamedTuple):
     name: str
     description: str
@@ -57,6 +65,8 @@ class Scenario(NamedTuple):
     # part of compose.yaml's scenarios (the reference experiments); the others are the lab's
     # protocol coverage
     compose: bool = True
+    # pg_hba.conf lines before the lab's trust lines (authentication methods to record)
+    hba: tuple[str, ...] = ()
 
 
 SCENARIOS = {
@@ -114,6 +124,34 @@ SCENARIOS = {
                   "user={user} dbname={db} sslmode=disable", "{table}"),
                  setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",
                         "{db}", "-c", "CREATE TABLE {table} (id int)"), compose=False),
+        # How clients authenticate, each method a role of its own (LOGIN_HBA), through libpq
+        # (lab/pqsession.py): SCRAM-SHA-256, MD5, a cleartext password, and an MD5 login
+        # with the wrong password, refused
+        Scenario("logins", "libpq: SCRAM-SHA-256, MD5 and cleartext logins, and a wrong "
+                           "password refused", "tlogins", 0,
+                 ("python3", "-m", "pktflow.lab.pqsession", "logins",
+                  "host={host} port={port} dbname={db} sslmode=disable"),
+                 setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}",
+                        "-d", "{db}", "-c", f"CREATE ROLE lab_scram LOGIN PASSWORD "
+                        f"'{LAB_PASSWORD}'", "-c", "SET password_encryption = 'md5'", "-c",
+                        f"CREATE ROLE lab_md5 LOGIN PASSWORD '{LAB_PASSWORD}'", "-c",
+                        f"CREATE ROLE lab_cleartext LOGIN PASSWORD '{LAB_PASSWORD}'"),
+                 compose=False, hba=LOGIN_HBA),
+        # What the server says beside results, through libpq (lab/pqsession.py): a notice, a
+        # warning, a COMMIT in a failed transaction (answered ROLLBACK), a foreign key
+        # violation's fields, a result's columns, a pg_sleep cancelled from another connection
+        Scenario("session", "libpq: a notice, a warning, COMMIT in a failed transaction, a "
+                            "foreign key violation, a cancelled pg_sleep", "tsession", 5,
+                 ("python3", "-m", "pktflow.lab.pqsession", "session",
+                  "host={host} port={port} user={user} dbname={db} sslmode=disable "
+                  "application_name=pktflow-lab client_encoding=UTF8 "
+                  "options='-c DateStyle=ISO,DMY -c TimeZone=UTC'", "{table}"),
+                 setup=("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}",
+                        "-d", "{db}", "-c", "CREATE TABLE {table} (id int PRIMARY KEY, "
+                        "payload text)", "-c", "INSERT INTO {table} SELECT i, md5(i::text) "
+                        "FROM generate_series(1, {rows}) AS i", "-c", "CREATE TABLE "
+                        "{table}_child (id int, parent int REFERENCES {table})"),
+                 compose=False),
         Scenario("tls", "psql with sslmode=require: SSLRequest answered 'S', then TLS",
                  SEQSCAN_TABLE, 1_000,
                  ("psql", "-X", "-q", "-h", "{host}", "-p", "{port}", "-U", "{user}", "-d",

@@ -135,7 +135,10 @@ class Services:
 
     # -- servers -----------------------------------------------------------------------
 
-    def postgres(self, host: str, port: int, tls: bool = False) -> None:
+    def postgres(self, host: str, port: int, tls: bool = False,
+                 hba: tuple[str, ...] = ()) -> None:
+        """A cluster of its own; `hba`: pg_hba.conf lines that come before initdb's trust
+        lines (the first line that matches a connection decides its method)."""
         data = self.workdir / "pgdata"
         self.run([need("initdb", "postgresql-15"), "-D", str(data), "-A", "trust", "-U", USER,
                   "--no-sync", "-E", "UTF8"])
@@ -145,8 +148,10 @@ class Services:
                       "-subj", "/CN=pktflow-lab", "-keyout", str(data / "server.key"),
                       "-out", str(data / "server.crt")])
             ssl = ["-c", "ssl=on"]
-        with open(data / "pg_hba.conf", "a") as hba:  # the pooler and client namespaces
-            hba.write("host all all samenet trust\n")
+        conf = data / "pg_hba.conf"
+        conf.write_text("".join(f"{line}\n" for line in hba) + conf.read_text()
+                        # the pooler and client namespaces
+                        + "host all all samenet trust\n")
         self._spawn([need("postgres", "postgresql-15"), "-D", str(data), "-p", str(port),
                      "-k", str(self.workdir), "-c", f"listen_addresses={host}",
                      "-c", "fsync=off", "-c", "synchronous_commit=off", *ssl], as_user=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pktflow.findings import Finding
+from pktflow.pgwire.messages import BACKEND, FRONTEND
 
 if TYPE_CHECKING:
     from pktflow._core import Event, StopReason
@@ -25,6 +26,13 @@ def stop_reason(r: StopReason | dict[str, Any]) -> str:
         return f"length {r['length']:,} is absurd"
     if kind == "not_role_type":
         return f"type byte {r['type_byte']:#04x} is not a {r['role']} message"
+    if kind == "wrong_length":
+        names = FRONTEND if r["role"] == "frontend" else BACKEND
+        name = names.get(r["type_byte"], f"type {r['type_byte']:#04x}")
+        always = (f"always {r['min']}" if r["min"] == r["max"]
+                  else f"between {r['min']} and {r['max']}")
+        return (f"a {name} ('{chr(r['type_byte'])}') of length {r['length']:,}, which is "
+                f"{always}")
     if kind == "not_startup":
         return "the first message is not a PostgreSQL startup, SSL or cancel request"
     if kind == "tls_without_alpn":

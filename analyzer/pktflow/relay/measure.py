@@ -6,13 +6,15 @@ queries and measures both legs (core/src/relay/); Python reads the few numbers i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pktflow.findings import Finding
 from pktflow.transfer.advice import SENDER
+from pktflow.transfer.verdict import LIMITS, LimitName
 
 if TYPE_CHECKING:
-    from pktflow._core import Component, Coupling, RelayJudgement, RelayVerdict, RelayWords
+    from pktflow._core import (ByLimit, Component, Coupling, Forwarding, FrontLeg, FrontVerdict,
+                               RelayJudgement, RelayVerdict, RelayWords, Verdict)
 
 
 def coupling_summary(c: Coupling) -> str:
@@ -56,13 +58,30 @@ BACK_WORDS = {"receiver_window": "the relay's receive window", "network": "the n
               "sender": "the server's own pace (producing the rows)", "none": "nothing"}
 
 
-def component(front: str, back: str) -> Component:
+# A relay that held no more than a few segments (the median over time) and sent each segment
+# on within PROMPT_MS of its twin from the server had nothing more to send its client: its
+# front legs' pace is the back leg's, whatever their own packets suggest (a shaped server path
+# reaches the client as trains with gaps between them).
+PROMPT_MS = 0.1
+
+
+def forwarded_at_once(fw: Forwarding) -> bool:
+    held, few, delay = fw["held_bytes"]["median"], fw["few_segments_bytes"], fw["delay_ms"][
+        "median"]
+    return (held is not None and few is not None and delay is not None and held <= few
+            and delay <= PROMPT_MS)
+
+
+def component(front: str, back: str, at_once: bool = False) -> Component:
     """The relay's limit from its legs': client, network, pooler, server_network, server or
-    none."""
+    none. A relay that forwarded at once follows its back leg unless the client's window
+    closed."""
     if front == "receiver_window":
         return "client"
-    if front in CLIENT_PATH:
+    if front in CLIENT_PATH and not at_once:
         return "network"
+    if at_once and front in CLIENT_PATH:
+        front = "sender"
     if front == "sender" or front == "none" and back != "none":
         if back == "receiver_window":
             return "pooler"
@@ -77,7 +96,9 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
     """One paragraph: how the relay re-splits the data, whether the server waited on it, what
     limited the relay as a component, what it cost, and the setting the evidence points at."""
     front, back = j["legs"]["front"], j["legs"]["back"]
-    limit = component(front, back)
+    fw = j["forwarding"]
+    at_once = forwarded_at_once(fw)
+    limit = component(front, back, at_once)
     bulk = j["bulk"]
     parts: list[str] = []
     setting: str | None = None
@@ -99,7 +120,7 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                 pass  # a forwarding unit named only where it is what limits
             elif 4000 <= relay_unit <= 4096 + 128:
                 setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
-                           "8 KB server write into about 4 KB + 4 KB + a small tail; pkt_buf >= "
+                           "8 KiB server write into about 4 KiB + 4 KiB + a small tail; pkt_buf >= "
                            "8256 (8,192 + 64) forwards it whole")
             elif 7000 <= relay_unit <= 8192:
                 setting = ("consistent with Pgpool-II, which writes to the client through an "
@@ -136,6 +157,12 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
     elif limit != "none":
         parts.append(f"the relay kept up: it waited on the server leg, limited by "
                      f"{BACK_WORDS[back]}")
+        if at_once and front in CLIENT_PATH:
+            parts.append(f"it sent each segment on a median {_us(fw['delay_ms']['median'])} "
+                         f"after its twin from the server and held "
+                         f"{fw['held_bytes']['median'] or 0:,.0f} bytes or fewer half the "
+                         f"time, so the client leg's gaps ({FRONT_WORDS[front]} on its own "
+                         f"packets) were the server leg's pace passed on")
     costs = j["costs"]
     worst = costs["worst"]
     total = costs["total_ms"]
@@ -163,6 +190,50 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
             "evidence_frames": sorted(set(frames))[:12]}
 
 
+def _us(ms: float | None) -> str:
+    return f"{(ms or 0.0) * 1000:,.0f} us"
+
+
+def front_verdicts(j: RelayJudgement) -> list[FrontVerdict]:
+    """The front legs' verdicts judged again as the relay's, when it forwarded at once: the
+    time their own packets give the network and round trips was the back leg's pace, which
+    the relay passed on; the relay had nothing more to send."""
+    fw = j["forwarding"]
+    if not forwarded_at_once(fw):
+        return []
+    out: list[FrontVerdict] = []
+    for f in j["fronts"]:
+        v = _inherited(f, fw)
+        if v is not None:
+            out.append({"connection": f["connection"], "verdict": v})
+    return out
+
+
+def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
+    lim = f["limits"]
+    total, secs = lim["transfer_s"], lim["seconds"]
+    moved = secs["network"] + secs["latency"]
+    if total <= 0 or moved <= 0:
+        return None
+    seconds: dict[LimitName, float] = {k: secs[k] for k in LIMITS}
+    seconds |= {"network": 0.0, "latency": 0.0, "sender": secs["sender"] + moved}
+    shares: dict[LimitName, float] = {k: round(seconds[k] / total, 3) for k in LIMITS}
+    limit = max(LIMITS, key=lambda k: shares[k])
+    longest = lim["longest"]
+    runs = [r for r in (longest["network"], longest["latency"]) if r]
+    frames = sorted({x for r in runs for x in (r["from_frame"], r["to_frame"])})[:4]
+    summary = (f"the relay sent each segment on a median {_us(fw['delay_ms']['median'])} after "
+               f"its twin from the server and held {fw['held_bytes']['median'] or 0:,.0f} "
+               f"bytes or fewer half the time: what this leg's own packets give the network "
+               f"({secs['network'] / total:.0%}) and round trips ({secs['latency'] / total:.0%}) "
+               f"was the server leg's pace passed on, and the relay had nothing more to send "
+               f"{shares['sender']:.0%} of the transfer's {total * 1e3:,.1f} ms")
+    if limit != "sender":
+        summary += f"; {limit.replace('_', ' ')} {shares[limit]:.0%} outweighs it"
+    return {"limit": limit, "shares": cast("ByLimit[float]", shares), "summary": summary,
+            "evidence_frames": frames}
+
+
 def relay_findings(j: RelayJudgement) -> list[Finding]:
     unmatched = j["unmatched_front"]
     first = unmatched["first"]
@@ -188,4 +259,4 @@ class RelayJudge:
         found = relay_findings(j)
         self.findings += found
         return {"coupling": coupling, "verdict": verdict_json(j, coupling),
-                "findings": [f.to_json() for f in found]}
+                "findings": [f.to_json() for f in found], "front_verdicts": front_verdicts(j)}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at, sender_of
 from pktflow.transfer.round_trips import round_trips_set_the_time
+from pktflow.units import size
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -24,13 +25,6 @@ class Part(NamedTuple):
 
 
 Line = list[Part]
-
-
-def _size(n: int) -> str:
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= div:
-            return f"{n / div:,.1f} {unit}"
-    return f"{n:,} B"
 
 
 def bulk_transfers(conns: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str,
@@ -53,7 +47,7 @@ def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Line:
     who = name.replace("_to_", "->")
     role = conn.get("role")
     leg = f" ({role} leg)" if role in ("front", "back") else ""
-    head = f"{conn['id']}{leg} {who}: {_size(d['payload_bytes'])}"
+    head = f"{conn['id']}{leg} {who}: {size(d['payload_bytes'])}"
     if took:
         head += f" in {took * 1e3:,.1f} ms"
     what = NAMES.get(limit, limit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pktflow import output
 from pktflow.errors import UsageError
 from pktflow.flow.cli import nothing_drawn, path_arg, prepare, select_span, selection_args
 
@@ -52,7 +53,7 @@ def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
                "time of the drawn span")
         figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
-    args.output.write_text(made(figures))
+    output.write_text(args.output, made(figures))
     print(f"wrote {args.output}", file=env.stderr)
     return 0
 
@@ -72,6 +73,6 @@ def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     plot = report.core.plot(numbers(sel.conn_ids), t0, t1, MAX_ROWS, drawn_as)
     if not plot["packets"]:
         raise nothing_drawn(args, sel.title)
-    args.output.write_bytes(render(report, plot, sel.title, fmt))
+    output.write_bytes(args.output, render(report, plot, sel.title, fmt))
     print(f"wrote {args.output}", file=env.stderr)
     return 0

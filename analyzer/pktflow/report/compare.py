@@ -3,11 +3,14 @@ the difference in time decomposed first, then each query side by side.
 
 Works on two analysis reports. A query is what the client saw: on a pooled capture, the front
 leg's query, with the back leg (the server's side) measured through the relay pairing. Each
-matched query's time at the client (request to last response byte) is split into three parts
+matched query's time at the client (request to last response byte) is split into four parts
 that add up to it exactly (in the reports' microseconds): the server leg's wait for the first
 response byte (execution plus a round trip), the server leg's transfer of the response (first to
-last byte), and what the relay added (the rest; zero on a direct connection). The summary's
-parts are those sums, B minus A, so they add up to `summary.difference_ms`.
+last byte), what the relay did itself, and the client leg's own time (its round trips and its
+slower drain). The last two are the rest (zero on a direct connection), split as `analyze` splits
+the relay's cost: the client leg's part only where the relay's verdict says the client leg set
+the pace, so the relay part is what `analyze` gives as the relay's own cost. The summary's parts
+are those sums, B minus A, so they add up to `summary.difference_ms`.
 
 In the terminal: the difference decomposed first, then per query the measures of A and B and
 how B differs, then the connections that served them; `--format json` has every query.
@@ -32,7 +35,8 @@ METRICS = [
     ("client_ms", "time at the client (request -> last byte)", "ms", False),
     ("server_wait_ms", "server leg: request -> first byte", "ms", False),
     ("server_transfer_ms", "server leg: first -> last byte", "ms", False),
-    ("relay_cost_ms", "time added by the relay", "ms", False),
+    ("relay_cost_ms", "time added by the relay itself", "ms", False),
+    ("client_leg_ms", "time on the client leg beyond the server leg", "ms", False),
     ("throughput_bps", "throughput to the client", "bit/s", True),
     ("response_bytes", "response bytes", "B", None),
     ("client_segment_median", "segment size to the client (median)", "B", True),
@@ -53,7 +57,10 @@ PARTS = [
     ("server_wait", "server leg: waiting for the first byte", "server_wait_us"),
     ("server_transfer", "server leg: moving the response", "server_transfer_us"),
     ("relay", "inside the relay", "relay_us"),
+    ("client_leg", "the client leg's round trips and drain", "client_leg_us"),
 ]
+# the relay verdicts under which the client leg set the pace (pktflow.relay.measure)
+CLIENT_PACED = ("client", "network")
 
 
 def _us(seconds: Any) -> int | None:
@@ -103,24 +110,26 @@ def side(report: dict[str, Any]) -> Side:
     """Each client-visible query with its own measures and its server leg's. One pass over the
     connections, keeping of each only what the views read (the report's connections are read
     one at a time: a storm's, all kept as dicts, would be half a gigabyte)."""
-    back_of: dict[tuple[str, int], dict[str, Any]] = {}
+    back_of: dict[tuple[str, int], tuple[dict[str, Any], bool]] = {}
     relay_verdicts = []
     for relay in report.get("relays") or []:
         v = relay.get("verdict") or {}
         said = (v.get("summary") or "").split("; ")[0].rstrip(".")
         relay_verdicts.append(said + (f" (setting: {v['setting']})" if v.get("setting") else ""))
+        split = v.get("limit") in CLIENT_PACED
         for p in relay["queries"]:
-            back_of[(p["front"]["connection"], p["front"]["query_index"])] = p
+            back_of[(p["front"]["connection"], p["front"]["query_index"])] = (p, split)
     served: dict[str, dict[str, Any]] = {}
     queries: dict[str, list[_Query]] = {}
-    out: list[tuple[dict[str, Any], _Query, str, int]] = []
+    out: list[tuple[dict[str, Any], _Query, str, int, int | None]] = []
     for c in report["connections"]:
         served[c["id"]] = _connection(c)
         queries[c["id"]] = [_query(q) for q in c.get("queries") or []]
         if c.get("role") == "back":
             continue
         for i, q in enumerate(c.get("queries") or []):
-            pair = back_of.get((c["id"], i))
+            pair, split = back_of.get((c["id"], i)) or (None, False)
+            own = _us((pair.get("relay_own_ms") or 0) / 1000) if pair and split else None
             front = queries[c["id"]][i]
             nbytes = q.get("response_bytes") or 0
             out.append(({
@@ -132,13 +141,13 @@ def side(report: dict[str, Any]) -> Side:
                 "client_segments": q.get("response_segments"),
                 "frames": [q.get("sent_frame"), q.get("last_frame")],
             }, front, pair["back"]["connection"] if pair else c["id"],
-                pair["back"]["query_index"] if pair else i))
+                pair["back"]["query_index"] if pair else i, own))
     views = []
     used: dict[str, dict[str, Any]] = {}
-    for view, front, conn, index in out:  # the server's side, now that every connection is seen
+    for view, front, conn, index, own in out:  # the server's side, now every connection is seen
         legs = queries.get(conn) or []
         leg = legs[index] if index < len(legs) else _Query(None, None, None, None)
-        view.update(_times(front, leg))
+        view.update(_times(front, leg, own))
         view["server_connection"] = conn
         view["server_segment_median"] = leg.segment_median
         used[conn] = served[conn]
@@ -147,17 +156,22 @@ def side(report: dict[str, Any]) -> Side:
                 relay_verdicts)
 
 
-def _times(front: _Query, leg: _Query) -> dict[str, Any]:
-    """The client's time and its three parts, in microseconds (for sums) and milliseconds."""
+def _times(front: _Query, leg: _Query, own: int | None) -> dict[str, Any]:
+    """The client's time and its four parts, in microseconds (for sums) and milliseconds.
+    `own`: the relay's own part of what it added, where the client leg set the pace."""
     client = None if front.sent is None or front.last is None else front.last - front.sent
     wait = None if leg.sent is None or leg.first is None else leg.first - leg.sent
     transfer = None if leg.first is None or leg.last is None else leg.last - leg.first
-    relay = (None if client is None or wait is None or transfer is None
+    added = (None if client is None or wait is None or transfer is None
              else client - wait - transfer)
+    relay, client_leg = added, 0 if added is not None else None
+    if added is not None and own is not None:
+        relay, client_leg = own, added - own
     return {"client_ms": _ms(client), "server_wait_ms": _ms(wait),
             "server_transfer_ms": _ms(transfer), "relay_cost_ms": _ms(relay),
+            "client_leg_ms": _ms(client_leg),
             "client_us": client, "server_wait_us": wait, "server_transfer_us": transfer,
-            "relay_us": relay}
+            "relay_us": relay, "client_leg_us": client_leg}
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -251,8 +265,13 @@ def _why(key: str, sa: int, sb: int, rows: list[dict[str, Any]], a: Side, b: Sid
     verdicts = [v for v in (*a.relay_verdicts, *b.relay_verdicts) if v]
     if not verdicts:
         return "neither capture went through a relay"
-    return (f"the client's time beyond the server leg's (the client leg's round trips and the "
-            f"relay's forwarding): {sa / 1000:,.3f} ms in A, {sb / 1000:,.3f} ms in B; the "
+    if key == "client_leg":
+        return (f"the client leg's own time beyond the server leg's (its round trips and its "
+                f"slower drain, where the relay's verdict says the client leg set the pace): "
+                f"{sa / 1000:,.3f} ms in A, {sb / 1000:,.3f} ms in B")
+    return (f"what the relay did itself (forwarding each request and its response; all the "
+            f"client's time beyond the server leg unless the client leg set the pace), as "
+            f"`analyze` gives it: {sa / 1000:,.3f} ms in A, {sb / 1000:,.3f} ms in B; the "
             f"relay's verdict: {verdicts[0]}")
 
 

@@ -52,6 +52,11 @@ class Connections(Sequence[dict[str, Any]]):
     def ids(self) -> list[str]:
         return [f"c{n}" for n in self._core.numbers()]
 
+    def summary(self, i: int) -> dict[str, Any]:
+        """Connection i without its listed queries (`queries_total` still counts them): what
+        an overview reads, a fraction of a pooler's back leg that lists 10,000."""
+        return dict(self._core.connection(i, False))
+
     def busiest(self, n: int) -> list[int]:
         """The indexes of the n connections that carried the most bytes, busiest first (ties
         in order), found without decoding any."""
@@ -65,11 +70,17 @@ class Pairs(Sequence[dict[str, Any]]):
     def __init__(self, core: _core.Report, relay: int) -> None:
         self._core = core
         self._relay = relay
-        # what ranking reads: (front response bytes, relay cost, back segments) per pair
-        self.keys = core.pair_keys(relay)
+        self._len = core.pair_count(relay)
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._len
+
+    def keys(self) -> Iterator[tuple[int, float | None, int]]:
+        """What ranking reads of each pair, in order: (front response bytes, relay cost, back
+        segments), read a chunk at a time (a storm's are many)."""
+        step = 4096
+        for start in range(0, len(self), step):
+            yield from self._core.pair_keys(self._relay, start, start + step)
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -108,12 +119,11 @@ def ranked_pairs(pairs: Sequence[dict[str, Any]], n: int) -> tuple[bool, list[di
     """Whether a relay carried bulk responses, and its first n matched queries: the biggest
     responses first if so, else those the relay delayed most (ties in order)."""
     if isinstance(pairs, Pairs):
-        keys = pairs.keys
-        bulk = any(_bulk(k[2]) for k in keys)
-        chosen = heapq.nsmallest(n, range(len(keys)),
-                                 key=lambda i: -(keys[i][0] or 0) if bulk
-                                 else -(keys[i][1] or 0.0))
-        return bulk, pairs.at(chosen)
+        bulk = any(_bulk(k[2]) for k in pairs.keys())
+        chosen = heapq.nsmallest(n, enumerate(pairs.keys()),
+                                 key=lambda ik: -(ik[1][0] or 0) if bulk
+                                 else -(ik[1][1] or 0.0))
+        return bulk, pairs.at([i for i, _ in chosen])
     bulk = any(_bulk(p["segments_in"]) for p in pairs)
     return bulk, heapq.nsmallest(
         n, pairs, key=lambda p: -(p["response_bytes"]["front"] or 0) if bulk
@@ -146,3 +156,13 @@ def busiest(conns: Sequence[dict[str, Any]], n: int) -> list[tuple[int, dict[str
     if isinstance(conns, Connections):
         return [(i, conns[i]) for i in conns.busiest(n)]
     return heapq.nlargest(n, enumerate(conns), key=lambda ic: payload_bytes(ic[1]))
+
+
+def busiest_summaries(conns: Sequence[dict[str, Any]],
+                      n: int) -> list[tuple[int, dict[str, Any]]]:
+    """The n connections that carried the most bytes, as `busiest`; a report's own sequence
+    gives each without its listed queries (read `conns[i]` for those), so the n held at once
+    stay small however many queries the busiest list."""
+    if isinstance(conns, Connections):
+        return [(i, conns.summary(i)) for i in conns.busiest(n)]
+    return busiest(conns, n)

@@ -24,6 +24,7 @@ from pktflow.report.answer import answer_lines
 from pktflow.report.columns import short_sql
 from pktflow.report.connections import busiest
 from pktflow.report.queries import MAX_QUERY_ROWS
+from pktflow.report.session import outcome, session_lines, sql_text, who
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
 
@@ -135,19 +136,21 @@ def _timings(top: list[tuple[int, dict[str, Any]]],
     qs = _queries(top)
     if not qs:
         return ""
-    rows = [[f"{cid}#{i}", short_sql(q.get("sql"), 70),
+    rows = [[f"{cid}#{i}", sql_text(q.get("sql"), bool(q.get("sql_truncated"))),
+             "; ".join(words for words, _ in outcome(q)),
              "-" if q.get("rows") is None else f"{q['rows']:,}",
              f"{q.get('response_bytes') or 0:,}",
              _ms(q.get("sent_s"), q.get("first_response_s")),
              _ms(q.get("first_response_s"), q.get("last_response_s")),
              format_rate(q.get("goodput_bps")),
              "-" if costs.get((cid, i)) is None else f"{costs[(cid, i)]:,.2f}",
-             f"{q.get('first_frame')}-{q.get('last_frame')}"] for cid, i, q in qs]
+             "-" if q.get("first_frame") is None
+             else f"{q['first_frame']}-{q['last_frame']}"] for cid, i, q in qs]
     return ("<section id='queries'><h2>Queries</h2><p>Server: request sent to first response "
             "byte; transfer: first to last response byte; relay cost: what the pooler added "
             "to the query against its own server leg.</p>"
-            + _table(["query", "sql", "rows", "bytes", "server ms", "transfer ms", "rate",
-                      "relay cost ms", "frames"], rows, left=2, prose=1) + "</section>")
+            + _table(["query", "sql", "answer", "rows", "bytes", "server ms", "transfer ms",
+                      "rate", "relay cost ms", "frames"], rows, left=3, prose=1) + "</section>")
 
 
 def _findings(report: dict[str, Any]) -> str:
@@ -167,6 +170,13 @@ def _connections(report: dict[str, Any], top: list[tuple[int, dict[str, Any]]]) 
         title = (f"{c['id']} {c['client']['ip']}:{c['client']['port']} → "
                  f"{c['server']['ip']}:{c['server']['port']} ({c.get('role', 'direct')})")
         out.append(f"<h2>{escape(title)}</h2>")
+        if c.get("protocol") in ("postgresql", "postgresql-tls", "postgresql-gss"):
+            # who connected and how, a cancel request's target, what the server said outside
+            # any query: the text report's words
+            out.append("<ul class='session'>" + "".join(
+                f"<li class='{style or ''}'>{escape(line)}</li>"
+                for line, style in [(f"PostgreSQL: {who(c)}", None), *session_lines(c)])
+                + "</ul>")
         for name, d in c["directions"].items():
             v = d.get("verdict")
             if v:
@@ -211,7 +221,7 @@ function pick(r) {
   r.message_sequence.forEach(([name, k]) => {
     const mine = details.filter(d => d.message === name).slice(0, k);
     mine.forEach(d => details.splice(details.indexOf(d), 1));
-    const extra = mine.map(d => (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
+    const extra = mine.map(d => (d.severity ? d.severity + ' ' : '') + (d.sqlstate ? d.sqlstate + ' ' : '') + d.text).join('; ');
     lines.push(`<b>${esc(L.shown[name] || name)}</b>${k > 1 ? ' ×' + n(k) : ''}${extra ? ' (' + esc(extra) + ')' : ''}: ${esc(L.meaning[name] || '')}`);
   });
   if (r.partial) lines.push('… the last message goes on in a later segment');
@@ -338,6 +348,7 @@ table.cards tr:first-child{display:none}table.cards tr{border:1px solid #ddd;mar
 padding:.2em .5em}table.cards td{border:none;text-align:left;white-space:normal;min-width:0;
 padding:.1em 0}table.cards td::before{content:attr(data-h) ": ";color:#666}}
 .sev-error{color:#c0392b;font-weight:bold}.sev-warning{color:#b06000}.sev-info{color:#2573a7}
+.session li.red{color:#c0392b}.session li.yellow{color:#b06000}
 #ladder-svg text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px}
 #ladder-svg .t{fill:#666}#ladder-svg .l{text-anchor:middle}#ladder-svg .n{fill:#a06000}
 #ladder-svg .lane{text-anchor:middle;font-weight:bold;font-size:12px}

@@ -1,16 +1,20 @@
-"""The PostgreSQL side of a connection in the terminal: who connected, what ran, how it was
-carried. Renders from the connection's JSON (pktflow.report/1) only."""
+"""The PostgreSQL side of a connection in the terminal: who connected and how, what ran and
+what answered it, how it was carried. Renders from the connection's JSON (pktflow.report/1)
+only; the words are report/session.py's, which the HTML page shares."""
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.text import Text
 
 from pktflow.rates import format_rate
-from pktflow.report.columns import fits, short_sql, table, widths
+from pktflow.report.columns import PANEL, widths
+from pktflow.report.session import outcome, session_lines, sql_text, who
 
 MAX_QUERY_ROWS = 30  # queries shown per connection: beyond, those with the largest responses
 
@@ -34,22 +38,35 @@ def protocol_line(conn: dict[str, Any]) -> Text | None:
                 else "from its first byte (direct TLS)")
         return Text(f"PostgreSQL, {kind}-encrypted {when}: only the TCP transfer can be "
                     f"analysed", "yellow")
-    st = conn.get("startup")
-    who = (f"user {st.get('user')!r} database {st.get('database')!r}"
-           + (f" application {st['application_name']!r}" if st.get("application_name") else "")
-           if st else "startup not in the capture")
     began = conn.get("decode_started_at")
-    return Text(f"PostgreSQL: {who}" + ("; decoded from mid-stream" if began == "mid-stream"
-                                         else ""), "bold")
+    return Text(f"PostgreSQL: {who(conn)}" + ("; decoded from mid-stream"
+                                             if began == "mid-stream" else ""), "bold")
 
 
-_HEADS = ("at s", "sql", "rows", "bytes", "server ms", "transfer ms", "rate", "frames")
+def session_text(conn: dict[str, Any]) -> list[Text]:
+    """The session's own lines: cancel request, authentication, start-up, what the server
+    said outside any query."""
+    return [Text(line, style or "") for line, style in session_lines(conn)]
+
+
+_HEADS = ("#", "at s", "rows", "bytes", "server ms", "transfer ms", "rate", "frames")
+INDENT = 4  # a query's SQL and outcome, under its numbers
+
+
+def _said(q: dict[str, Any]) -> Text:
+    """The query's SQL, then what answered it."""
+    out = Text(sql_text(q.get("sql"), bool(q.get("sql_truncated"))))
+    for i, (words, style) in enumerate(outcome(q)):
+        out.append("  -> " if i == 0 else "; ")
+        out.append(words, style or "")
+    return out
 
 
 def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None:
-    """The connection's queries, in a panel `width` columns wide: one table when every number
-    and 12 characters of SQL fit, else the SQL and the numbers as two tables numbered by the
-    query's index (c1#0 in the relay table and `flow --query`)."""
+    """The connection's queries in a panel `width` columns wide: a line of numbers each
+    (numbered as c1#0 in the relay table and `flow --query`), and under it its SQL, whole up
+    to SQL_SHOWN characters and wrapped, with its command tag, error and notices. Where even
+    the numbers do not fit in a line, each goes with its name."""
     queries = conn.get("queries") or []
     if not queries:
         return None
@@ -60,27 +77,36 @@ def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None
                                       key=lambda i: queries[i].get("response_bytes") or 0))
         title = (f"{len(queries):,} queries, the {MAX_QUERY_ROWS} with the largest responses "
                  f"shown in order (--format json has every one)")
-    rows: list[list[str | Text]] = []
+    cells = []
     for i in shown:
         q = queries[i]
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
-        sql = Text(short_sql(q.get("sql")))
-        if q.get("error"):
-            sql.append(f"  ERROR {q['error'].get('code', '')}", "red")
-        rows.append(["-" if sent is None else f"{sent:.3f}", sql,
-                     "-" if q.get("rows") is None else f"{q['rows']:,}",
-                     f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
-                     format_rate(q.get("goodput_bps")),
-                     f"{q.get('first_frame', '-')}-{q.get('last_frame', '-')}"])
-    full = widths(_HEADS, rows)
-    if fits(full, 1, width):
-        return table(title, _HEADS, rows, full, range(len(_HEADS)))
-    numbered: list[list[str | Text]] = [[f"#{i}", *r] for i, r in zip(shown, rows)]
-    heads = ("#", *_HEADS)
-    full = widths(heads, numbered)
-    return Group(table(title, heads, numbered, full, range(3)),
-                 table("the same queries: rows, bytes and timing", heads, numbered, full,
-                       (0, *range(3, len(heads)))))
+        cells.append([f"#{i}", "-" if sent is None else f"{sent:.3f}",
+                      "-" if q.get("rows") is None else f"{q['rows']:,}",
+                      f"{q.get('response_bytes', 0):,}", _ms(sent, first), _ms(first, last),
+                      format_rate(q.get("goodput_bps")),
+                      "-" if q.get("first_frame") is None
+                      else f"{q['first_frame']}-{q['last_frame']}"])
+    full = widths(_HEADS, cells)
+    room = width - PANEL
+    gap = 2 if sum(full) + 2 * (len(full) - 1) <= room else 1
+
+    def line(row: Sequence[str]) -> str:
+        return (" " * gap).join(c.ljust(w) if k == 0 else c.rjust(w)
+                                for k, (c, w) in enumerate(zip(row, full)))
+
+    body: list[RenderableType] = [Text(title)]
+    tabular = sum(full) + gap * (len(full) - 1) <= room
+    if tabular:
+        body.append(Text(line(_HEADS), "bold"))
+    for i, row in zip(shown, cells):
+        if tabular:
+            body.append(Text(line(row)))
+        else:  # narrower than the numbers: each with its name
+            body.append(Text("  ".join([row[0]] + [f"{h} {c}" for h, c in
+                                                   zip(_HEADS[1:], row[1:])])))
+        body.append(Padding(_said(queries[i]), (0, 0, 0, INDENT)))
+    return Group(*body)
 
 
 def message_counts(conn: dict[str, Any]) -> Text | None:

@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pktflow.report.answer import render_answer
-from pktflow.report.queries import message_counts, protocol_line, query_table
+from pktflow.report.queries import message_counts, protocol_line, query_table, session_text
 from pktflow.report.relays import render_relays
-from pktflow.report.connections import busiest
+from pktflow.report.connections import busiest_summaries
 from pktflow.report.transfer import transfer_views
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -105,6 +105,7 @@ def render_connection(conn: dict[str, Any], width: int = 120) -> RenderableType:
     proto = protocol_line(conn)
     if proto is not None:
         body.append(proto)
+        body += session_text(conn)
     body.append(Text(_handshake(conn), "dim"))
     cp = conn.get("capture_point")
     if cp is not None:
@@ -167,7 +168,7 @@ def render_overview(top: list[dict[str, Any]], total: int,
 
 def render(report: dict[str, Any], console: Console) -> None:
     conns = report["connections"]
-    top = busiest(conns, MAX_OVERVIEW)
+    top = busiest_summaries(conns, MAX_OVERVIEW)
     answer = render_answer(report, [c for _, c in top])
     if answer is not None:  # the answer first: what limited each bulk transfer
         console.print(answer)
@@ -179,8 +180,9 @@ def render(report: dict[str, Any], console: Console) -> None:
         console.print(render_overview([c for _, c in top], len(conns), console.width))
     for relay in render_relays(report, console.width):
         console.print(relay)
-    for _, conn in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
-        console.print(render_connection(conn, console.width))
+    for i, _ in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
+        # whole, with its queries, one at a time
+        console.print(render_connection(conns[i], console.width))
     if len(conns) > MAX_PANELS:
         where = ("are in the overview above" if len(conns) <= MAX_OVERVIEW else
                  f"are not drawn (the overview lists the busiest {MAX_OVERVIEW})")

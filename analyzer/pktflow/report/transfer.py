@@ -55,10 +55,9 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
                                 f"{_n(writes.get('size_median_by_bytes'))} B (10%-90%: "
                                 f"{_n(writes.get('size_p10_by_bytes'))}-"
                                 f"{_n(writes.get('size_p90_by_bytes'))} B)")
-    pattern = d.get("pattern") or ""
-    table.add_row("ACK cadence", f"{pattern}  (median {_n(acks.get('bytes_acked_median'))} B, "
-                                 f"{_n(acks.get('segments_per_ack_median'))} segments per ACK, "
-                                 f"{_n(acks.get('count'))} ACKs)")
+    # the pattern names the commonest ACK only when it is most of them (then it is the
+    # median too), else the median: either way the median is said once
+    table.add_row("ACK cadence", f"{d.get('pattern') or ''}; {_n(acks.get('count'))} ACKs")
     causes = acks.get("causes") or {}
     if causes:
         table.add_row("ACK causes", ", ".join(f"{k.replace('_', ' ')} {v:,}"
@@ -79,7 +78,11 @@ def direction_view(name: str, d: dict[str, Any]) -> RenderableType | None:
     if rtt:
         table.add_row("RTT", f"min {_ms(rtt.get('min'))}, median {_ms(rtt.get('median'))}, "
                              f"p95 {_ms(rtt.get('p95'))} ({rtt.get('samples', 0):,} samples)")
-    table.add_row("goodput", format_rate(d.get("goodput_bps")))
+    # not a query's rate: that is one response's bytes over its own time
+    rate = d.get("goodput_bps")
+    table.add_row("goodput", format_rate(rate) + (
+        " over the whole connection: its first data segment to its last, the waits between "
+        "queries included (a query's rate counts its own response alone)" if rate else ""))
     return Group(head, table)
 
 

@@ -34,7 +34,7 @@ def summary(rt: RoundTrips) -> str:
     return (f"{queries} one after another, each a round trip of {rtt:,.3f} ms "
             f"({rt['rtt_from']}): {cost:,.1f} ms{share} from the first query to the last "
             f"response; the responses moved for {rt['responses_ms']:,.1f} ms, the bulk ones (64 "
-            f"KB or more) for {rt['bulk_ms']:,.1f} ms")
+            f"KiB or more) for {rt['bulk_ms']:,.1f} ms")
 
 
 def round_trips_set_the_time(rt: RoundTrips | dict[str, Any] | None) -> bool:

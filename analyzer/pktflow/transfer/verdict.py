@@ -19,33 +19,37 @@ MIN_SEGMENTS = 20
 
 
 def pattern(f: TransferJudgement) -> str:
-    """The dominant ACK pattern in words: '1 ACK per 2 segments, 16,384 B (87% of ACKs)'."""
+    """The ACK pattern in words: the commonest ACK when it is most of them, '1 ACK per 2
+    segments, 16,384 B (87% of ACKs)'; otherwise the median one, 'ACKs vary: the median
+    covers 3 segments, 12,265 B' (a mode of 11% beside it read as a contradiction)."""
     acks = f["acks"]
     if not acks["count"]:
         return "no ACKs advanced"
-    segs, nbytes = acks["segments_mode"], acks["bytes_mode"]
     share = acks["bytes_mode_count"] / acks["count"]
-    unit = "segment" if segs == 1 else "segments"
-    return f"1 ACK per {segs} {unit}, {nbytes:,} B ({share:.0%} of ACKs)"
+    if share > 0.5:
+        segs, nbytes = acks["segments_mode"], acks["bytes_mode"]
+        return f"1 ACK per {segs} {_segments(segs)}, {nbytes or 0:,} B ({share:.0%} of ACKs)"
+    segs, nbytes = acks["segments_median"], acks["bytes_median"]
+    return f"ACKs vary: the median covers {segs} {_segments(segs)}, {nbytes or 0:,} B"
+
+
+def _segments(n: int | None) -> str:
+    return "segment" if n == 1 else "segments"
 
 
 # The limits, in the order the core's chronographs list them (transfer/limits.rs).
 LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
 LIMITS: tuple[LimitName, ...] = ("receiver_window", "network", "loss", "latency", "sender")
-# The rule naming the dominant limit mirrors the kernel's (pktflow.lab.kernel.dominant_limit),
-# so a verdict can be checked against the lab's ground truth: the receiver's window when it
-# held the sender at least half of the time the sender had data to send ("busy": the transfer
-# less the time the sender had nothing in flight and nothing waiting); else loss when at least
-# 1% of the segments were sent again or filled a hole the capture never saw (each loss cuts
-# the congestion window: at that rate recoveries and the regrowth after them set the pace) and
-# recovery took a tenth of the busy time or more (two stray retransmissions in a fast
-# transfer cost nothing); else the sender when it had nothing to send longer than data waited
-# (network and latency together: the kernel's "network", data waiting unsent behind the
-# congestion window or a rate limit), otherwise the larger of network and latency.
-HALF = 0.5
+# The headline names the limit with the largest share of the transfer's time, direct or pooled
+# alike, and never a limit under another's larger share: two within NEAR_TIE of each other are
+# a near-tie, said as mixed, naming both. One exception: loss, when at least LOSS_SHARE of the
+# segments were lost (sent again, or a hole the capture never saw filled) and recovering plus
+# the congestion window's regrowth after the losses (booked as the round trips it waited for:
+# `after_loss_s`) outweigh every other limit. A loss cuts the window, so what follows it is
+# slower; the sentence says so, with the share of segments lost and each part's share. A queue
+# that overflows now and then (a few losses behind a shaper) stays the network's.
+NEAR_TIE = 0.05
 LOSS_SHARE = 0.01
-LOSS_TIME = 0.1
-
 
 def _frames(s: Stretch | None) -> str:
     if not s:
@@ -62,18 +66,50 @@ def limit_shares(lim: LimitFacts) -> ByLimit[float]:
                 {k: round(secs[k] / total, 3) if total > 0 else 0.0 for k in LIMITS})
 
 
-def dominant(f: TransferJudgement, lim: LimitFacts) -> tuple[LimitName, float]:
-    """The dominant limit by the rule above, and the busy seconds it was judged against."""
-    secs = lim["seconds"]
-    busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
-    if busy > 0 and secs["receiver_window"] >= HALF * busy:
-        return "receiver_window", busy
-    if (_lost(f, lim) >= LOSS_SHARE * max(1, f["segments"]) and busy > 0
-            and secs["loss"] >= LOSS_TIME * busy):
-        return "loss", busy
-    if secs["sender"] >= secs["network"] + secs["latency"]:
-        return "sender", busy
-    return ("network" if secs["network"] >= secs["latency"] else "latency"), busy
+def dominant(f: TransferJudgement, lim: LimitFacts) -> tuple[LimitName, LimitName | None]:
+    """The limit to name, and the one in a near-tie with it (None: a clear lead)."""
+    seconds = lim["seconds"]
+    secs: dict[LimitName, float] = {k: seconds[k] for k in LIMITS}
+    ranked = sorted(LIMITS, key=lambda k: -secs[k])
+    if _loss_named(f, lim):
+        return "loss", None
+    top, second = ranked[0], ranked[1]
+    total = lim["transfer_s"]
+    if total > 0 and secs[second] > 0 and (secs[top] - secs[second]) / total <= NEAR_TIE:
+        return top, second
+    return top, None
+
+
+def _loss_named(f: TransferJudgement, lim: LimitFacts) -> bool:
+    """Loss named under a larger share: enough segments lost, and recovery and the regrowth
+    after it outweigh every other limit (less the regrowth they hold)."""
+    if _lost(f, lim) < LOSS_SHARE * max(1, f["segments"]):
+        return False
+    secs, after = lim["seconds"], lim["after_loss_s"]
+    effect = secs["loss"] + after
+    # the regrowth is booked under latency or network: set it against them without it
+    others = [secs[k] - (after if k in ("latency", "network") else 0.0)
+              for k in LIMITS if k != "loss"]
+    return effect > 0 and effect >= max(others)
+
+
+# A receiver that kept its window shut this long (each time, on average: the path's least
+# round trips, and at least ZERO_FLOOR_S, as a capture beside the receiver sees round trips
+# of microseconds) or for this share of the time its window held the sender, stopped reading;
+# briefer zero windows are a small buffer's, which the reader emptied as fast as it could.
+ZERO_RTTS = 4
+ZERO_FLOOR_S = 0.001
+ZERO_SHARE = 0.25
+
+
+def _stopped_reading(f: TransferJudgement, lim: LimitFacts) -> bool:
+    w = f["window"]
+    periods, total = w["zero_window_periods"], w["zero_window_total_s"]
+    if not periods:
+        return False
+    rtt = (f["rtt_min_ms"] or 0.0) / 1e3
+    held = lim["seconds"]["receiver_window"]
+    return total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S) or total >= ZERO_SHARE * held
 
 
 def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
@@ -99,33 +135,43 @@ def verdict(f: TransferJudgement) -> Verdict:
                 f"({how}); the time between them is the conversation's round trips",
                 "evidence_frames": []}
     shares = limit_shares(lim)
-    limit, busy = dominant(f, lim)
+    limit, mixed = dominant(f, lim)
+    busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
     total_ms = lim["transfer_s"] * 1e3
     longest, first = lim["longest"][limit], lim["first"][limit]
     share = shares[limit]
     head = (f"{share:.0%} of the transfer's {total_ms:,.1f} ms" + _frames(longest))
     out: Verdict = {"limit": limit, "shares": shares}  # type: ignore[typeddict-item]
+    if mixed is not None:
+        out["mixed_with"] = mixed
     if limit == "receiver_window":
         zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
-        busy_share = lim["seconds"]["receiver_window"] / busy
-        if zero_periods:
+        busy_share = lim["seconds"]["receiver_window"] / busy if busy else 0.0
+        if _stopped_reading(f, lim):
             out["receiver"] = "application"
             why = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
                    f"in all: the receiving application stopped reading (psql printing, a "
-                   f"slow client, a pooler waiting on its own client)")
+                   f"slow client, a pooler waiting on its own client); a larger buffer would "
+                   f"only hold more unread")
         else:
             out["receiver"] = "buffer"
-            why = (f"the window filled but never shut (at most {w['max'] or 0:,} bytes): the "
-                   f"receiver kept reading, its buffer held less than the path can carry; a "
-                   f"larger receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
-        summary = (f"the receiver's window held the sender {head} ({busy_share:.0%} of the "
-                   f"time it had data to send); {why}")
+            shut = (f", shut only briefly ({zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
+                    f"in all)" if zero_periods else " but never shut")
+            why = (f"the window filled{shut} (at most {w['max'] or 0:,} bytes): the receiver "
+                   f"kept reading, its buffer held less than the path can carry; a larger "
+                   f"receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
+        busy_part = f" ({busy_share:.0%} of the time it had data to send)" if busy else ""
+        summary = f"the receiver's window held the sender {head}{busy_part}; {why}"
     elif limit == "loss":
         lost = _lost(f, lim)
+        after = lim["after_loss_s"] / lim["transfer_s"]
         summary = (f"{lost:,} of {segments:,} segments were lost or sent again "
                    f"({lost / segments:.1%}); {lim['recoveries']} recoveries (from "
-                   f"retransmissions, duplicate ACKs or SACKs, data beyond a hole) and the "
-                   f"congestion window's regrowth after them took {head}")
+                   f"retransmissions, duplicate ACKs or SACKs, data beyond a hole) took {head}")
+        if after >= 0.01:
+            summary += (f", and the congestion window each loss cut held the sender for "
+                        f"another {after:.0%} of the time as it grew back (booked as round "
+                        f"trips, latency and network)")
     elif limit == "network":
         summary = (f"data was waiting and the window open, yet it left at the path's pace "
                    f"{head}: a bottleneck rate (a link, a shaper, pacing) set the pace, not "
@@ -140,6 +186,10 @@ def verdict(f: TransferJudgement) -> Verdict:
                    f"(for a server: producing the rows; for a pooler: what its other leg "
                    f"brought); the window and the network kept up. The ACK pattern "
                    f"({pattern(f)}) is delayed-ACK pacing, not a round-trip limit")
+    if mixed is not None:
+        summary = (f"mixed: {limit.replace('_', ' ')} {shares[limit]:.0%} and "
+                   f"{mixed.replace('_', ' ')} {shares[mixed]:.0%}, within "
+                   f"{NEAR_TIE:.0%} of each other; " + summary)
     others = ", ".join(f"{k.replace('_', ' ')} {shares[k]:.0%}" for k in LIMITS
                        if k != limit and shares[k] >= 0.01)
     if others:

@@ -58,16 +58,20 @@ impl Packet {
 }
 
 /// What a diagram shows of a message beside its name: a command tag as sent, an error's or
-/// notice's SQLSTATE and message, a TLS handshake message with what it chose.
+/// notice's severity, SQLSTATE and message, a TLS handshake message with what it chose.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Detail {
     pub name: String,
+    pub severity: Option<String>,
     pub code: Option<String>,
     pub text: String,
 }
 
 /// Messages a segment completed, in wire order, consecutive repeats folded: name and count.
 pub type Label = Vec<(String, u64)>;
+
+/// A frame's detail as spooled: name number, severity, SQLSTATE, text.
+type DetailEntry = (u32, Option<String>, Option<String>, String);
 
 /// A connection's entries in the spool. Message names are numbered per connection, each
 /// number defined by a `Name` entry before its first use.
@@ -77,7 +81,7 @@ enum Entry {
     Name(String),
     /// The messages frame completed (name numbers and counts), appended to its label.
     Messages(u64, Vec<(u32, u64)>),
-    Details(u64, Vec<(u32, Option<String>, String)>),
+    Details(u64, Vec<DetailEntry>),
     /// Whether frame ended inside a message (the latest entry for a frame holds).
     Partial(u64, bool),
 }
@@ -159,9 +163,14 @@ impl Recording {
                 Entry::Messages(frame, msgs) => labels.add(frame, msgs, &names, &mut out),
                 Entry::Details(frame, details) => {
                     let kept = out.details.entry((n, frame)).or_default();
-                    for (i, code, text) in details {
+                    for (i, severity, code, text) in details {
                         if let Some(name) = name(&names, i) {
-                            kept.push(Detail { name, code, text });
+                            kept.push(Detail {
+                                name,
+                                severity,
+                                code,
+                                text,
+                            });
                         }
                     }
                 }
@@ -403,6 +412,7 @@ impl Recorder {
                         }
                         details.push(TrailDetail {
                             name,
+                            severity: None,
                             code: None,
                             text,
                         });
@@ -426,9 +436,9 @@ impl Recorder {
             self.entry(&Entry::Messages(frame, msgs));
         }
         if !details.is_empty() {
-            let kept: Vec<(u32, Option<String>, String)> = details
+            let kept: Vec<DetailEntry> = details
                 .into_iter()
-                .map(|x| (self.name(&x.name.label()), x.code, x.text))
+                .map(|x| (self.name(&x.name.label()), x.severity, x.code, x.text))
                 .collect();
             self.entry(&Entry::Details(frame, kept));
         }

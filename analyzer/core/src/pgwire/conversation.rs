@@ -15,10 +15,11 @@ use std::collections::VecDeque;
 
 use super::counts::{Counts, Drained};
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup,
+    Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest, Event, Protocol,
+    ServerMessage, StartedAt, Startup,
 };
-use super::framing::{header, BoundaryScan, MAX_MESSAGE};
-use super::messages::{name_of, Role};
+use super::framing::{header, BoundaryScan};
+use super::messages::Role;
 use super::names::Names;
 use super::query::Query;
 use crate::tcp::observe::StreamSink;
@@ -33,6 +34,8 @@ pub const SYNC_WINDOW: usize = 256 * 1024;
 pub const KEEP_CAP: usize = 1 << 20;
 /// A TLS record is at most 16 KiB + 2 KiB: beyond, stop waiting for a ClientHello.
 pub const MAX_CLIENT_HELLO: usize = 1 << 15;
+/// Notices, and errors, outside any query kept per connection.
+pub const MAX_SESSION_MESSAGES: usize = 16;
 /// Server parameters kept per connection.
 pub const MAX_PARAMETERS: usize = 64;
 /// An empty side buffer gives back memory it grew past this.
@@ -139,6 +142,9 @@ pub struct Conversation {
     pub(super) protocol: Protocol,
     pub(super) encryption: Encryption,
     pub(super) startup: Option<Startup>,
+    pub(super) authentication: Option<Authentication>,
+    /// A client message of the authentication exchange awaits the server's answer.
+    pub(super) auth_awaiting: bool,
     pub(super) decode_started_at: Option<StartedAt>,
     pub(super) decode_stopped: Option<DecodeStopped>,
     pub(super) events: Vec<Event>,
@@ -155,12 +161,21 @@ pub struct Conversation {
     pub(super) portals: Names,
     pub(super) parameters: Vec<(String, String)>,
     pub(super) backend_pid: Option<u32>,
+    pub(super) backend_key: Option<Vec<u8>>,
+    pub(super) cancel_request: Option<CancelRequest>,
     /// The last authentication request: names the frontend's 'p' reply.
     pub(super) auth: u32,
+    /// The protocol minor version the startup asked for, as the server settled it (None:
+    /// not seen): BackendKeyData's length depends on it.
+    pub(super) minor: Option<u16>,
     pub(super) encryption_asked: Option<EncryptionRequest>,
     /// An ErrorResponse since the last ReadyForQuery.
     pub(super) batch_error: bool,
     pub(super) query_errors: u64,
+    /// Notices and errors outside any query (the first MAX_SESSION_MESSAGES of each).
+    pub(super) notices: Vec<ServerMessage>,
+    pub(super) notices_total: u64,
+    pub(super) errors: Vec<ServerMessage>,
     /// Gaps that marked the pending queries incomplete (read when they leave `pending`).
     pub(super) gaps: u64,
     /// `gaps` when the backend stream last had one: what may have hidden a ReadyForQuery
@@ -194,6 +209,8 @@ impl Conversation {
             protocol: Protocol::Unknown,
             encryption: Encryption::None,
             startup: None,
+            authentication: None,
+            auth_awaiting: false,
             decode_started_at: None,
             decode_stopped: None,
             events: Vec::new(),
@@ -207,10 +224,16 @@ impl Conversation {
             portals: Names::default(),
             parameters: Vec::new(),
             backend_pid: None,
+            backend_key: None,
+            cancel_request: None,
             auth: 0,
+            minor: None,
             encryption_asked: None,
             batch_error: false,
             query_errors: 0,
+            notices: Vec::new(),
+            notices_total: 0,
+            errors: Vec::new(),
             gaps: 0,
             backend_gap_at: 0,
             cut_message: false,
@@ -371,13 +394,17 @@ impl Conversation {
         // A message whose header came and whose body the gap cuts (a short snaplen keeps the
         // first bytes of every segment): its end is known, so no boundary is lost. It is
         // handled with the body seen (a Query keeps its SQL's start) and the rest skipped.
-        if s.state == State::Typed && s.skip == 0 {
+        let held = (s.state == State::Typed && s.skip == 0)
+            .then(|| header(&s.buf, 0))
+            .flatten();
+        if let Some((t, ln)) = held {
             let gap_end = offset.saturating_add(length);
+            let framed = self.fault(d, t, ln).is_none();
+            let s = &mut self.sides[d];
             let start = offset.saturating_sub(s.buf.len() as i64);
-            if let Some((t, ln)) = header(&s.buf, 0) {
+            {
                 let end = start.saturating_add(1).saturating_add(ln);
-                if name_of(s.role, t).is_some() && (4..=MAX_MESSAGE).contains(&ln) && end >= gap_end
-                {
+                if framed && end >= gap_end {
                     let body = s.buf.get(5..).unwrap_or(&[]).to_vec();
                     s.keep(&[]);
                     s.skip = end - gap_end;
@@ -389,6 +416,7 @@ impl Conversation {
                 }
             }
         }
+        let s = &mut self.sides[d];
         let cut = length
             .saturating_add(s.buf.len() as i64)
             .saturating_add(s.skip);

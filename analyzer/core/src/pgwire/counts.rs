@@ -49,6 +49,8 @@ pub struct Trail {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Detail {
     pub name: Name,
+    /// The severity of an ErrorResponse or NoticeResponse, never localized (V)
+    pub severity: Option<String>,
     /// SQLSTATE of an ErrorResponse or NoticeResponse
     pub code: Option<String>,
     /// the command tag, or the error's or notice's message, cut at DETAIL_CAP characters
@@ -86,7 +88,13 @@ impl Trail {
         }
     }
 
-    pub fn detail(&mut self, name: Name, code: Option<String>, text: &str) {
+    pub fn detail(
+        &mut self,
+        name: Name,
+        severity: Option<String>,
+        code: Option<String>,
+        text: &str,
+    ) {
         if self.details.len() >= MAX_DETAILS {
             return;
         }
@@ -94,7 +102,12 @@ impl Trail {
             Some((at, _)) => format!("{}…", text.get(..at).unwrap_or(text)),
             None => text.to_string(),
         };
-        self.details.push(Detail { name, code, text });
+        self.details.push(Detail {
+            name,
+            severity,
+            code,
+            text,
+        });
     }
 
     /// What was completed since the last drain (a held message stays held).
@@ -265,7 +278,7 @@ mod tests {
         let mut t = Trail::default();
         let long = "é".repeat(DETAIL_CAP + 50);
         for _ in 0..MAX_DETAILS + 5 {
-            t.detail(Name::Known("CommandComplete"), None, &long);
+            t.detail(Name::Known("CommandComplete"), None, None, &long);
         }
         let (_, details) = t.drain();
         assert_eq!(details.len(), MAX_DETAILS);

@@ -68,6 +68,14 @@ pub enum StopReason {
     LengthAbsurd { length: i64 },
     /// A type byte this side never sends.
     NotRoleType { type_byte: u8, role: Role },
+    /// A type whose length is fixed (or bounded), at another length.
+    WrongLength {
+        type_byte: u8,
+        role: Role,
+        length: i64,
+        min: i64,
+        max: i64,
+    },
     /// The first message is not a startup, SSL, GSS or cancel request.
     NotStartup,
     /// The first message is a ClientHello without ALPN "postgresql"; the names offered.
@@ -144,6 +152,53 @@ pub struct Startup {
     pub user: Option<String>,
     pub database: Option<String>,
     pub application_name: Option<String>,
+    /// The protocol version asked for ("3.0").
+    pub protocol_version: String,
+    /// Every parameter sent, in order (user, database, options, replication, client_encoding,
+    /// DateStyle, TimeZone, extra_float_digits, ...): the first 32.
+    pub parameters: Ordered<String>,
+}
+
+/// How the client proved who it is, as the wire shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Authentication {
+    /// From the server's first request: trust (AuthenticationOk at once), cleartext-password,
+    /// md5, sasl, gss, sspi, kerberos-v5, scm-credential, or "code N"; None when the server
+    /// refused before asking anything (an ErrorResponse at once).
+    pub method: Option<String>,
+    /// SASL: the mechanisms the server offered, and the one the client chose.
+    pub mechanisms: Vec<String>,
+    pub mechanism: Option<String>,
+    pub outcome: AuthOutcome,
+    /// Client messages (the StartupMessage, each password, SASL or GSS response) the server
+    /// answered before the outcome: each a round trip.
+    pub round_trips: u64,
+    /// The StartupMessage, and the AuthenticationOk or ErrorResponse that decided (epoch s).
+    pub first_frame: u64,
+    pub start_ts: f64,
+    pub last_frame: Option<u64>,
+    pub end_ts: Option<f64>,
+}
+
+/// A CancelRequest: the backend it names. The secret key is kept to find that backend's
+/// connection (its BackendKeyData) and is never written.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CancelRequest {
+    pub backend_pid: u32,
+    #[serde(skip)]
+    pub key: Vec<u8>,
+    pub frame: u64,
+    /// Epoch seconds.
+    pub ts: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthOutcome {
+    Ok,
+    Failed,
+    /// The capture ends (or the connection closes) before the server decided.
+    Unfinished,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -189,6 +244,15 @@ impl<'de, V: Deserialize<'de>, K: Deserialize<'de>> Deserialize<'de> for Ordered
     }
 }
 
+/// An ErrorResponse or a NoticeResponse: its fields, and the frame and time it came.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerMessage {
+    pub fields: ErrorFields,
+    pub frame: u64,
+    /// Epoch seconds.
+    pub ts: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct QueryFacts {
     pub sql: String,
@@ -209,7 +273,14 @@ pub struct QueryFacts {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ErrorFields>,
+    pub error: Option<ServerMessage>,
+    /// The first MAX_QUERY_NOTICES notices it raised, and how many in all.
+    pub notices: Vec<ServerMessage>,
+    pub notices_total: u64,
+    /// The first RowDescription's column names (the first MAX_COLUMN_NAMES) and count.
+    pub columns: Option<Vec<String>>,
+    pub column_count: Option<u16>,
+    pub data_row_bytes: u64,
     pub incomplete: bool,
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
@@ -228,11 +299,16 @@ pub struct ConversationFacts {
     pub protocol: Protocol,
     pub encryption: Encryption,
     pub startup: Option<Startup>,
+    pub authentication: Option<Authentication>,
     /// As decoded, also when the protocol ended up unknown (the report then shows none).
     pub decode_started_at: Option<StartedAt>,
     pub decode_stopped: Option<DecodeStopped>,
     pub lost_bytes: PerRole<i64>,
     pub backend_pid: Option<u32>,
+    /// BackendKeyData's secret key, which a CancelRequest must name: never written.
+    #[serde(skip)]
+    pub backend_key: Option<Vec<u8>>,
+    pub cancel_request: Option<CancelRequest>,
     pub server_parameters: Ordered<String>,
     /// Keyed by the message's name: static but for unnamed authentication codes.
     pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
@@ -240,7 +316,40 @@ pub struct ConversationFacts {
     pub queries: Vec<QueryFacts>,
     pub queries_total: u64,
     pub query_errors: u64,
+    /// Notices and errors outside any query (at startup, or while idle): the first
+    /// MAX_SESSION_MESSAGES of each, and how many notices in all.
+    pub notices: Vec<ServerMessage>,
+    pub notices_total: u64,
+    pub errors: Vec<ServerMessage>,
     pub events: Vec<Event>,
+}
+
+impl ConversationFacts {
+    /// A connection found not to be PostgreSQL has no PostgreSQL facts: what its bytes looked
+    /// like before that was clear (a MySQL greeting framed as an Authentication request, then
+    /// "malformed" bytes) says nothing of PostgreSQL, and its errors would be false alarms. The
+    /// decision and its reason stay.
+    fn unless_not_postgres(mut self) -> Self {
+        if self.protocol != Protocol::Unknown {
+            return self;
+        }
+        self.startup = None;
+        self.authentication = None;
+        self.backend_pid = None;
+        self.backend_key = None;
+        self.cancel_request = None;
+        self.server_parameters = Ordered::default();
+        self.messages = PerRole::default();
+        self.queries.clear();
+        self.queries_total = 0;
+        self.query_errors = 0;
+        self.notices.clear();
+        self.notices_total = 0;
+        self.errors.clear();
+        self.events
+            .retain(|e| matches!(e, Event::NotPostgresql { .. }));
+        self
+    }
 }
 
 impl Conversation {
@@ -257,6 +366,7 @@ impl Conversation {
             protocol: self.protocol,
             encryption: self.encryption,
             startup: self.startup.clone(),
+            authentication: self.authentication.clone(),
             decode_started_at: self.decode_started_at,
             decode_stopped: self.decode_stopped.clone(),
             lost_bytes: PerRole {
@@ -264,6 +374,8 @@ impl Conversation {
                 backend: back.lost,
             },
             backend_pid: self.backend_pid,
+            backend_key: self.backend_key.clone(),
+            cancel_request: self.cancel_request.clone(),
             server_parameters: Ordered(self.parameters.clone()),
             messages: PerRole {
                 frontend: counts(front),
@@ -277,8 +389,12 @@ impl Conversation {
                 .collect(),
             queries_total: self.queries_total,
             query_errors: self.query_errors,
+            notices: self.notices.clone(),
+            notices_total: self.notices_total,
+            errors: self.errors.clone(),
             events: self.events.clone(),
         }
+        .unless_not_postgres()
     }
 
     /// The same facts once the conversation is done: its strings and lists are moved, not
@@ -287,6 +403,10 @@ impl Conversation {
     pub fn into_facts(mut self) -> ConversationFacts {
         let parameters = std::mem::take(&mut self.parameters);
         let events = std::mem::take(&mut self.events);
+        let (notices, errors) = (
+            std::mem::take(&mut self.notices),
+            std::mem::take(&mut self.errors),
+        );
         let startup = self.startup.take();
         let series: Vec<Option<Box<Series>>> = (self.store.listed.iter_mut())
             .map(|q| q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS))
@@ -297,8 +417,10 @@ impl Conversation {
         }
         facts.server_parameters = Ordered(parameters);
         facts.events = events;
+        facts.notices = notices;
+        facts.errors = errors;
         facts.startup = startup;
-        facts
+        facts.unless_not_postgres()
     }
 
     fn query_facts(&self, q: &Query) -> QueryFacts {
@@ -318,7 +440,21 @@ impl Conversation {
             sent_frame: q.sent.frame,
             first_frame: q.first().map(|m| m.frame),
             last_frame: q.last().map(|m| m.frame),
-            error: q.error.as_deref().cloned(),
+            error: q.error().cloned(),
+            notices: q
+                .extra
+                .as_ref()
+                .map(|x| x.notices.clone())
+                .unwrap_or_default(),
+            notices_total: q.extra.as_ref().map_or(0, |x| x.notices_total),
+            columns: (q.extra.as_ref()).and_then(|x| x.columns.as_deref()).map(
+                |names| match names {
+                    "" => Vec::new(),
+                    _ => names.split('\0').map(str::to_owned).collect(),
+                },
+            ),
+            column_count: q.extra.as_ref().and_then(|x| x.column_count),
+            data_row_bytes: q.data_row_bytes,
             incomplete: q.incomplete || (q.in_pending && self.gaps > q.gaps_at),
             response_segments: q.segments.n(),
             response_segment_median: q.segments.median(),

@@ -6,7 +6,7 @@
 //! Which side is the frontend is proven by types only one side sends (Q, P, B for the
 //! frontend; Z, T, 1, 2 for the backend).
 
-use super::messages::{be32, name_of, only, Role};
+use super::messages::{be32, expected_length, name_of, only, Role};
 
 /// PostgreSQL caps a message near 1 GiB; anything claiming more is not PostgreSQL framing.
 pub const MAX_MESSAGE: i64 = (1 << 30) + 64;
@@ -67,7 +67,7 @@ pub fn plausible(t: u8, ln: i64, side: Role) -> bool {
     if !(4..=MAX_MESSAGE).contains(&ln) || name_of(side, t).is_none() {
         return false;
     }
-    if t == b'Z' && ln != 5 {
+    if expected_length(side, t, None).is_some_and(|(min, max)| !(min..=max).contains(&ln)) {
         return false;
     }
     ln <= MAX_CONTROL || t == b'D' || t == b'd'
@@ -302,6 +302,15 @@ mod tests {
             BoundaryScan::new(Sides::Both, false).find(&rows, 0),
             Some((0, Role::Frontend))
         );
+    }
+
+    #[test]
+    fn fixed_lengths_are_part_of_plausible_framing() {
+        assert!(plausible(b'I', 4, Role::Backend) && !plausible(b'I', 10, Role::Backend));
+        assert!(plausible(b'Z', 5, Role::Backend) && !plausible(b'Z', 4, Role::Backend));
+        assert!(plausible(b'K', 12, Role::Backend) && !plausible(b'K', 300, Role::Backend));
+        // 'S' is Sync (4 bytes) from the frontend, ParameterStatus from the backend
+        assert!(!plausible(b'S', 9, Role::Frontend) && plausible(b'S', 9, Role::Backend));
     }
 
     #[test]

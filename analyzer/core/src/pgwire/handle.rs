@@ -6,13 +6,15 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::conversation::{Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES};
-use super::facts::Event;
-use super::messages::{
-    auth_name, backend_name, be32, decode, error_fields, frontend_name, lossy, password_reply,
-    rstrip_nul, two_cstrings, upto_nul, Name, Role,
+use super::conversation::{
+    Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES, MAX_SESSION_MESSAGES,
 };
-use super::query::{Query, QueryKind, SQL_CAP};
+use super::facts::{AuthOutcome, Event, ServerMessage};
+use super::messages::{
+    auth_method, auth_name, backend_name, be16, be32, decode, error_fields, frontend_name, lossy,
+    name_list, password_reply, rstrip_nul, two_cstrings, upto_nul, Name, Role, AUTH_NAME_CAP,
+};
+use super::query::{Query, QueryKind, MAX_COLUMN_NAMES, MAX_QUERY_NOTICES, SQL_CAP};
 
 /// Texts (SQL, command tags) shared per connection: at most this many, this long.
 const MAX_SHARED: usize = 256;
@@ -35,6 +37,25 @@ fn intern(texts: &mut HashSet<Arc<str>>, text: Cow<'_, str>) -> Arc<str> {
     t
 }
 
+/// A RowDescription's column count and its first MAX_COLUMN_NAMES names, NUL-separated
+/// (each field: its name, then 18 bytes of table, type and format numbers). A cut body keeps
+/// the names it holds.
+fn columns(body: &[u8]) -> (Option<u16>, String) {
+    let Some(count) = be16(body, 0) else {
+        return (None, String::new());
+    };
+    let mut names: Vec<Cow<'_, str>> = Vec::new();
+    let mut rest = body.get(2..).unwrap_or(&[]);
+    while names.len() < usize::from(count).min(MAX_COLUMN_NAMES) {
+        let Some(end) = rest.iter().position(|&c| c == 0) else {
+            break;
+        };
+        names.push(lossy(rest.get(..end).unwrap_or(&[])));
+        rest = rest.get(end + 1 + 18..).unwrap_or(&[]);
+    }
+    (Some(count), names.join("\0"))
+}
+
 impl Conversation {
     pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
         let s = &mut self.sides[d];
@@ -53,6 +74,7 @@ impl Conversation {
         if t == b'p' {
             // what it is depends on the authentication request it answers
             name = password_reply(self.auth);
+            self.auth_reply(body);
         }
         self.sides[d].counts.count(Name::Known(name));
         match t {
@@ -171,7 +193,7 @@ impl Conversation {
                     && q.first().is_some()
                     && gap_at > q.gaps_at
                 {
-                    q.done = true;
+                    q.finish();
                     q.incomplete = true;
                     closed = true;
                 }
@@ -217,7 +239,7 @@ impl Conversation {
 
     fn finished(&mut self, id: u64) {
         if let Some(q) = self.store.get_mut(id) {
-            q.done = true;
+            q.finish();
         }
         while let Some(&next) = self.pending.get(self.pending_done) {
             if !self.store.get(next).is_some_and(|q| q.done) {
@@ -239,21 +261,28 @@ impl Conversation {
             if let Some(code) = be32(body, 0) {
                 self.auth = code;
                 name = auth_name(code);
+                self.auth_request(code, body.get(4..).unwrap_or(&[]), frame, ts);
             }
         }
         self.sides[d].counts.count(name);
+        // an ErrorResponse's or NoticeResponse's fields, read once
+        let fields = matches!(t, b'E' | b'N').then(|| error_fields(body));
         if let (b'C' | b'E' | b'N' | b'Z', Some(trail)) = (t, self.sides[d].counts.trail.as_mut()) {
-            // what a diagram shows of them: the tag as sent, the SQLSTATE and message, and
-            // ReadyForQuery's transaction status byte (I idle, T in a transaction block, E in
-            // a failed one)
+            // what a diagram shows of them: the tag as sent, the severity, SQLSTATE and
+            // message, and ReadyForQuery's transaction status byte (I idle, T in a transaction
+            // block, E in a failed one)
             if t == b'C' {
-                trail.detail(name, None, &lossy(rstrip_nul(body)));
+                trail.detail(name, None, None, &lossy(rstrip_nul(body)));
             } else if t == b'Z' {
-                trail.detail(name, None, &lossy(body.get(..1).unwrap_or_default()));
-            } else {
-                let err = error_fields(body);
-                trail.detail(name, err.code, err.message.as_deref().unwrap_or(""));
+                trail.detail(name, None, None, &lossy(body.get(..1).unwrap_or_default()));
+            } else if let Some(err) = &fields {
+                let text = err.message.as_deref().unwrap_or("");
+                trail.detail(name, err.severity.clone(), err.code.clone(), text);
             }
+        }
+        let fields = fields.map(|fields| ServerMessage { fields, frame, ts });
+        if t == b'E' {
+            self.auth_decided(AuthOutcome::Failed, frame, ts);
         }
         if t == b'R' {
             return; // authentication belongs to the session, not to a query
@@ -277,21 +306,40 @@ impl Conversation {
                 }
                 return;
             }
+            b'v' => {
+                // NegotiateProtocolVersion: the newest minor version the server supports
+                if let (Some(newest), Some(asked)) = (be32(body, 0), self.minor) {
+                    self.minor = Some(asked.min(u16::try_from(newest).unwrap_or(u16::MAX)));
+                }
+            }
             b'K' if body.len() >= 4 => {
                 self.backend_pid = be32(body, 0);
+                self.backend_key = body.get(4..).map(<[u8]>::to_vec);
                 return;
             }
             _ => {}
         }
         let Some(id) = head else {
-            if t == b'E' {
-                // an error outside any query: authentication, startup
-                let err = error_fields(body);
-                self.events.push(Event::ServerError {
-                    code: err.code,
-                    message: err.message,
-                    frame,
-                });
+            // outside any query: at startup (a failed authentication), or while idle (a
+            // server shutting down)
+            match (t, fields) {
+                (b'E', Some(err)) => {
+                    self.events.push(Event::ServerError {
+                        code: err.fields.code.clone(),
+                        message: err.fields.message.clone(),
+                        frame,
+                    });
+                    if self.errors.len() < MAX_SESSION_MESSAGES {
+                        self.errors.push(err);
+                    }
+                }
+                (b'N', Some(notice)) => {
+                    self.notices_total += 1;
+                    if self.notices.len() < MAX_SESSION_MESSAGES {
+                        self.notices.push(notice);
+                    }
+                }
+                _ => {}
             }
             return;
         };
@@ -313,19 +361,39 @@ impl Conversation {
                 }
             }
             b'E' => {
-                let err = error_fields(body);
+                let Some(err) = fields else {
+                    return;
+                };
                 self.query_errors += 1;
                 let event = (self.query_errors <= MAX_ERROR_FINDINGS).then(|| Event::QueryError {
-                    code: err.code.clone(),
-                    message: err.message.clone(),
+                    code: err.fields.code.clone(),
+                    message: err.fields.message.clone(),
                     sql: q.sql.to_string(),
                     sent_frame: q.sent.frame,
                     frame,
                 });
-                q.error = Some(Box::new(err));
+                q.extra().error = Some(Box::new(err));
                 self.finished(id);
                 self.events.extend(event);
                 self.batch_error = true;
+            }
+            b'N' => {
+                // a notice belongs to the query that raised it, as an error does
+                if let Some(notice) = fields {
+                    let extra = q.extra();
+                    extra.notices_total += 1;
+                    if extra.notices.len() < MAX_QUERY_NOTICES {
+                        extra.notices.push(notice);
+                    }
+                }
+            }
+            // RowDescription: the result's shape, the first one a query gets
+            b'T' if q.extra.as_ref().is_none_or(|x| x.column_count.is_none()) => {
+                let (count, names) = columns(body);
+                let names = intern(&mut self.texts, Cow::Owned(names));
+                let extra = q.extra();
+                extra.column_count = count;
+                extra.columns = count.map(|_| names);
             }
             b's' => {
                 // PortalSuspended: row limit reached
@@ -337,6 +405,63 @@ impl Conversation {
             b'G' | b'H' | b'W' => q.kind = QueryKind::Copy,
             _ => {}
         }
+    }
+
+    /// An authentication request (its body after the code): the method, SASL's mechanisms,
+    /// the outcome once AuthenticationOk comes. The data of SASL, GSS and MD5 exchanges is
+    /// never read.
+    fn auth_request(&mut self, code: u32, rest: &[u8], frame: u64, ts: f64) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if let Some(method) = auth_method(code) {
+            a.method.get_or_insert_with(|| method.into_owned());
+        }
+        if code == 10 {
+            a.mechanisms = name_list(rest, 8);
+        }
+        if code == 0 {
+            // no request before it: the server asked nothing (trust; ident and cert too)
+            a.method.get_or_insert_with(|| "trust".to_owned());
+            self.auth_decided(AuthOutcome::Ok, frame, ts);
+        } else if std::mem::take(&mut self.auth_awaiting) {
+            a.round_trips += 1;
+        }
+    }
+
+    /// The client's answer to an authentication request: a password, a SASL or GSS message.
+    /// Only a SASLInitialResponse's mechanism name is read.
+    fn auth_reply(&mut self, body: &[u8]) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if self.auth == 10 {
+            let chosen = upto_nul(body);
+            a.mechanism = Some(decode(chosen.get(..AUTH_NAME_CAP).unwrap_or(chosen)));
+        }
+        self.auth_awaiting = true;
+    }
+
+    /// AuthenticationOk, or an ErrorResponse before it: the exchange is over.
+    fn auth_decided(&mut self, outcome: AuthOutcome, frame: u64, ts: f64) {
+        let Some(a) = self.authentication.as_mut() else {
+            return;
+        };
+        if a.outcome != AuthOutcome::Unfinished {
+            return;
+        }
+        if std::mem::take(&mut self.auth_awaiting) {
+            a.round_trips += 1;
+        }
+        a.outcome = outcome;
+        a.last_frame = Some(frame);
+        a.end_ts = Some(ts);
     }
 
     /// The end of a simple query or of a Sync'd batch.
@@ -358,7 +483,7 @@ impl Conversation {
                 continue;
             };
             if q.first().is_some() || (self.batch_error && q.kind == QueryKind::Extended) {
-                q.done = true;
+                q.finish();
                 q.in_pending = false;
                 q.incomplete = q.incomplete || self.gaps > q.gaps_at;
                 closed.push(id);

@@ -117,6 +117,29 @@ pub fn only(role: Role, t: u8) -> bool {
     name_of(role, t).is_some() && name_of(role.other(), t).is_none()
 }
 
+/// The lengths a message of this type may have (its length field, which counts itself): the
+/// types whose body is fixed have one, and any other is malformed framing, not that message (a
+/// MySQL server greeting of 73 bytes starts `I 00 00 00 0a`: no EmptyQueryResponse is 10
+/// bytes long). BackendKeyData's secret key is 4 bytes up to protocol 3.1, up to 256 from 3.2;
+/// `minor` is the protocol minor version the startup asked for (None: not seen).
+pub fn expected_length(role: Role, t: u8, minor: Option<u16>) -> Option<(i64, i64)> {
+    match (role, t) {
+        // EmptyQueryResponse, ParseComplete, BindComplete, CloseComplete, NoData,
+        // PortalSuspended, CopyDone: no body
+        (Role::Backend, b'I' | b'1' | b'2' | b'3' | b'n' | b's' | b'c') => Some((4, 4)),
+        // ReadyForQuery: the transaction status byte
+        (Role::Backend, b'Z') => Some((5, 5)),
+        // BackendKeyData: the process id and the secret key
+        (Role::Backend, b'K') => match minor {
+            Some(0 | 1) => Some((12, 12)),
+            _ => Some((12, 8 + 256)),
+        },
+        // Sync, Flush, Terminate, CopyDone
+        (Role::Frontend, b'S' | b'H' | b'X' | b'c') => Some((4, 4)),
+        _ => None,
+    }
+}
+
 /// The name of an authentication request.
 pub fn auth_name(code: u32) -> Name {
     Name::Known(match code {
@@ -132,6 +155,36 @@ pub fn auth_name(code: u32) -> Name {
         12 => "AuthenticationSASLFinal",
         _ => return Name::Auth(code),
     })
+}
+
+/// The authentication method an authentication request asks for; None for AuthenticationOk
+/// and for the continuations of a method already asked (GSS, SASL).
+pub fn auth_method(code: u32) -> Option<Cow<'static, str>> {
+    Some(Cow::Borrowed(match code {
+        0 | 8 | 11 | 12 => return None,
+        2 => "kerberos-v5",
+        3 => "cleartext-password",
+        5 => "md5",
+        6 => "scm-credential",
+        7 => "gss",
+        9 => "sspi",
+        10 => "sasl",
+        _ => return Some(Cow::Owned(format!("code {code}"))),
+    }))
+}
+
+/// A name the client or server sent about authentication (a SASL mechanism): at most this
+/// many bytes kept.
+pub const AUTH_NAME_CAP: usize = 64;
+
+/// The NUL-terminated names of a list that ends with an empty one (AuthenticationSASL's
+/// mechanisms): at most `max`, each cut at AUTH_NAME_CAP bytes.
+pub fn name_list(b: &[u8], max: usize) -> Vec<String> {
+    (b.split(|&c| c == 0))
+        .take_while(|n| !n.is_empty())
+        .take(max)
+        .map(|n| decode(n.get(..AUTH_NAME_CAP).unwrap_or(n)))
+        .collect()
 }
 
 /// What the frontend's 'p' message is, given the last authentication request.
@@ -189,11 +242,10 @@ pub fn rstrip_nul(b: &[u8]) -> &[u8] {
     b.get(..n).unwrap_or(b)
 }
 
-/// user, database and application_name of a StartupMessage body (after the protocol
-/// number), as `startup_params(body).get(key)`: pairs among the first 64 NUL-separated
-/// strings, the last of each key winning.
-pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
-    const KEYS: [&[u8]; 3] = [b"user", b"database", b"application_name"];
+/// The parameters of a StartupMessage body (after the protocol number), as
+/// `startup_params(body)` reads them: pairs among the first 64 NUL-separated strings, in the
+/// order first seen, the last value of each key winning.
+pub fn startup_params(body: &[u8]) -> Vec<(String, String)> {
     // body.split(b"\0", 64): items 0..63 lie between NULs; item 64 (the rest) is never a key
     // or a value
     let mut items: Vec<&[u8]> = Vec::new();
@@ -206,30 +258,58 @@ pub fn startup_values(body: &[u8]) -> [Option<String>; 3] {
         }
         rest = rest.get(item.len() + 1..).unwrap_or(&[]);
     }
-    let mut out: [Option<String>; 3] = [None, None, None];
-    let mut i = 0;
-    while i + 1 < items.len() {
-        if let (Some(k), Some(v)) = (items.get(i), items.get(i + 1)) {
-            for (slot, key) in out.iter_mut().zip(KEYS) {
-                if *k == key {
-                    *slot = Some(decode(v));
-                }
-            }
+    let mut out: Vec<(String, String)> = Vec::new();
+    for pair in items.chunks_exact(2).take(32) {
+        let (Some(k), Some(v)) = (pair.first(), pair.get(1)) else {
+            continue;
+        };
+        if k.is_empty() {
+            break; // the list's terminator: what may follow is no parameter
         }
-        i += 2;
+        let (k, v) = (lossy(k), decode(v));
+        match out.iter_mut().find(|p| p.0 == *k) {
+            Some(p) => p.1 = v,
+            None => out.push((k.into_owned(), v)),
+        }
     }
     out
 }
 
-/// The fields of an ErrorResponse a report reads: the last of each letter.
+/// The fields of an ErrorResponse or a NoticeResponse, by the letters the protocol's Error
+/// and Notice Message Fields section gives them: the last of each letter. Unknown letters are
+/// skipped (the protocol allows more to be added).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorFields {
+    /// C: the SQLSTATE
     pub code: Option<String>,
+    /// M: the primary message
     pub message: Option<String>,
+    /// V: the severity, never localized (ERROR, FATAL, PANIC, WARNING, NOTICE, DEBUG, INFO,
+    /// LOG); PostgreSQL 9.6 and later
     pub severity: Option<String>,
+    /// D: detail
     pub detail: Option<String>,
+    /// H: hint
     pub hint: Option<String>,
+    /// P: a position in the query string, in characters from 1
     pub position: Option<String>,
+    /// S: the severity as the server's language says it
+    pub localized_severity: Option<String>,
+    /// p and q: a position in an internally generated command, and that command
+    pub internal_position: Option<String>,
+    pub internal_query: Option<String>,
+    /// W: the call stack (a PL/pgSQL function's line, an SQL function's statement)
+    pub r#where: Option<String>,
+    /// s, t, c, d, n: the object the error is about
+    pub schema: Option<String>,
+    pub table: Option<String>,
+    pub column: Option<String>,
+    pub data_type: Option<String>,
+    pub constraint: Option<String>,
+    /// F, L, R: where in PostgreSQL's source the error was raised
+    pub file: Option<String>,
+    pub line: Option<String>,
+    pub routine: Option<String>,
 }
 
 pub fn error_fields(body: &[u8]) -> ErrorFields {
@@ -245,6 +325,18 @@ pub fn error_fields(body: &[u8]) -> ErrorFields {
             b'D' => &mut out.detail,
             b'H' => &mut out.hint,
             b'P' => &mut out.position,
+            b'S' => &mut out.localized_severity,
+            b'p' => &mut out.internal_position,
+            b'q' => &mut out.internal_query,
+            b'W' => &mut out.r#where,
+            b's' => &mut out.schema,
+            b't' => &mut out.table,
+            b'c' => &mut out.column,
+            b'd' => &mut out.data_type,
+            b'n' => &mut out.constraint,
+            b'F' => &mut out.file,
+            b'L' => &mut out.line,
+            b'R' => &mut out.routine,
             _ => continue,
         };
         *slot = Some(decode(value));
@@ -308,17 +400,85 @@ mod tests {
 
     #[test]
     fn startup_pairs_last_wins_first_64() {
+        let value =
+            |p: &[(String, String)], k: &str| p.iter().find(|e| e.0 == k).map(|e| e.1.clone());
         let mut body = b"user\0alice\0database\0shop\0user\0bob\0\0".to_vec();
+        let p = startup_params(&body);
         assert_eq!(
-            startup_values(&body),
-            [Some("bob".into()), Some("shop".into()), None]
+            p,
+            [
+                ("user".into(), "bob".into()),
+                ("database".into(), "shop".into())
+            ]
         );
         body.clear();
         for i in 0..40 {
             body.extend_from_slice(format!("k{i}\0v{i}\0").as_bytes());
         }
         body.extend_from_slice(b"user\0late\0\0");
-        assert_eq!(startup_values(&body)[0], None); // past the 64 strings read
+        let p = startup_params(&body);
+        assert_eq!((p.len(), value(&p, "user")), (32, None)); // past the 64 strings read
+                                                              // every parameter, as sent: options, replication, a GUC
+        let body = b"user\0u\0options\0-c geqo=off\0replication\0database\0DateStyle\0ISO\0\0";
+        let p = startup_params(body);
+        assert_eq!(value(&p, "options").as_deref(), Some("-c geqo=off"));
+        assert_eq!(value(&p, "replication").as_deref(), Some("database"));
+        assert_eq!(p.len(), 4);
+    }
+
+    #[test]
+    fn error_fields_every_letter() {
+        let mut body = Vec::new();
+        for (letter, value) in [
+            ('S', "ERROR"),
+            ('V', "ERROR"),
+            ('C', "23503"),
+            ('M', "m"),
+            ('D', "d"),
+            ('H', "h"),
+            ('P', "7"),
+            ('p', "3"),
+            ('q', "SELECT 1"),
+            ('W', "PL/pgSQL function f() line 3"),
+            ('s', "public"),
+            ('t', "orders"),
+            ('c', "customer"),
+            ('d', "int4"),
+            ('n', "orders_customer_fkey"),
+            ('F', "ri_triggers.c"),
+            ('L', "2608"),
+            ('R', "ri_ReportViolation"),
+            ('Z', "a letter of a later protocol"),
+        ] {
+            body.push(letter as u8);
+            body.extend_from_slice(value.as_bytes());
+            body.push(0);
+        }
+        body.push(0);
+        let e = error_fields(&body);
+        let got = [
+            &e.localized_severity,
+            &e.severity,
+            &e.code,
+            &e.message,
+            &e.detail,
+            &e.hint,
+            &e.position,
+            &e.internal_position,
+            &e.internal_query,
+            &e.r#where,
+            &e.schema,
+            &e.table,
+            &e.column,
+            &e.data_type,
+            &e.constraint,
+            &e.file,
+            &e.line,
+            &e.routine,
+        ];
+        assert!(got.iter().all(|v| v.is_some()));
+        assert_eq!(e.constraint.as_deref(), Some("orders_customer_fkey"));
+        assert_eq!(e.line.as_deref(), Some("2608"));
     }
 
     #[test]

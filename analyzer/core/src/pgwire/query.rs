@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::messages::{command_rows, ErrorFields};
+use super::conversation::BULK_SEGMENTS;
+use super::facts::ServerMessage;
+use super::messages::command_rows;
 use super::segments::SegmentSizes;
 use crate::series::Series;
 
@@ -124,7 +126,25 @@ pub struct Moment {
     pub frame: u64,
 }
 
-/// A query as a connection keeps it for its report (about 190 bytes and its SQL, which an
+/// Notices a query keeps one by one; the rest are counted.
+pub const MAX_QUERY_NOTICES: usize = 8;
+/// Column names a query keeps of its result's RowDescription; the rest are counted.
+pub const MAX_COLUMN_NAMES: usize = 64;
+
+/// What only some queries have, kept apart so that a query without them stays small: its
+/// error, its notices, the shape of its result.
+#[derive(Clone, Debug, Default)]
+pub struct QueryExtra {
+    pub error: Option<Box<ServerMessage>>,
+    pub notices: Vec<ServerMessage>,
+    pub notices_total: u64,
+    /// The first RowDescription's column names (the first MAX_COLUMN_NAMES), NUL-separated:
+    /// one text a repeated statement's queries share.
+    pub columns: Option<Arc<str>>,
+    pub column_count: Option<u16>,
+}
+
+/// A query as a connection keeps it for its report (about 200 bytes and its SQL, which an
 /// extended query shares with its prepared statement).
 #[derive(Clone, Debug)]
 pub struct Query {
@@ -139,7 +159,9 @@ pub struct Query {
     pub sent: Moment,
     first: Moment, // valid once responded
     last: Moment,
-    pub error: Option<Box<ErrorFields>>,
+    /// Bytes of its DataRows' bodies (each message's length less its length field).
+    pub data_row_bytes: u64,
+    pub extra: Option<Box<QueryExtra>>,
     /// Gaps counted when the query joined the pending queue.
     pub gaps_at: u64,
     /// Sizes of the backend's segments while this query was the one being answered: how the
@@ -181,7 +203,8 @@ impl Query {
             sent: Moment { ts, frame },
             first: Moment::default(),
             last: Moment::default(),
-            error: None,
+            data_row_bytes: 0,
+            extra: None,
             gaps_at: 0,
             segments: SegmentSizes::default(),
             series: None,
@@ -192,6 +215,24 @@ impl Query {
             in_pending: false,
             responded: false,
         }
+    }
+
+    /// The query is answered (or given up on). A response of fewer than BULK_SEGMENTS
+    /// segments is no bulk one: its series would be dropped when the connection is reported,
+    /// and a long session lists thousands of such queries meanwhile.
+    pub fn finish(&mut self) {
+        self.done = true;
+        if (self.series.as_ref()).is_some_and(|s| s.totals().0 < BULK_SEGMENTS) {
+            self.series = None;
+        }
+    }
+
+    pub fn extra(&mut self) -> &mut QueryExtra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    pub fn error(&self) -> Option<&ServerMessage> {
+        self.extra.as_ref()?.error.as_deref()
     }
 
     pub fn first(&self) -> Option<Moment> {

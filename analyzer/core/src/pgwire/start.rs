@@ -4,11 +4,13 @@
 
 use super::conversation::{Conversation, State, MAX_CLIENT_HELLO};
 use super::facts::{
-    DecodeStopped, Encryption, EncryptionRequest, Event, Protocol, StartedAt, Startup, StopReason,
+    AuthOutcome, Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest,
+    Event, Ordered, Protocol, StartedAt, Startup, StopReason,
 };
 use super::framing::{find_boundary, BoundaryScan, Sides, MAX_MESSAGE};
 use super::messages::{
-    be32, startup_values, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST,
+    be32, expected_length, name_of, startup_params, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
+    SSL_REQUEST,
 };
 use super::tls::{ascii_text, client_hello_alpn, Alpn};
 
@@ -23,6 +25,7 @@ impl Conversation {
                 buf.get(pos..).unwrap_or(&[]),
                 super::conversation::at(off, pos),
                 frame,
+                ts,
             );
             pos += used;
             let state = self.sides[d].state;
@@ -58,7 +61,7 @@ impl Conversation {
     }
 
     /// The first bytes of a direction: untyped startup messages, or an encryption answer.
-    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64) -> usize {
+    fn start(&mut self, d: usize, buf: &[u8], off: i64, frame: u64, ts: f64) -> usize {
         if self.sides[d].role == Role::Backend {
             if let Some(asked) = self.encryption_asked {
                 match buf.first() {
@@ -130,16 +133,47 @@ impl Conversation {
             CANCEL_REQUEST => {
                 s.counts.count(Name::Known("CancelRequest"));
                 s.state = State::Typed;
+                // the backend's process id, then its secret key (4 bytes; up to 256 from
+                // protocol 3.2)
+                if let Some(backend_pid) = be32(body, 0) {
+                    self.cancel_request = Some(CancelRequest {
+                        backend_pid,
+                        key: body.get(4..).unwrap_or(&[]).to_vec(),
+                        frame,
+                        ts,
+                    });
+                }
             }
             _ => {
+                self.minor = Some((code & 0xffff) as u16);
+                let s = &mut self.sides[d];
                 s.counts.count(Name::Known("StartupMessage"));
                 s.state = State::Typed;
-                let [user, database, application_name] = startup_values(body);
+                let parameters = startup_params(body);
+                let value = |key: &str| {
+                    (parameters.iter())
+                        .find(|p| p.0 == key)
+                        .map(|p| p.1.clone())
+                };
                 self.startup = Some(Startup {
-                    user,
-                    database,
-                    application_name,
+                    user: value("user"),
+                    database: value("database"),
+                    application_name: value("application_name"),
+                    protocol_version: format!("{}.{}", code >> 16, code & 0xffff),
+                    parameters: Ordered(parameters),
                 });
+                self.authentication = Some(Authentication {
+                    method: None,
+                    mechanisms: Vec::new(),
+                    mechanism: None,
+                    outcome: AuthOutcome::Unfinished,
+                    round_trips: 0,
+                    first_frame: frame,
+                    start_ts: ts,
+                    last_frame: None,
+                    end_ts: None,
+                });
+                self.auth_awaiting = true;
                 if self.encryption_asked.is_none() {
                     let other = &mut self.sides[1 - d];
                     if other.state == State::Start {
@@ -285,17 +319,34 @@ impl Conversation {
         });
     }
 
+    /// Why a header of this side is not PostgreSQL framing; None when it is.
+    pub(super) fn fault(&self, d: usize, t: u8, ln: i64) -> Option<StopReason> {
+        let role = self.sides.get(d)?.role;
+        if ln < 4 {
+            return Some(StopReason::LengthUnder4 { length: ln });
+        }
+        if ln > MAX_MESSAGE {
+            return Some(StopReason::LengthAbsurd { length: ln });
+        }
+        if name_of(role, t).is_none() {
+            return Some(StopReason::NotRoleType { type_byte: t, role });
+        }
+        match expected_length(role, t, self.minor) {
+            Some((min, max)) if !(min..=max).contains(&ln) => Some(StopReason::WrongLength {
+                type_byte: t,
+                role,
+                length: ln,
+                min,
+                max,
+            }),
+            _ => None,
+        }
+    }
+
     /// Framing PostgreSQL never sends: this direction is not decoded past `at`.
-    pub(super) fn malformed(&mut self, d: usize, t: u8, ln: i64, at: i64, frame: u64) {
+    pub(super) fn malformed(&mut self, d: usize, reason: StopReason, at: i64, frame: u64) {
         let s = &mut self.sides[d];
         let role = s.role;
-        let reason = if ln < 4 {
-            StopReason::LengthUnder4 { length: ln }
-        } else if ln > MAX_MESSAGE {
-            StopReason::LengthAbsurd { length: ln }
-        } else {
-            StopReason::NotRoleType { type_byte: t, role }
-        };
         s.state = State::Stopped;
         self.decode_stopped = Some(DecodeStopped {
             direction: role,

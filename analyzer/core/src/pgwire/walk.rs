@@ -2,8 +2,9 @@
 //! counted without reading their bodies (the hot loop); other messages go to handle.rs.
 
 use super::conversation::{Conversation, State, KEEP_CAP};
-use super::framing::{header, message_run, MAX_MESSAGE};
-use super::messages::{name_of, Role};
+use super::facts::StopReason;
+use super::framing::{header, message_run};
+use super::messages::Role;
 
 impl Conversation {
     /// Walk the messages of buf (stream offset `off` at buf[0]) from pos: where the bytes not
@@ -26,8 +27,8 @@ impl Conversation {
         };
         let n = buf.len();
         let mut pos = pos;
-        // bulk messages since the last control message
-        let (mut rows, mut copies, mut nbytes) = (0u64, 0u64, 0u64);
+        // bulk messages since the last control message, and the DataRows' body bytes
+        let (mut rows, mut copies, mut nbytes, mut row_bytes) = (0u64, 0u64, 0u64, 0u64);
         // the last message counted ends in a later segment (for the trail's attribution)
         let mut held = false;
         while n.saturating_sub(pos) >= 5 {
@@ -40,15 +41,20 @@ impl Conversation {
                 nbytes += (run.end - pos) as u64;
                 if t == b'D' {
                     rows += run.count;
+                    // each message is its 5-byte header and its body
+                    row_bytes += ((run.end - pos) as u64).saturating_sub(5 * run.count);
                 } else {
                     copies += run.count;
                 }
                 pos = run.end;
                 if let Some(bad) = run.bad {
                     if rows > 0 || copies > 0 {
-                        self.bulk(d, rows, copies, nbytes, frame, ts);
+                        self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
                     }
-                    self.malformed(d, t, bad, super::conversation::at(off, pos), frame);
+                    let reason = self
+                        .fault(d, t, bad)
+                        .unwrap_or(StopReason::LengthUnder4 { length: bad });
+                    self.malformed(d, reason, super::conversation::at(off, pos), frame);
                     return n;
                 }
                 if pos > n {
@@ -61,11 +67,11 @@ impl Conversation {
                 continue;
             }
             if rows > 0 || copies > 0 {
-                self.bulk(d, rows, copies, nbytes, frame, ts);
-                (rows, copies, nbytes) = (0, 0, 0);
+                self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
+                (rows, copies, nbytes, row_bytes) = (0, 0, 0, 0);
             }
-            if name_of(role, t).is_none() || !(4..=MAX_MESSAGE).contains(&ln) {
-                self.malformed(d, t, ln, super::conversation::at(off, pos), frame);
+            if let Some(reason) = self.fault(d, t, ln) {
+                self.malformed(d, reason, super::conversation::at(off, pos), frame);
                 return n;
             }
             let end = pos + 1 + ln as usize;
@@ -89,7 +95,7 @@ impl Conversation {
             }
         }
         if rows > 0 || copies > 0 {
-            self.bulk(d, rows, copies, nbytes, frame, ts);
+            self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
         }
         if let (true, Some(t)) = (held, self.sides[d].counts.trail.as_mut()) {
             t.hold_last();
@@ -97,9 +103,11 @@ impl Conversation {
         pos
     }
 
-    /// DataRows and CopyDatas counted: the side's counts, and the query they answer (or, from
-    /// the frontend, the query that asked for them: COPY FROM STDIN).
-    fn bulk(&mut self, d: usize, rows: u64, copies: u64, nbytes: u64, frame: u64, ts: f64) {
+    /// DataRows and CopyDatas counted (rows, copies, their bytes, the rows' body bytes): the
+    /// side's counts, and the query they answer (or, from the frontend, the query that asked
+    /// for them: COPY FROM STDIN).
+    fn bulk(&mut self, d: usize, run: (u64, u64, u64, u64), frame: u64, ts: f64) {
+        let (rows, copies, nbytes, row_bytes) = run;
         let s = &mut self.sides[d];
         s.decoded = true;
         if rows > 0 {
@@ -118,6 +126,7 @@ impl Conversation {
             return;
         };
         q.data_rows += rows;
+        q.data_row_bytes += row_bytes;
         q.copy_data += copies;
         q.respond(nbytes, rows + copies, ts, frame);
     }

@@ -10,8 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::legs::{Leg, LegQuery};
-use super::matching::QueryRef;
+use super::legs::LegQuery;
 use crate::report::numbers::round_to;
 use crate::series::{bytes_by, time_of};
 
@@ -108,10 +107,19 @@ pub struct Gathered {
 }
 
 impl Gathered {
-    /// A matched pair: measured when both legs kept its response's bytes over time.
-    pub fn add(&mut self, legs: &[Leg], f: QueryRef, b: QueryRef) {
-        let (front, back) = (&legs[f.0], &legs[b.0]);
-        let (fq, bq): (&LegQuery, &LegQuery) = (&front.queries[f.1], &back.queries[b.1]);
+    /// Whether a matched pair is measured: when both legs kept its response's bytes over
+    /// time.
+    pub fn measures(fq: &LegQuery, bq: &LegQuery) -> bool {
+        fq.series.is_some() && bq.series.is_some()
+    }
+
+    /// A matched pair (front query, back query), with when each leg's client window was
+    /// zero.
+    pub fn add(
+        &mut self,
+        (fq, front_zero): (&LegQuery, &[(f64, f64)]),
+        (bq, back_zero): (&LegQuery, &[(f64, f64)]),
+    ) {
         let (Some(fs), Some(bs)) = (&fq.series, &bq.series) else {
             return;
         };
@@ -148,8 +156,8 @@ impl Gathered {
             }
         }
         self.span += (end - start).max(0.0);
-        let client = first_zero(&front.zero_spans, start, end);
-        let relay = first_zero(&back.zero_spans, start, end);
+        let client = first_zero(front_zero, start, end);
+        let relay = first_zero(back_zero, start, end);
         self.client_closed += u64::from(client.is_some());
         self.relay_closed += u64::from(relay.is_some());
         let first = match (client, relay) {
@@ -186,43 +194,28 @@ impl Gathered {
 mod tests {
     use super::*;
     use crate::relay::legs::LegQuery;
-    use crate::report::words::Limit;
     use crate::series::Series;
 
-    fn leg(number: u64, points: &[(f64, usize)], zero: Vec<(f64, f64)>) -> Leg {
+    fn query(points: &[(f64, usize)]) -> LegQuery {
         let mut series = Series::new();
         for &(t, n) in points {
             series.add(t, n);
         }
-        Leg {
-            number,
-            client: ("10.0.0.1".into(), 1),
-            server: ("10.0.0.2".into(), 2),
-            queries: vec![LegQuery {
-                sql: "SELECT".into(),
-                rows: None,
-                response_bytes: 10_000,
-                sent_s: 0.0,
-                first_response_s: Some(0.0),
-                last_response_s: Some(10.0),
-                sent_frame: 1,
-                first_frame: Some(2),
-                last_frame: Some(3),
-                response_segments: points.len() as u64,
-                response_segment_median: Some(1000),
-                response_segment_max: Some(1000),
-                response_segment_sizes: None,
-                series: Some(Box::new(series)),
-            }],
-            zero_window_periods: 0,
-            zero_window_total_s: 0.0,
-            evidence_frames: vec![],
-            bytes_acked_median: None,
-            flight_bytes_median: None,
-            write_sizes: vec![],
-            limit: Limit::None,
-            payload_bytes: 10_000,
-            zero_spans: zero,
+        LegQuery {
+            sql: "SELECT".into(),
+            rows: None,
+            response_bytes: 10_000,
+            sent_s: 0.0,
+            first_response_s: Some(0.0),
+            last_response_s: Some(10.0),
+            sent_frame: 1,
+            first_frame: Some(2),
+            last_frame: Some(3),
+            response_segments: points.len() as u64,
+            response_segment_median: Some(1000),
+            response_segment_max: Some(1000),
+            response_segment_sizes: None,
+            series: Some(series),
         }
     }
 
@@ -232,12 +225,9 @@ mod tests {
         // the client's window shut at 4 s, the relay's at 6 s
         let back: Vec<(f64, usize)> = (0..10).map(|i| (i as f64, 1000)).collect();
         let front: Vec<(f64, usize)> = (0..10).map(|i| (i as f64 + 0.5, 1000)).collect();
-        let legs = [
-            leg(1, &front, vec![(4.0, 4.2)]),
-            leg(2, &back, vec![(6.0, 6.1)]),
-        ];
+        let (fq, bq) = (query(&front), query(&back));
         let mut g = Gathered::default();
-        g.add(&legs, (0, 0), (1, 0));
+        g.add((&fq, &[(4.0, 4.2)]), (&bq, &[(6.0, 6.1)]));
         let f = g.facts();
         assert_eq!(f.responses, 1);
         assert_eq!(f.delay_ms.median, Some(500.0));
@@ -255,10 +245,11 @@ mod tests {
     #[test]
     fn a_pair_without_both_series_is_not_measured() {
         let back: Vec<(f64, usize)> = vec![(0.0, 10)];
-        let mut legs = [leg(1, &back, vec![]), leg(2, &back, vec![])];
-        legs[0].queries[0].series = None;
+        let (mut fq, bq) = (query(&back), query(&back));
+        fq.series = None;
+        assert!(!Gathered::measures(&fq, &bq));
         let mut g = Gathered::default();
-        g.add(&legs, (0, 0), (1, 0));
+        g.add((&fq, &[]), (&bq, &[]));
         assert_eq!(g.facts(), Forwarding::default());
     }
 }

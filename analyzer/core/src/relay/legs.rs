@@ -1,11 +1,17 @@
-//! What the relay stage keeps of each PostgreSQL connection once it is judged: its endpoints,
-//! its queries (what matching and the matched pairs read), and what its server -> client
-//! direction says about the relay (windows, ACK cadence, writes, Python's verdict).
+//! What the relay stage keeps of each PostgreSQL connection once it is judged: what matching
+//! reads (its endpoints, and per query its key and times: held in memory, a few dozen bytes a
+//! query), and the rest, spooled: its queries whole (what the matched pairs and the
+//! forwarding measures read) and what its server -> client direction says about the relay
+//! (windows, ACK cadence, writes, Python's verdict).
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
 
 use crate::pass::ConnectionReport;
 use crate::pgwire::messages::py_space;
 use crate::report::conversation::QueryRecord;
-use crate::report::direction::Counts;
+use crate::report::direction::LimitsRecord;
 use crate::report::values::Digits;
 use crate::report::words::Limit;
 use crate::report::ConnectionRecord;
@@ -42,10 +48,11 @@ impl LegExtras {
     }
 }
 
-/// A query as matching and the pairs read it.
-#[derive(Clone, Debug)]
+/// A query of a leg, whole: what the matched pairs and the forwarding measures read. Spooled
+/// when its leg is kept, read back for the queries matched.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LegQuery {
-    pub sql: Box<str>,
+    pub sql: String,
     pub rows: Option<Digits>,
     pub response_bytes: u64,
     pub sent_s: f64,
@@ -57,17 +64,17 @@ pub struct LegQuery {
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
     pub response_segment_max: Option<i64>,
-    /// Kept for bulk responses only (what forward_chunk reads).
-    pub response_segment_sizes: Option<Counts>,
+    /// Kept for bulk responses only (what forward_chunk reads): (size, segments).
+    pub response_segment_sizes: Option<Vec<(i64, u64)>>,
     /// A bulk response's bytes over time.
-    pub series: Option<Box<Series>>,
+    pub series: Option<Series>,
 }
 
 impl LegQuery {
-    fn of(q: &QueryRecord, series: Option<Box<Series>>) -> Self {
+    pub fn of(q: &QueryRecord, series: Option<Box<Series>>) -> Self {
         LegQuery {
-            series,
-            sql: q.sql.as_str().into(),
+            series: series.map(|s| *s),
+            sql: q.sql.clone(),
             rows: q.rows.clone(),
             response_bytes: q.response_bytes,
             sent_s: q.sent_s,
@@ -80,26 +87,58 @@ impl LegQuery {
             response_segment_median: q.response_segment_median,
             response_segment_max: q.response_segment_max,
             response_segment_sizes: (q.response_segments >= BULK_SEGMENTS)
-                .then(|| q.response_segment_sizes.clone()),
+                .then(|| q.response_segment_sizes.0.clone()),
         }
-    }
-
-    /// When the request's last byte was seen: capture time, then frame (they order equal
-    /// times).
-    pub fn sent(&self) -> (f64, u64) {
-        (self.sent_s, self.sent_frame)
     }
 }
 
-/// A PostgreSQL connection that can be a relay's leg.
-#[derive(Clone, Debug)]
-pub struct Leg {
+/// What matching reads of a query, held in memory for every query of every leg (48 bytes;
+/// the rest of it is spooled).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MatchQuery {
+    /// Its statement's key, as its number among the distinct keys (keys.rs): equal numbers,
+    /// equal keys.
+    pub key: u64,
+    /// When the request's last byte was seen: capture time, then frame (they order equal
+    /// times).
+    pub sent: (f64, u64),
+    /// When the first response byte was seen, the same way; never, when none was.
+    pub answered: (f64, u64),
+    pub response_bytes: u64,
+}
+
+impl MatchQuery {
+    pub fn of(q: &LegQuery, key: u64) -> Self {
+        MatchQuery {
+            key,
+            sent: (q.sent_s, q.sent_frame),
+            answered: match q.first_response_s {
+                Some(first) => (first, q.first_frame.unwrap_or(0)),
+                None => (f64::INFINITY, 0),
+            },
+            response_bytes: q.response_bytes,
+        }
+    }
+}
+
+/// A PostgreSQL connection that can be a relay's leg, as matching reads it: held in memory
+/// for every leg (its endpoints' addresses as their numbers among the distinct ones).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LegHead {
     /// The connection's number (its id is "c<number>").
     pub number: u64,
-    pub client: (String, u16),
-    pub server: (String, u16),
-    pub queries: Vec<LegQuery>,
-    // its server -> client direction:
+    pub client: (usize, u16),
+    pub server: (usize, u16),
+    /// Its place in the order the legs came: where its detail waits.
+    pub arrival: usize,
+    /// Its queries' places among every leg's queries, in the order the legs came.
+    pub queries: Range<usize>,
+}
+
+/// What a leg's server -> client direction says about the relay (windows, ACK cadence,
+/// writes, Python's verdict): spooled, read back for the relays' legs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LegDetail {
     pub zero_window_periods: u64,
     pub zero_window_total_s: f64,
     /// The frames of its verdict's evidence.
@@ -108,36 +147,29 @@ pub struct Leg {
     pub flight_bytes_median: Option<i64>,
     /// The sender's writes by size, the sizes carrying the most bytes (MIN_WRITE_UNIT and up).
     pub write_sizes: Vec<(i64, u64)>,
-    /// What limited it, as judged.
+    /// What limited it, as judged, and where its time went (a judged transfer's only: a
+    /// front leg's verdict may be judged again as the relay's, `RelayWords::front_verdicts`).
     pub limit: Limit,
+    pub limits: Option<LimitsRecord>,
     pub payload_bytes: i64,
     /// When the client's window (the server -> client direction's receiver) was zero.
     pub zero_spans: Vec<(f64, f64)>,
 }
 
-impl Leg {
-    /// The leg of a judged record; None for one that cannot be a relay's leg (not
-    /// PostgreSQL).
-    pub fn of(record: &ConnectionRecord, number: u64, extras: LegExtras) -> Option<Self> {
+impl LegDetail {
+    /// The detail of a judged record that can be a relay's leg (PostgreSQL), with its
+    /// queries; None for any other.
+    pub fn of(
+        record: &ConnectionRecord,
+        extras: LegExtras,
+    ) -> Option<(LegDetail, impl Iterator<Item = LegQuery> + '_)> {
         let pg = record.postgres.0.as_ref()?;
         if !pg.protocol.is_postgres() {
             return None;
         }
         let s2c = &record.directions.server_to_client;
         let t = s2c.transfer.0.as_ref();
-        Some(Leg {
-            number,
-            client: (record.client.ip.clone(), record.client.port),
-            server: (record.server.ip.clone(), record.server.port),
-            queries: (pg.queries.iter())
-                .zip(
-                    extras
-                        .series
-                        .into_iter()
-                        .chain(std::iter::repeat_with(|| None)),
-                )
-                .map(|(q, series)| LegQuery::of(q, series))
-                .collect(),
+        let detail = LegDetail {
             zero_window_periods: t.map_or(0, |t| t.window.zero_window_periods),
             zero_window_total_s: t.map_or(0.0, |t| t.window.zero_window_total_s),
             evidence_frames: t.map_or_else(Vec::new, |t| t.verdict.evidence_frames.clone()),
@@ -150,14 +182,27 @@ impl Leg {
                     .collect()
             }),
             limit: t.map_or(Limit::None, |t| t.verdict.limit),
+            limits: t
+                .filter(|t| t.verdict.limit != Limit::None)
+                .map(|t| t.limits.clone()),
             payload_bytes: s2c.payload_bytes,
             zero_spans: extras.zero_spans,
-        })
+        };
+        let queries = (pg.queries.iter())
+            .zip(
+                extras
+                    .series
+                    .into_iter()
+                    .chain(std::iter::repeat_with(|| None)),
+            )
+            .map(|(q, series)| LegQuery::of(q, series));
+        Some((detail, queries))
     }
+}
 
-    pub fn id(&self) -> String {
-        format!("c{}", self.number)
-    }
+/// A leg's id in the report.
+pub fn id(number: u64) -> String {
+    format!("c{number}")
 }
 
 /// A statement as matching compares it: whitespace runs as one space (Python's

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::legs::{sql_key, Leg};
+use super::store::Legs;
 
 /// How many same-SQL candidates to consider per front query (transaction pooling, pgbench).
 const SCAN_LIMIT: usize = 64;
@@ -19,6 +19,9 @@ pub type QueryRef = (usize, usize);
 /// How a back-leg candidate ranks for a front query, lowest first: not the back leg the front
 /// leg used last, not the same response size, sent later.
 type Score = (u8, u8, (f64, u64));
+
+/// No back leg yet.
+const UNBOUND: usize = usize::MAX;
 
 /// A relay found: its legs (by their place among the legs) and its queries' pairing.
 #[derive(Clone, Debug, Default)]
@@ -43,11 +46,11 @@ pub struct Relay {
 /// candidate too; statements that repeat verbatim (BEGIN, END) can pair by chance there, but
 /// far fewer than in the real direction. The best-supported candidates are kept first, and
 /// those that reuse a connection dropped.
-pub fn find_relays(legs: &[Leg]) -> Vec<Relay> {
-    let mut servers: Vec<(&str, u16)> = Vec::new();
-    let mut by_server: HashMap<(&str, u16), Vec<usize>> = HashMap::new();
-    for (i, leg) in legs.iter().enumerate() {
-        let key = (leg.server.0.as_str(), leg.server.1);
+pub fn find_relays(legs: &Legs) -> Vec<Relay> {
+    let mut servers: Vec<(usize, u16)> = Vec::new();
+    let mut by_server: HashMap<(usize, u16), Vec<usize>> = HashMap::new();
+    for i in 0..legs.len() {
+        let key = legs.head(i).server;
         by_server
             .entry(key)
             .or_insert_with(|| {
@@ -61,17 +64,15 @@ pub fn find_relays(legs: &[Leg]) -> Vec<Relay> {
         let Some(fronts) = by_server.get(&key) else {
             continue;
         };
-        let (ip, port) = key;
+        let ip = key.0;
         let backs: Vec<usize> = (0..legs.len())
             .filter(|&i| {
-                let leg = &legs[i];
-                leg.client.0 == ip
-                    && fronts.binary_search(&i).is_err()
-                    && (leg.server.0.as_str(), leg.server.1) != key
+                let leg = legs.head(i);
+                leg.client.0 == ip && fronts.binary_search(&i).is_err() && leg.server != key
             })
             .collect();
         if !backs.is_empty() {
-            let relay = match_legs(legs, ip, port, fronts, &backs);
+            let relay = match_legs(legs, key, fronts, &backs);
             if !relay.pairs.is_empty() {
                 candidates.push(relay);
             }
@@ -96,10 +97,10 @@ pub fn find_relays(legs: &[Leg]) -> Vec<Relay> {
 }
 
 /// The queries of `legs` (by place), sorted by when they were sent.
-fn refs(all: &[Leg], legs: &[usize]) -> Vec<QueryRef> {
+fn refs(all: &Legs, legs: &[usize]) -> Vec<QueryRef> {
     let mut out: Vec<QueryRef> = legs
         .iter()
-        .flat_map(|&l| (0..all[l].queries.len()).map(move |q| (l, q)))
+        .flat_map(|&l| (0..all.queries(l).len()).map(move |q| (l, q)))
         .collect();
     out.sort_by(|a, b| {
         sent(all, *a)
@@ -109,8 +110,8 @@ fn refs(all: &[Leg], legs: &[usize]) -> Vec<QueryRef> {
     out
 }
 
-fn sent(legs: &[Leg], (l, q): QueryRef) -> (f64, u64) {
-    legs[l].queries[q].sent()
+fn sent(legs: &Legs, r: QueryRef) -> (f64, u64) {
+    legs.query(r).sent
 }
 
 /// Pair each front query with the back-leg execution that served it.
@@ -121,73 +122,78 @@ fn sent(legs: &[Leg], (l, q): QueryRef) -> (f64, u64) {
 /// image of a loopback relay would match too). Among candidates: the back connection this
 /// front connection used last (session pooling keeps the pair for life), then equal response
 /// size, then the earliest.
-fn match_legs(legs: &[Leg], ip: &str, port: u16, fronts: &[usize], backs: &[usize]) -> Relay {
+fn match_legs(legs: &Legs, (ip, port): (usize, u16), fronts: &[usize], backs: &[usize]) -> Relay {
     let mut relay = Relay {
-        host: ip.to_string(),
+        host: legs.address(ip).to_string(),
         front_port: port,
         ..Relay::default()
     };
-    let mut back_q: HashMap<String, Vec<QueryRef>> = HashMap::new();
-    for r in refs(legs, backs) {
-        let key = sql_key(&legs[r.0].queries[r.1].sql);
-        back_q.entry(key).or_default().push(r);
-    }
-    let mut used: HashSet<QueryRef> = HashSet::new();
-    // front leg -> the back leg it was last served by
-    let mut bound: HashMap<usize, usize> = HashMap::new();
-    let mut front_keys: HashSet<String> = HashSet::new();
+    // the back queries by statement, each statement's in the order they were sent
+    let mut back_q: Vec<(u64, QueryRef)> = (refs(legs, backs).into_iter())
+        .map(|r| (legs.query(r).key, r))
+        .collect();
+    back_q.sort_by_key(|&(key, _)| key); // stable: sent order kept within a statement
+    let mut used = vec![false; back_q.len()];
+    // per front leg (by its place in `fronts`, which is sorted): the back leg it was last
+    // served by
+    let mut bound = vec![UNBOUND; fronts.len()];
+    let mut front_keys: Vec<u64> = Vec::new();
     for f in refs(legs, fronts) {
-        let fq = &legs[f.0].queries[f.1];
-        let key = sql_key(&fq.sql);
-        let Some(cands) = back_q.get(&key) else {
-            front_keys.insert(key);
-            relay.unmatched_front.push(f);
-            continue;
-        };
-        let f_sent = fq.sent();
-        let start = cands.partition_point(|b| sent(legs, *b) <= f_sent);
-        let latest = match fq.first_response_s {
-            Some(first) => (first, fq.first_frame.unwrap_or(0)),
-            None => (f64::INFINITY, 0),
-        };
-        let mut best: Option<(QueryRef, Score)> = None;
-        for &b in cands.iter().skip(start).take(SCAN_LIMIT) {
+        let fq = legs.query(f);
+        let key = fq.key;
+        front_keys.push(key);
+        let from = back_q.partition_point(|&(k, _)| k < key);
+        let to = back_q.partition_point(|&(k, _)| k <= key);
+        let cands = back_q.get(from..to).unwrap_or_default();
+        let start = cands.partition_point(|&(_, b)| sent(legs, b) <= fq.sent);
+        let front_place = fronts.binary_search(&f.0).ok();
+        let last = front_place.and_then(|p| bound.get(p).copied());
+        let mut best: Option<(usize, Score)> = None;
+        for (at, &(_, b)) in cands.iter().enumerate().skip(start).take(SCAN_LIMIT) {
             let b_sent = sent(legs, b);
-            if b_sent > latest {
+            if b_sent > fq.answered {
                 break;
             }
-            if used.contains(&b) {
+            if used.get(from + at).copied().unwrap_or(true) {
                 continue;
             }
-            let bq = &legs[b.0].queries[b.1];
             let score = (
-                u8::from(bound.get(&f.0) != Some(&b.0)),
-                u8::from(bq.response_bytes != fq.response_bytes),
+                u8::from(last != Some(b.0)),
+                u8::from(legs.query(b).response_bytes != fq.response_bytes),
                 b_sent,
             );
             if best.as_ref().is_none_or(|(_, s)| score < *s) {
-                best = Some((b, score));
+                best = Some((from + at, score));
             }
         }
-        front_keys.insert(key);
-        let Some((b, _)) = best else {
+        let Some(&(_, b)) = best.and_then(|(at, _)| back_q.get(at)) else {
             relay.unmatched_front.push(f);
             continue;
         };
-        used.insert(b);
-        bound.insert(f.0, b.0);
+        if let Some(u) = best.and_then(|(at, _)| used.get_mut(at)) {
+            *u = true;
+        }
+        if let Some(slot) = front_place.and_then(|p| bound.get_mut(p)) {
+            *slot = b.0;
+        }
         relay.pairs.push((f, b));
     }
-    let served: BTreeSet<usize> = relay.pairs.iter().map(|(_, b)| b.0).collect();
+    drop(back_q);
+    drop(used);
+    front_keys.sort_unstable();
+    front_keys.dedup();
+    let mut matched: Vec<QueryRef> = relay.pairs.iter().map(|&(_, b)| b).collect();
+    matched.sort_unstable();
+    let served: BTreeSet<usize> = matched.iter().map(|b| b.0).collect();
     for &c in backs {
         if !served.contains(&c) {
             continue;
         }
-        for (i, q) in legs[c].queries.iter().enumerate() {
-            if used.contains(&(c, i)) {
+        for (i, q) in legs.queries(c).iter().enumerate() {
+            if matched.binary_search(&(c, i)).is_ok() {
                 continue;
             }
-            if front_keys.contains(&sql_key(&q.sql)) {
+            if front_keys.binary_search(&q.key).is_ok() {
                 relay.unmatched_back.push((c, i));
             } else {
                 relay.own.push((c, i));
@@ -196,10 +202,10 @@ fn match_legs(legs: &[Leg], ip: &str, port: u16, fronts: &[usize], backs: &[usiz
     }
     // legs are in connection order, so their places sort as their numbers
     relay.front = fronts.to_vec();
-    relay.front.sort_by_key(|&i| legs[i].number);
+    relay.front.sort_by_key(|&i| legs.head(i).number);
     relay.back = served.into_iter().collect();
-    relay.back.sort_by_key(|&i| legs[i].number);
-    let ports: BTreeSet<u16> = relay.back.iter().map(|&i| legs[i].server.1).collect();
+    relay.back.sort_by_key(|&i| legs.head(i).number);
+    let ports: BTreeSet<u16> = relay.back.iter().map(|&i| legs.head(i).server.1).collect();
     relay.back_ports = ports.into_iter().collect();
     relay
 }
@@ -207,8 +213,7 @@ fn match_legs(legs: &[Leg], ip: &str, port: u16, fronts: &[usize], backs: &[usiz
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relay::legs::LegQuery;
-    use crate::report::words::Limit;
+    use crate::relay::legs::{LegDetail, LegQuery};
 
     const POOLER: &str = "10.0.0.2";
     const DB: &str = "10.0.0.3";
@@ -232,33 +237,39 @@ mod tests {
         }
     }
 
-    fn leg(number: u64, client: (&str, u16), server: (&str, u16), queries: Vec<LegQuery>) -> Leg {
-        Leg {
+    type Spec = (u64, (String, u16), (String, u16), Vec<LegQuery>);
+
+    fn leg(number: u64, client: (&str, u16), server: (&str, u16), queries: Vec<LegQuery>) -> Spec {
+        (
             number,
-            client: (client.0.into(), client.1),
-            server: (server.0.into(), server.1),
+            (client.0.into(), client.1),
+            (server.0.into(), server.1),
             queries,
-            zero_window_periods: 0,
-            zero_window_total_s: 0.0,
-            evidence_frames: vec![],
-            bytes_acked_median: None,
-            flight_bytes_median: None,
-            write_sizes: vec![],
-            limit: Limit::None,
-            payload_bytes: 0,
-            zero_spans: vec![],
-        }
+        )
     }
 
-    fn ids(legs: &[Leg], places: &[usize]) -> Vec<u64> {
-        places.iter().map(|&i| legs[i].number).collect()
+    /// The legs kept as the relay stage keeps them, in connection order.
+    fn store(specs: &[Spec]) -> Legs {
+        let mut legs = Legs::default();
+        for (number, client, server, queries) in specs {
+            let (c, s) = ((client.0.as_str(), client.1), (server.0.as_str(), server.1));
+            let detail = LegDetail::default();
+            legs.push(*number, c, s, &detail, queries.iter().cloned())
+                .unwrap();
+        }
+        legs.sort();
+        legs
+    }
+
+    fn ids(legs: &Legs, places: &[usize]) -> Vec<u64> {
+        places.iter().map(|&i| legs.head(i).number).collect()
     }
 
     #[test]
     fn transaction_pooling_pairs_by_time() {
         // three clients share two server connections; the same statement everywhere
         let sql = "UPDATE t SET v = v + 1";
-        let mut legs: Vec<Leg> = (0..3u64)
+        let mut specs: Vec<Spec> = (0..3u64)
             .map(|i| {
                 let t = 1.0 + i as f64 * 0.1;
                 let ip = format!("10.0.0.{}", 10 + i);
@@ -270,13 +281,13 @@ mod tests {
                 )
             })
             .collect();
-        legs.push(leg(
+        specs.push(leg(
             10,
             (POOLER, 50000),
             (DB, 7777),
             vec![q(sql, 1.01, 1.04, 1.05, 11), q(sql, 1.21, 1.24, 1.25, 31)],
         ));
-        legs.push(leg(
+        specs.push(leg(
             11,
             (POOLER, 50001),
             (DB, 7777),
@@ -285,6 +296,7 @@ mod tests {
                 q("SELECT 1", 2.0, 2.01, 2.01, 90),
             ],
         ));
+        let legs = store(&specs);
         let relays = find_relays(&legs);
         assert_eq!(relays.len(), 1);
         let r = &relays[0];
@@ -294,7 +306,7 @@ mod tests {
         );
         assert_eq!((r.front_port, r.back_ports.clone()), (7000, vec![7777]));
         let pairs: Vec<(u64, (u64, usize))> = (r.pairs.iter())
-            .map(|(f, b)| (legs[f.0].number, (legs[b.0].number, b.1)))
+            .map(|(f, b)| (legs.head(f.0).number, (legs.head(b.0).number, b.1)))
             .collect();
         assert_eq!(pairs, vec![(0, (10, 0)), (1, (11, 0)), (2, (10, 1))]);
         assert_eq!(r.own, vec![(4, 1)]); // c11's SELECT 1: no client sent it
@@ -303,7 +315,7 @@ mod tests {
     #[test]
     fn a_back_request_before_the_front_one_is_no_relay() {
         // the mirror image of a relay: the "back" statement left before the "front" one came
-        let legs = [
+        let legs = store(&[
             leg(
                 1,
                 ("10.0.0.9", 40000),
@@ -316,13 +328,13 @@ mod tests {
                 (DB, 7777),
                 vec![q("SELECT 42", 0.99, 1.0, 1.05, 4)],
             ),
-        ];
+        ]);
         assert!(find_relays(&legs).is_empty());
     }
 
     #[test]
     fn a_back_request_after_the_front_response_is_no_match() {
-        let legs = [
+        let legs = store(&[
             leg(
                 1,
                 ("10.0.0.9", 40000),
@@ -335,13 +347,13 @@ mod tests {
                 (DB, 7777),
                 vec![q("SELECT 42", 1.15, 1.16, 1.17, 8)],
             ),
-        ];
+        ]);
         assert!(find_relays(&legs).is_empty());
     }
 
     #[test]
     fn an_unrelated_server_connection_from_the_same_host_is_not_a_back_leg() {
-        let legs = [
+        let legs = store(&[
             leg(
                 1,
                 ("10.0.0.9", 40000),
@@ -360,7 +372,7 @@ mod tests {
                 (DB, 7777),
                 vec![q("SELECT now()", 1.3, 1.31, 1.32, 9)],
             ),
-        ];
+        ]);
         let relays = find_relays(&legs);
         assert_eq!(
             (ids(&legs, &relays[0].front), ids(&legs, &relays[0].back)),

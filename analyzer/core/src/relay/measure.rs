@@ -4,8 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::legs::{Leg, LegQuery, BULK_SEGMENTS, MIN_WRITE_UNIT};
-use super::matching::QueryRef;
+use super::legs::{id, LegDetail, LegQuery, BULK_SEGMENTS, MIN_WRITE_UNIT};
 use crate::report::numbers::round_to;
 use crate::report::values::Digits;
 use crate::report::words::Limit;
@@ -68,10 +67,11 @@ fn ms_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(ms_between(a?, b?))
 }
 
+/// A query of a leg, for a pair: its leg's number, its index, the query.
+pub type Side<'a> = (u64, usize, &'a LegQuery);
+
 impl Pair {
-    pub fn of(legs: &[Leg], f: QueryRef, b: QueryRef) -> Self {
-        let (fl, bl) = (&legs[f.0], &legs[b.0]);
-        let (fq, bq) = (&fl.queries[f.1], &bl.queries[b.1]);
+    pub fn of((fl, fi, fq): Side<'_>, (bl, bi, bq): Side<'_>) -> Self {
         let through = fq.last_response_s.map(|last| ms_between(fq.sent_s, last));
         let own = bq.last_response_s.map(|last| ms_between(bq.sent_s, last));
         let (seg_in, seg_out) = (bq.response_segments, fq.response_segments);
@@ -80,12 +80,12 @@ impl Pair {
         let cost = through.zip(own).map(|(t, o)| round_to(t - o, 3));
         Pair {
             front: QueryAt {
-                connection: fl.id(),
-                query_index: f.1,
+                connection: id(fl),
+                query_index: fi,
             },
             back: QueryAt {
-                connection: bl.id(),
-                query_index: b.1,
+                connection: id(bl),
+                query_index: bi,
             },
             sql: fq.sql.to_string(),
             rows: fq.rows.clone(),
@@ -130,61 +130,111 @@ impl Pair {
 /// up at least 15% of them qualify; coalesced segments (the kernel merging queued writes when
 /// the client's window reopens, up to 65,483 bytes on loopback) are sums of several writes, so
 /// sizes beyond twice the smallest qualifying one are left out. Measured: 4,096 for
-/// PgBouncer's default pkt_buf, 8,099 for Pgpool-II, 1,448 (the MSS) over a bridge.
-pub fn forward_chunk<'a>(front_queries: impl Iterator<Item = &'a LegQuery>) -> Option<i64> {
-    let mut sizes: Vec<(i64, u64)> = Vec::new();
-    for q in front_queries {
+/// PgBouncer's default pkt_buf, 8,099 for Pgpool-II, 1,448 (the MSS) over a bridge. Gathered
+/// from the matched front queries one at a time.
+#[derive(Default)]
+pub struct ForwardChunk {
+    sizes: Vec<(i64, u64)>,
+}
+
+/// Add `n` to `size`'s count.
+fn count(counts: &mut Vec<(i64, u64)>, size: i64, n: u64) {
+    match counts.iter_mut().find(|(s, _)| *s == size) {
+        Some((_, c)) => *c += n,
+        None => counts.push((size, n)),
+    }
+}
+
+impl ForwardChunk {
+    pub fn add(&mut self, q: &LegQuery) {
         if q.response_segments < BULK_SEGMENTS {
-            continue;
+            return;
         }
-        for &(size, n) in q.response_segment_sizes.iter().flat_map(|c| &c.0) {
+        for &(size, n) in q.response_segment_sizes.iter().flatten() {
             if size >= MIN_WRITE_UNIT {
-                match sizes.iter_mut().find(|(s, _)| *s == size) {
-                    Some((_, count)) => *count += n,
-                    None => sizes.push((size, n)),
-                }
+                count(&mut self.sizes, size, n);
             }
         }
     }
-    let total: u64 = sizes.iter().map(|(_, n)| n).sum();
-    let mut common: Vec<i64> = (sizes.iter())
-        .filter(|(_, n)| *n as f64 >= 0.15 * total as f64)
-        .map(|(s, _)| *s)
-        .collect();
-    common.sort_unstable();
-    let smallest = *common.first()?;
-    common.into_iter().filter(|&k| k <= 2 * smallest).max()
+
+    pub fn size(&self) -> Option<i64> {
+        let total: u64 = self.sizes.iter().map(|(_, n)| n).sum();
+        let mut common: Vec<i64> = (self.sizes.iter())
+            .filter(|(_, n)| *n as f64 >= 0.15 * total as f64)
+            .map(|(s, _)| *s)
+            .collect();
+        common.sort_unstable();
+        let smallest = *common.first()?;
+        common.into_iter().filter(|&k| k <= 2 * smallest).max()
+    }
 }
 
-/// The write size a leg's sender habitually uses: of the sizes of at least 1 KiB among those
-/// that carried the most bytes, the one written most often (the larger among equals). Writes,
-/// not segments: on an MTU-1500 path every segment is cut at the MSS, the writes are the
-/// programs' own (an 8,192-byte PostgreSQL write, PgBouncer's 4 KB forwarding: mechanics.md).
-/// Counted, not weighed: under back-pressure a socket takes several writes as one, and those
-/// few large ones carry many bytes but are no program's habit.
-pub fn write_unit<'a>(legs: impl Iterator<Item = &'a Leg>) -> Option<i64> {
-    let mut counts: Vec<(i64, u64)> = Vec::new();
-    for leg in legs {
+/// What a relay's front or back legs say together, gathered one leg at a time.
+#[derive(Default)]
+pub struct LegsSeen {
+    /// Writes by size: the habitual write size is, of the sizes of at least 1 KiB among those
+    /// that carried the most bytes, the one written most often (the larger among equals).
+    /// Writes, not segments: on an MTU-1500 path every segment is cut at the MSS, the writes
+    /// are the programs' own (an 8,192-byte PostgreSQL write, PgBouncer's 4 KB forwarding:
+    /// mechanics.md). Counted, not weighed: under back-pressure a socket takes several writes
+    /// as one, and those few large ones carry many bytes but are no program's habit.
+    writes: Vec<(i64, u64)>,
+    /// The limit of the server -> client direction that carried the most (the first among
+    /// equals), and what it carried.
+    bulk: Option<(Limit, i64)>,
+    zero_window_events: u64,
+    zero_window_s: f64,
+    evidence_frames: Vec<u64>,
+    bytes_per_ack_median: Option<i64>,
+    bytes_per_flight_median: Option<i64>,
+}
+
+/// Evidence frames a coupling lists.
+const COUPLING_FRAMES: usize = 10;
+
+/// The first value that is known and not 0, else the last one (a chain of `a or b`), one
+/// value at a time.
+fn first_set(acc: &mut Option<i64>, v: Option<i64>) {
+    if acc.is_none_or(|x| x == 0) {
+        *acc = v;
+    }
+}
+
+impl LegsSeen {
+    pub fn add(&mut self, leg: &LegDetail) {
         for &(size, n) in &leg.write_sizes {
-            match counts.iter_mut().find(|(s, _)| *s == size) {
-                Some((_, c)) => *c += n,
-                None => counts.push((size, n)),
-            }
+            count(&mut self.writes, size, n);
         }
+        if leg.limit != Limit::None && self.bulk.is_none_or(|(_, b)| leg.payload_bytes > b) {
+            self.bulk = Some((leg.limit, leg.payload_bytes));
+        }
+        self.zero_window_events += leg.zero_window_periods;
+        self.zero_window_s += leg.zero_window_total_s;
+        self.evidence_frames.extend(&leg.evidence_frames);
+        if self.evidence_frames.len() > 8 * COUPLING_FRAMES {
+            self.lowest_frames();
+        }
+        first_set(&mut self.bytes_per_ack_median, leg.bytes_acked_median);
+        first_set(&mut self.bytes_per_flight_median, leg.flight_bytes_median);
     }
-    counts.iter().max_by_key(|(s, n)| (*n, *s)).map(|(s, _)| *s)
-}
 
-/// The limit of the legs' server -> client direction that carried the most (the first among
-/// equals).
-pub fn bulk_limit<'a>(legs: impl Iterator<Item = &'a Leg>) -> Limit {
-    let mut best: Option<&Leg> = None;
-    for leg in legs.filter(|l| l.limit != Limit::None) {
-        if best.is_none_or(|b| leg.payload_bytes > b.payload_bytes) {
-            best = Some(leg);
-        }
+    fn lowest_frames(&mut self) {
+        self.evidence_frames.sort_unstable();
+        self.evidence_frames.dedup();
+        self.evidence_frames.truncate(COUPLING_FRAMES);
     }
-    best.map_or(Limit::None, |l| l.limit)
+
+    /// The habitual write size.
+    pub fn write_unit(&self) -> Option<i64> {
+        (self.writes.iter())
+            .max_by_key(|(s, n)| (*n, *s))
+            .map(|(s, _)| *s)
+    }
+
+    /// What limited the leg that carried the most.
+    pub fn bulk_limit(&self) -> Limit {
+        self.bulk.map_or(Limit::None, |(limit, _)| limit)
+    }
 }
 
 /// Did the server wait for the relay? The relay's receive window on the back leg (advertised
@@ -201,36 +251,17 @@ pub struct Coupling {
     pub evidence_frames: Vec<u64>,
 }
 
-/// The first value that is known and not 0, else the last one (a chain of `a or b`).
-fn first_set(values: impl Iterator<Item = Option<i64>>) -> Option<i64> {
-    let mut acc = None;
-    for v in values {
-        if acc.is_none_or(|x| x == 0) {
-            acc = v;
-        }
-    }
-    acc
-}
-
 impl Coupling {
-    pub fn of(backs: &[&Leg], fronts: &[&Leg]) -> Self {
-        let zero_events: u64 = backs.iter().map(|c| c.zero_window_periods).sum();
-        let zero_s: f64 = backs.iter().map(|c| c.zero_window_total_s).sum();
-        let mut frames: Vec<u64> = backs
-            .iter()
-            .flat_map(|c| c.evidence_frames.iter().copied())
-            .collect();
-        frames.sort_unstable();
-        frames.dedup();
-        frames.truncate(10);
+    pub fn of(backs: &mut LegsSeen, fronts: &LegsSeen) -> Self {
+        backs.lowest_frames();
         Coupling {
-            back_window_zero_events: zero_events,
-            back_window_zero_s: round_to(zero_s, 6),
-            back_bytes_per_ack_median: first_set(backs.iter().map(|c| c.bytes_acked_median)),
-            front_bytes_per_ack_median: first_set(fronts.iter().map(|c| c.bytes_acked_median)),
-            back_bytes_per_flight_median: first_set(backs.iter().map(|c| c.flight_bytes_median)),
+            back_window_zero_events: backs.zero_window_events,
+            back_window_zero_s: round_to(backs.zero_window_s, 6),
+            back_bytes_per_ack_median: backs.bytes_per_ack_median,
+            front_bytes_per_ack_median: fronts.bytes_per_ack_median,
+            back_bytes_per_flight_median: backs.bytes_per_flight_median,
             summary: String::new(),
-            evidence_frames: frames,
+            evidence_frames: backs.evidence_frames.clone(),
         }
     }
 }

@@ -2,13 +2,17 @@
 //! RelayJudgement: the legs' limits, the writes, the matched pairs' numbers), and the words it
 //! hands back.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::forwarding::{Forwarding, Gathered};
-use super::legs::Leg;
+use super::legs::id;
 use super::matching::Relay;
-use super::measure::{bulk_limit, forward_chunk, write_unit, Coupling, Pair, PerLeg};
-use crate::report::words::{Finding, Limit};
+use super::measure::{Coupling, ForwardChunk, LegsSeen, Pair, PerLeg};
+use super::pairs::Pairs;
+use super::store::Legs;
+use crate::report::direction::LimitsRecord;
+use crate::report::words::{Finding, Limit, Verdict};
+use crate::report::ReportError;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OwnQuery {
@@ -54,13 +58,23 @@ impl Default for PerLeg<Limit> {
 /// The pooler's own statements listed at most.
 const MAX_OWN: usize = 100;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// Connections by number, written as their ids ("c<number>").
+#[derive(Clone, Debug, Default)]
+pub struct Ids(pub Vec<u64>);
+
+impl Serialize for Ids {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|&n| id(n)))
+    }
+}
+
+#[derive(Debug, Serialize)]
 pub struct RelayRecord {
     pub host: String,
     pub front_port: u16,
     pub back_ports: Vec<u16>,
-    pub front_connections: Vec<String>,
-    pub back_connections: Vec<String>,
+    pub front_connections: Ids,
+    pub back_connections: Ids,
     pub matched_queries: usize,
     pub unmatched_front_queries: usize,
     pub unmatched_back_queries: usize,
@@ -68,7 +82,8 @@ pub struct RelayRecord {
     pub max_forward_chunk: Option<i64>,
     pub server_write: Option<i64>,
     pub forward_write: Option<i64>,
-    pub queries: Vec<Pair>,
+    /// Spooled (pairs.rs).
+    pub queries: Pairs,
     pub coupling: Coupling,
     /// How it forwarded the bulk responses, from both legs side by side.
     pub forwarding: Forwarding,
@@ -160,6 +175,24 @@ pub struct RelayJudgement {
     pub waits: Waits,
     pub costs: Costs,
     pub unmatched_front: UnmatchedFront,
+    /// The front legs whose server -> client transfer was judged, with where its time went:
+    /// a relay that forwarded at once passed the back leg's pace on to them.
+    pub fronts: Vec<FrontLeg>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FrontLeg {
+    pub connection: String,
+    pub limit: Limit,
+    pub limits: LimitsRecord,
+}
+
+/// A front leg's verdict judged again as the relay's: it takes the place of the one its own
+/// packets gave.
+#[derive(Clone, Debug, Deserialize)]
+pub struct FrontVerdict {
+    pub connection: String,
+    pub verdict: Verdict,
 }
 
 /// Python's words for a relay.
@@ -168,6 +201,8 @@ pub struct RelayWords {
     pub coupling: String,
     pub verdict: RelayVerdict,
     pub findings: Vec<Finding>,
+    #[serde(default)]
+    pub front_verdicts: Vec<FrontVerdict>,
 }
 
 /// The median of the known values (the upper one of an even count), as is.
@@ -178,145 +213,207 @@ fn median<T: PartialOrd + Copy>(values: impl Iterator<Item = Option<T>>) -> Opti
 }
 
 impl RelayRecord {
-    /// The relay's record (its words to come) and what Python reads to judge it.
-    pub fn of(relay: &Relay, legs: &[Leg]) -> (RelayJudgement, RelayRecord) {
-        let fronts: Vec<&Leg> = relay.front.iter().map(|&i| &legs[i]).collect();
-        let backs: Vec<&Leg> = relay.back.iter().map(|&i| &legs[i]).collect();
-        let pairs: Vec<Pair> = (relay.pairs.iter())
-            .map(|&(f, b)| Pair::of(legs, f, b))
-            .collect();
-        let coupling = Coupling::of(&backs, &fronts);
+    /// The relay's record (its words to come) and what Python reads to judge it: each leg's
+    /// detail and each matched pair's queries read back once, the pairs spooled as they are
+    /// measured.
+    pub fn of(relay: &Relay, legs: &Legs) -> Result<(RelayJudgement, RelayRecord), ReportError> {
+        let mut read = legs.reader();
+        let (mut fronts, mut backs) = (LegsSeen::default(), LegsSeen::default());
+        let mut judged_fronts = Vec::new();
+        for &l in &relay.front {
+            let leg = read.leg(l)?;
+            fronts.add(&leg);
+            if let Some(limits) = leg.limits {
+                judged_fronts.push(FrontLeg {
+                    connection: id(legs.head(l).number),
+                    limit: leg.limit,
+                    limits,
+                });
+            }
+        }
+        for &l in &relay.back {
+            backs.add(&read.leg(l)?);
+        }
+        let coupling = Coupling::of(&mut backs, &fronts);
+        let mut queries = Pairs::default();
         let mut gathered = Gathered::default();
+        let mut chunk = ForwardChunk::default();
+        let mut seen = PairsSeen::default();
         for &(f, b) in &relay.pairs {
-            gathered.add(legs, f, b);
+            let (fq, bq) = (read.query(f)?, read.query(b)?);
+            let (fl, bl) = (legs.head(f.0).number, legs.head(b.0).number);
+            let pair = Pair::of((fl, f.1, &fq), (bl, b.1, &bq));
+            if Gathered::measures(&fq, &bq) {
+                let (front, back) = (read.leg(f.0)?, read.leg(b.0)?);
+                gathered.add((&fq, &front.zero_spans), (&bq, &back.zero_spans));
+            }
+            chunk.add(&fq);
+            seen.add(&pair);
+            queries.push(&pair)?;
         }
         let forwarding = gathered.facts();
-        let server_write = write_unit(backs.iter().copied());
-        let forward_write = write_unit(fronts.iter().copied());
-        let query = |(l, q): (usize, usize)| &legs[l].queries[q];
+        let (server_write, forward_write) = (backs.write_unit(), fronts.write_unit());
+        let mut own = Vec::new();
+        for &(l, q) in relay.own.iter().take(MAX_OWN) {
+            own.push(OwnQuery {
+                connection: id(legs.head(l).number),
+                query_index: q,
+                sql: read.query((l, q))?.sql,
+            });
+        }
+        let numbers = |places: &[usize]| Ids(places.iter().map(|&l| legs.head(l).number).collect());
         let judgement = RelayJudgement {
             host: relay.host.clone(),
             front_port: relay.front_port,
-            front_connections: fronts.len(),
-            back_connections: backs.len(),
+            front_connections: relay.front.len(),
+            back_connections: relay.back.len(),
             legs: PerLeg {
-                front: bulk_limit(fronts.iter().copied()),
-                back: bulk_limit(backs.iter().copied()),
+                front: fronts.bulk_limit(),
+                back: backs.bulk_limit(),
             },
             server_write,
             forward_write,
-            bulk: bulk_pairs(&pairs),
+            bulk: seen.bulk(),
             coupling: coupling.clone(),
             forwarding: forwarding.clone(),
-            waits: waits(&pairs),
-            costs: costs(&pairs),
+            waits: seen.waits(),
+            costs: seen.costs,
             unmatched_front: UnmatchedFront {
                 count: relay.unmatched_front.len(),
                 first: relay.unmatched_front.first().map(|&(l, q)| UnmatchedQuery {
-                    connection: legs[l].id(),
+                    connection: id(legs.head(l).number),
                     query_index: q,
-                    sent_frame: legs[l].queries[q].sent_frame,
+                    sent_frame: legs.query((l, q)).sent.1,
                 }),
             },
+            fronts: judged_fronts,
         };
         let record = RelayRecord {
             host: relay.host.clone(),
             front_port: relay.front_port,
             back_ports: relay.back_ports.clone(),
-            front_connections: fronts.iter().map(|l| l.id()).collect(),
-            back_connections: backs.iter().map(|l| l.id()).collect(),
-            matched_queries: pairs.len(),
+            front_connections: numbers(&relay.front),
+            back_connections: numbers(&relay.back),
+            matched_queries: queries.len(),
             unmatched_front_queries: relay.unmatched_front.len(),
             unmatched_back_queries: relay.unmatched_back.len(),
-            pooler_own_queries: (relay.own.iter().take(MAX_OWN))
-                .map(|&(l, q)| OwnQuery {
-                    connection: legs[l].id(),
-                    query_index: q,
-                    sql: query((l, q)).sql.to_string(),
-                })
-                .collect(),
-            max_forward_chunk: forward_chunk(relay.pairs.iter().map(|&(f, _)| query(f))),
+            pooler_own_queries: own,
+            max_forward_chunk: chunk.size(),
             server_write,
             forward_write,
-            queries: pairs,
+            queries,
             coupling,
             forwarding,
             verdict: RelayVerdict::default(),
         };
-        (judgement, record)
+        Ok((judgement, record))
+    }
+}
+
+/// A bulk pair's numbers the judgement reads.
+struct BulkPair {
+    segment_median_in: Option<i64>,
+    segment_median_out: Option<i64>,
+    segments_out_per_in: Option<f64>,
+}
+
+/// What the judgement reads of the matched pairs, gathered one pair at a time.
+struct PairsSeen {
+    bulk: Vec<BulkPair>,
+    /// The first three bulk pairs' request, first byte in and last byte out, where known.
+    bulk_frames: Vec<u64>,
+    delays: Vec<f64>,
+    worst_wait: Option<WorstWait>,
+    costs: Costs,
+}
+
+impl Default for PairsSeen {
+    fn default() -> Self {
+        PairsSeen {
+            bulk: Vec::new(),
+            bulk_frames: Vec::new(),
+            delays: Vec::new(),
+            worst_wait: None,
+            costs: Costs {
+                count: 0,
+                total_ms: 0.0,
+                own_ms: 0.0,
+                worst: None,
+            },
+        }
+    }
+}
+
+impl PairsSeen {
+    fn add(&mut self, p: &Pair) {
+        if p.bulk() {
+            if self.bulk.len() < 3 {
+                let f = &p.frames;
+                let frames = [Some(f.front_sent), f.back_first, f.front_last];
+                (self.bulk_frames).extend(frames.into_iter().flatten().filter(|&x| x != 0));
+            }
+            self.bulk.push(BulkPair {
+                segment_median_in: p.segment_median_in,
+                segment_median_out: p.segment_median_out,
+                segments_out_per_in: p.segments_out_per_in,
+            });
+        }
+        // the last of the longest waits
+        if (self.worst_wait.as_ref()).is_none_or(|w| p.request_delay_ms >= w.request_delay_ms) {
+            self.worst_wait = Some(WorstWait {
+                request_delay_ms: p.request_delay_ms,
+                front_sent: p.frames.front_sent,
+                back_sent: p.frames.back_sent,
+            });
+        }
+        self.delays.push(p.request_delay_ms);
+        if let Some(cost) = p.relay_cost_ms {
+            let c = &mut self.costs;
+            c.count += 1;
+            c.total_ms += cost;
+            c.own_ms += p.relay_own_ms.unwrap_or(cost);
+            // the first of the largest
+            if c.worst.as_ref().is_none_or(|w| cost > w.relay_cost_ms) {
+                c.worst = Some(WorstCost {
+                    relay_cost_ms: cost,
+                    through_relay_ms: p.through_relay_ms,
+                    back_leg_ms: p.back_leg_ms,
+                });
+            }
+        }
+    }
+
+    fn bulk(&self) -> BulkPairs {
+        BulkPairs {
+            count: self.bulk.len(),
+            segment_median_in: median(self.bulk.iter().map(|p| p.segment_median_in)),
+            segment_median_out: median(self.bulk.iter().map(|p| p.segment_median_out)),
+            segments_out_per_in: median(self.bulk.iter().map(|p| p.segments_out_per_in)),
+            frames: self.bulk_frames.clone(),
+        }
+    }
+
+    fn waits(&mut self) -> Waits {
+        let all = &mut self.delays;
+        all.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let at = |q: f64| all.get((all.len() as f64 * q) as usize).copied();
+        Waits {
+            count: all.len(),
+            median: all.get(all.len() / 2).copied(),
+            p90: at(0.9),
+            worst: self.worst_wait.take(),
+        }
     }
 }
 
 impl RelayWords {
-    pub fn apply(self, record: &mut RelayRecord) {
+    /// Into the relay's record; the front legs' verdicts judged again are returned, by
+    /// connection number.
+    pub fn apply(self, record: &mut RelayRecord) -> Vec<(u64, Verdict)> {
         record.coupling.summary = self.coupling;
         record.verdict = self.verdict;
-    }
-}
-
-fn bulk_pairs(pairs: &[Pair]) -> BulkPairs {
-    let bulk: Vec<&Pair> = pairs.iter().filter(|p| p.bulk()).collect();
-    BulkPairs {
-        count: bulk.len(),
-        segment_median_in: median(bulk.iter().map(|p| p.segment_median_in)),
-        segment_median_out: median(bulk.iter().map(|p| p.segment_median_out)),
-        segments_out_per_in: median(bulk.iter().map(|p| p.segments_out_per_in)),
-        frames: (bulk.iter().take(3))
-            .flat_map(|p| {
-                let f = &p.frames;
-                [Some(f.front_sent), f.back_first, f.front_last]
-            })
-            .flatten()
-            .filter(|&x| x != 0)
-            .collect(),
-    }
-}
-
-fn waits(pairs: &[Pair]) -> Waits {
-    let mut worst: Option<&Pair> = None;
-    let mut all: Vec<f64> = Vec::with_capacity(pairs.len());
-    for p in pairs {
-        if worst.is_none_or(|w| p.request_delay_ms >= w.request_delay_ms) {
-            worst = Some(p);
-        }
-        all.push(p.request_delay_ms);
-    }
-    all.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let at = |q: f64| all.get((all.len() as f64 * q) as usize).copied();
-    Waits {
-        count: all.len(),
-        median: all.get(all.len() / 2).copied(),
-        p90: at(0.9),
-        worst: worst.map(|p| WorstWait {
-            request_delay_ms: p.request_delay_ms,
-            front_sent: p.frames.front_sent,
-            back_sent: p.frames.back_sent,
-        }),
-    }
-}
-
-fn costs(pairs: &[Pair]) -> Costs {
-    let (mut count, mut total, mut own) = (0, 0.0, 0.0);
-    let mut worst: Option<(&Pair, f64)> = None;
-    for p in pairs {
-        let Some(cost) = p.relay_cost_ms else {
-            continue;
-        };
-        count += 1;
-        total += cost;
-        own += p.relay_own_ms.unwrap_or(cost);
-        if worst.is_none_or(|(_, w)| cost > w) {
-            worst = Some((p, cost));
-        }
-    }
-    Costs {
-        count,
-        total_ms: total,
-        own_ms: own,
-        worst: worst.map(|(p, cost)| WorstCost {
-            relay_cost_ms: cost,
-            through_relay_ms: p.through_relay_ms,
-            back_leg_ms: p.back_leg_ms,
-        }),
+        (self.front_verdicts.into_iter())
+            .filter_map(|f| Some((f.connection.strip_prefix('c')?.parse().ok()?, f.verdict)))
+            .collect()
     }
 }

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::direction::{bits_per_second, Counts};
 use super::numbers::round_to;
-use super::values::Digits;
+use super::values::{Digits, Maybe};
 use crate::pgwire::facts::{
-    ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole, Protocol, QueryFacts,
-    StartedAt, StopReason,
+    AuthOutcome, Authentication, ConversationFacts, DecodeStopped, Encryption, Ordered, PerRole,
+    Protocol, QueryFacts, ServerMessage, StartedAt, StopReason,
 };
-use crate::pgwire::messages::{ErrorFields, Role};
+use crate::pgwire::messages::Role;
 use crate::pgwire::query::{QueryKind, RowCount};
 
 /// Python will not read (nor write) an int of more digits than this (its
@@ -23,14 +23,82 @@ const MAX_INT_DIGITS: usize = 4300;
 pub struct ConversationRecord {
     pub protocol: Protocol,
     pub startup: Option<StartupRecord>,
+    pub authentication: Option<AuthenticationRecord>,
     pub decode_started_at: Option<StartedAt>,
     pub decode_stopped: Option<DecodeStoppedRecord>,
     pub lost_bytes: PerRole<i64>,
     pub backend_pid: Option<u32>,
+    /// BackendKeyData's secret key: read to link cancel requests, never written.
+    #[serde(skip)]
+    pub backend_key: Option<Vec<u8>>,
+    /// This connection's CancelRequest, and the query it cancelled.
+    pub cancel_request: Option<CancelRecord>,
     pub server_parameters: Ordered<String>,
     pub messages: PerRole<Ordered<u64, Cow<'static, str>>>,
+    /// Notices and errors outside any query: the first 16 of each.
+    pub notices: Vec<ServerMessageRecord>,
+    pub notices_total: u64,
+    pub errors: Vec<ServerMessageRecord>,
     pub queries: Vec<QueryRecord>,
     pub queries_total: u64,
+}
+
+/// An ErrorResponse or NoticeResponse: the fields every report has had (null when not sent),
+/// the others only where the server sent them, and where it came.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServerMessageRecord {
+    pub code: Option<String>,
+    pub message: Option<String>,
+    pub severity: Option<String>,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+    pub position: Option<String>,
+    pub localized_severity: Maybe<String>,
+    pub internal_position: Maybe<String>,
+    pub internal_query: Maybe<String>,
+    pub r#where: Maybe<String>,
+    pub schema: Maybe<String>,
+    pub table: Maybe<String>,
+    pub column: Maybe<String>,
+    pub data_type: Maybe<String>,
+    pub constraint: Maybe<String>,
+    pub file: Maybe<String>,
+    pub line: Maybe<String>,
+    pub routine: Maybe<String>,
+    pub frame: u64,
+    pub at_s: f64,
+}
+
+impl ServerMessageRecord {
+    fn of(m: ServerMessage, start: f64) -> Self {
+        let f = m.fields;
+        ServerMessageRecord {
+            code: f.code,
+            message: f.message,
+            severity: f.severity,
+            detail: f.detail,
+            hint: f.hint,
+            position: f.position,
+            localized_severity: Maybe(f.localized_severity),
+            internal_position: Maybe(f.internal_position),
+            internal_query: Maybe(f.internal_query),
+            r#where: Maybe(f.r#where),
+            schema: Maybe(f.schema),
+            table: Maybe(f.table),
+            column: Maybe(f.column),
+            data_type: Maybe(f.data_type),
+            constraint: Maybe(f.constraint),
+            file: Maybe(f.file),
+            line: Maybe(f.line),
+            routine: Maybe(f.routine),
+            frame: m.frame,
+            at_s: round_to(m.ts - start, 6),
+        }
+    }
+
+    fn list(list: Vec<ServerMessage>, start: f64) -> Vec<Self> {
+        list.into_iter().map(|m| Self::of(m, start)).collect()
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,6 +107,68 @@ pub struct StartupRecord {
     pub database: Option<String>,
     pub application_name: Option<String>,
     pub encryption: Encryption,
+    pub protocol_version: String,
+    /// Every parameter the StartupMessage sent (the first 32), in order.
+    pub parameters: Ordered<String>,
+}
+
+/// A CancelRequest: the backend it names, when it was sent, and what it stopped (set once
+/// every connection is in: `report::cancels`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CancelRecord {
+    pub backend_pid: u32,
+    pub frame: u64,
+    pub sent_s: f64,
+    /// The connection whose BackendKeyData named that process id and key; the query there
+    /// that ended in 57014 (query_canceled) after the request, when one did.
+    pub target: Option<CancelTarget>,
+    /// From the request to that query's ErrorResponse.
+    pub cancel_to_error_ms: Option<f64>,
+    /// The secret key: read to find the target, never written.
+    #[serde(skip)]
+    pub key: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelTarget {
+    pub connection: String,
+    pub query_index: Option<usize>,
+}
+
+/// The CancelRequest that stopped a query.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelledBy {
+    pub connection: String,
+    pub frame: u64,
+    pub cancel_to_error_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuthenticationRecord {
+    pub method: Option<String>,
+    pub mechanisms: Vec<String>,
+    pub mechanism: Option<String>,
+    pub outcome: AuthOutcome,
+    pub round_trips: u64,
+    /// From the StartupMessage to the AuthenticationOk or ErrorResponse that decided.
+    pub ms: Option<f64>,
+    pub first_frame: u64,
+    pub last_frame: Option<u64>,
+}
+
+impl AuthenticationRecord {
+    fn of(a: Authentication) -> Self {
+        AuthenticationRecord {
+            method: a.method,
+            mechanisms: a.mechanisms,
+            mechanism: a.mechanism,
+            outcome: a.outcome,
+            round_trips: a.round_trips,
+            ms: a.end_ts.map(|end| round_to((end - a.start_ts) * 1e3, 3)),
+            first_frame: a.first_frame,
+            last_frame: a.last_frame,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -69,7 +199,17 @@ pub struct QueryRecord {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ErrorFields>,
+    pub error: Option<ServerMessageRecord>,
+    /// The first 8 notices it raised, and how many in all.
+    pub notices: Vec<ServerMessageRecord>,
+    pub notices_total: u64,
+    /// Its result's shape: the first RowDescription's column names (the first 64) and count;
+    /// and its DataRows' bytes (bodies, without the 5-byte headers).
+    pub columns: Option<Vec<String>>,
+    pub column_count: Option<u16>,
+    pub data_row_bytes: u64,
+    /// The CancelRequest (another connection's) after which it ended in 57014.
+    pub cancelled_by: Option<CancelledBy>,
     pub incomplete: bool,
     pub response_segments: u64,
     pub response_segment_median: Option<i64>,
@@ -95,10 +235,13 @@ impl ConversationRecord {
             database: s.database,
             application_name: s.application_name,
             encryption: facts.encryption,
+            protocol_version: s.protocol_version,
+            parameters: s.parameters,
         });
         ConversationRecord {
             protocol: facts.protocol,
             startup,
+            authentication: facts.authentication.map(AuthenticationRecord::of),
             decode_started_at: if facts.protocol == Protocol::Unknown {
                 None
             } else {
@@ -107,8 +250,20 @@ impl ConversationRecord {
             decode_stopped: facts.decode_stopped.map(DecodeStoppedRecord::of),
             lost_bytes: facts.lost_bytes,
             backend_pid: facts.backend_pid,
+            backend_key: facts.backend_key,
+            cancel_request: facts.cancel_request.map(|c| CancelRecord {
+                backend_pid: c.backend_pid,
+                frame: c.frame,
+                sent_s: round_to(c.ts - start, 6),
+                target: None,
+                cancel_to_error_ms: None,
+                key: c.key,
+            }),
             server_parameters: facts.server_parameters,
             messages: facts.messages,
+            notices: ServerMessageRecord::list(facts.notices, start),
+            notices_total: facts.notices_total,
+            errors: ServerMessageRecord::list(facts.errors, start),
             queries: facts
                 .queries
                 .into_iter()
@@ -165,7 +320,13 @@ impl QueryRecord {
             sent_frame: q.sent_frame,
             first_frame: q.first_frame,
             last_frame: q.last_frame,
-            error: q.error,
+            error: q.error.map(|e| ServerMessageRecord::of(e, start)),
+            notices: ServerMessageRecord::list(q.notices, start),
+            notices_total: q.notices_total,
+            columns: q.columns,
+            column_count: q.column_count,
+            data_row_bytes: q.data_row_bytes,
+            cancelled_by: None,
             incomplete: q.incomplete,
             response_segments: q.response_segments,
             response_segment_median: q.response_segment_median,

@@ -10,12 +10,13 @@ use std::io::Write;
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::cancels::Cancels;
 use super::connection::{ConnectionRecord, Role};
 use super::json::{self, Writer};
 use super::numbers::round_to;
 use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
-use super::words::Finding;
+use super::words::{Finding, Verdict};
 use crate::capture::{CaptureStats, Format};
 use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
@@ -126,7 +127,11 @@ pub struct Assembly {
     index: Vec<(u64, i64)>,
     stage: RelayStage,
     relays: Vec<RelayRecord>,
-    roles: HashMap<u64, Role>,
+    /// The relays' legs' parts, by connection number (sorted).
+    roles: Vec<(u64, Role)>,
+    /// Front legs' verdicts judged again as their relay's, by connection number.
+    inherited: HashMap<u64, Verdict>,
+    cancels: Cancels,
     scratch: Vec<u8>,
 }
 
@@ -138,7 +143,8 @@ impl Assembly {
         record: &ConnectionRecord,
         extras: LegExtras,
     ) -> Result<(), SpoolError> {
-        self.stage.add(record, number, extras);
+        self.stage.add(record, number, extras)?;
+        self.cancels.add(number, record);
         self.scratch.clear();
         // the record's types all serialize; a failure here would be a bug, said as an I/O one
         let bytes =
@@ -155,19 +161,22 @@ impl Assembly {
     }
 
     /// Once every connection is in: the relays among them, for Python to word (`set_relays`).
-    pub fn find_relays(&mut self) -> Vec<(RelayJudgement, RelayRecord)> {
-        let found = std::mem::take(&mut self.stage).finish();
+    pub fn find_relays(&mut self) -> Result<Vec<(RelayJudgement, RelayRecord)>, ReportError> {
+        let found = std::mem::take(&mut self.stage).finish()?;
         self.roles = found.roles;
-        found.relays
+        Ok(found.relays)
     }
 
-    pub fn set_relays(&mut self, relays: Vec<RelayRecord>) {
+    /// The relays as worded, and the front legs' verdicts their words judged again.
+    pub fn set_relays(&mut self, relays: Vec<RelayRecord>, inherited: Vec<(u64, Verdict)>) {
         self.relays = relays;
+        self.inherited = inherited.into_iter().collect();
     }
 
     /// The report, with the capture's part and Python's words for it.
-    pub fn finish(self, stats: &CaptureStats, words: CaptureWords) -> Report {
+    pub fn finish(mut self, stats: &CaptureStats, words: CaptureWords) -> Report {
         let capture = CaptureRecord::of(stats, words.file, words.damage_reason);
+        self.cancels.resolve();
         let mut order: Vec<usize> = (0..self.index.len()).collect();
         order.sort_by_key(|&i| self.index.get(i).map_or(0, |e| e.0));
         Report {
@@ -175,6 +184,8 @@ impl Assembly {
             index: self.index,
             order,
             roles: self.roles,
+            inherited: self.inherited,
+            cancels: self.cancels,
             relays: self.relays,
             capture,
             findings: words.findings,
@@ -190,7 +201,10 @@ pub struct Report {
     index: Vec<(u64, i64)>,
     /// Spool positions in connection order.
     order: Vec<usize>,
-    roles: HashMap<u64, Role>,
+    roles: Vec<(u64, Role)>,
+    inherited: HashMap<u64, Verdict>,
+    /// Cancel requests and the queries they cancelled, linked.
+    cancels: Cancels,
     pub relays: Vec<RelayRecord>,
     pub capture: CaptureRecord,
     pub findings: Vec<Finding>,
@@ -267,9 +281,17 @@ impl Report {
         self.spool.read(position, buf)?;
         let mut record: ConnectionRecord =
             postcard::from_bytes(buf).map_err(|e| ReportError::Decode(e.to_string()))?;
-        record.role = Maybe(Some(
-            self.roles.get(&number).copied().unwrap_or(Role::Direct),
-        ));
+        let role = (self.roles.binary_search_by_key(&number, |&(n, _)| n).ok())
+            .and_then(|i| self.roles.get(i))
+            .map_or(Role::Direct, |&(_, role)| role);
+        record.role = Maybe(Some(role));
+        if let (Some(v), Some(t)) = (
+            self.inherited.get(&number),
+            record.directions.server_to_client.transfer.0.as_mut(),
+        ) {
+            t.verdict = v.clone();
+        }
+        self.cancels.apply(number, &mut record);
         Ok(record)
     }
 

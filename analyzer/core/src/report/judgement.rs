@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::connection::ConnectionRecord;
-use super::direction::{DirectionRecord, HandshakeMs};
+use super::direction::HandshakeMs;
 use super::round_trips::RoundTrips;
 use crate::pass::ConnectionReport;
 use crate::pgwire::facts::{Event, StopReason};
@@ -79,6 +79,8 @@ pub struct TransferJudgement {
     pub window: WindowJudgement,
     /// The report's RTT median (ms), when there were samples.
     pub rtt_median_ms: Option<f64>,
+    /// The least RTT sample (ms): the path's own round trip, as near as the capture shows.
+    pub rtt_min_ms: Option<f64>,
     pub idle: IdleJudgement,
     /// Where the transfer's time went: for a transfer the judge judges (Judged: as many bytes
     /// and segments as it declares it needs), else None.
@@ -101,6 +103,9 @@ pub struct AckJudgement {
     pub segments_mode: Option<i64>,
     pub bytes_mode: Option<i64>,
     pub bytes_mode_count: u64,
+    /// The median ACK's segments and bytes: what the pattern names when no size is most ACKs.
+    pub segments_median: Option<i64>,
+    pub bytes_median: Option<i64>,
     pub delayed_timer: u64,
 }
 
@@ -179,6 +184,8 @@ fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJ
             segments_mode: acks.segments_per_ack.mode,
             bytes_mode: acks.bytes_acked.mode,
             bytes_mode_count: acks.bytes_acked.mode_count,
+            segments_median: acks.segments_per_ack.median,
+            bytes_median: acks.bytes_acked.median,
             delayed_timer: acks.causes.delayed_timer,
         },
         window: WindowJudgement {
@@ -187,6 +194,7 @@ fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJ
             zero_window_total_s: f.window.zero_window_total_s,
         },
         rtt_median_ms: None,
+        rtt_min_ms: None,
         idle: IdleJudgement {
             waiting_s: f.idle_periods.waiting_s,
             periods: f
@@ -207,10 +215,6 @@ fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJ
 
 fn loopback(ip: &str) -> bool {
     ip.starts_with("127.") || ip == "::1"
-}
-
-fn rtt_median(d: &DirectionRecord) -> Option<f64> {
-    d.transfer.0.as_ref()?.rtt_ms.as_ref()?.median
 }
 
 /// A retired connection's judgement, its record (the facts move into it), and what only the
@@ -243,7 +247,9 @@ pub fn judge_and_record(
         (&mut s2c, &record.directions.server_to_client),
     ] {
         if let Some(t) = j.transfer.as_mut() {
-            t.rtt_median_ms = rtt_median(d);
+            let rtt = d.transfer.0.as_ref().and_then(|t| t.rtt_ms.as_ref());
+            t.rtt_median_ms = rtt.and_then(|r| r.median);
+            t.rtt_min_ms = rtt.map(|r| r.min);
         }
     }
     let queries = record.postgres.0.as_ref().map(|p| &p.queries);

@@ -3,6 +3,7 @@
 //! judge it (`judgement`), and where Python's words go (`words`). Python adds words and
 //! judgement; it never rebuilds a fact.
 
+pub mod cancels;
 pub mod connection;
 pub mod conversation;
 pub mod direction;

@@ -34,6 +34,8 @@ pub enum Receiver {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub limit: Limit,
+    /// A near-tie: the limit within a few points of `limit`'s share.
+    pub mixed_with: Maybe<Limit>,
     /// Each limit's share of the transfer time; None when there was no transfer to judge.
     pub shares: Option<ByLimit<f64>>,
     pub receiver: Maybe<Receiver>,

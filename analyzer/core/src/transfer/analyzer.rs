@@ -80,6 +80,12 @@ impl PacketObserver for TransferAnalyzer {
         if let Some(m) = p.mss.get(d).copied().flatten() {
             theirs.mss = Some(i64::from(m));
         }
+        if let Some(m) = mine.rtt_min {
+            // an ACK seen here reaches the other direction's sender, and its answer comes
+            // back, after the round trip between the capture point and that sender: what
+            // this direction's own data waits for its ACKs at the least
+            theirs.chrono.far_s = m;
+        }
         if p.ack >= 0 {
             // this packet's window and ACK speak about the other direction's data
             theirs.ack(p.frame, p.ts, p.ack, p.win, p.flags, has_data, p.sack);

@@ -116,6 +116,8 @@ pub(super) struct Flow {
     pub mss: Option<i64>,
     /// The latest RTT sample (seconds).
     rtt_last: Option<f64>,
+    /// The RTT sample the latest ACK gave, for the chronograph's smoothed RTT.
+    rtt_new: Option<f64>,
     /// Where the transfer time went.
     pub chrono: Chrono,
     /// The application's writes: new bytes up to a segment with PSH (Linux marks the last
@@ -180,6 +182,7 @@ impl Flow {
             full_frames: Vec::new(),
             mss: None,
             rtt_last: None,
+            rtt_new: None,
             chrono: Chrono::new(),
             write_sizes: Histogram::default(),
             write_cur: 0,
@@ -235,6 +238,7 @@ impl Flow {
                     again: kind & (RETRANS | PARTIAL_RETRANS | FILLS_HOLE) != 0,
                     beyond_hole: kind & OUT_OF_ORDER != 0,
                     full,
+                    push: flags & PSH != 0,
                 },
                 self.scale_known,
             );
@@ -374,7 +378,7 @@ impl Flow {
                     duplicate,
                     sack,
                     peer_data: has_data,
-                    rtt: self.rtt_last,
+                    rtt: self.rtt_new.take(),
                     rtt_min: self.rtt_min,
                 },
                 self.scale_known,
@@ -397,6 +401,7 @@ impl Flow {
                 // Karn: no sample from retransmitted data
                 let rtt = ts - sent;
                 self.rtt_last = Some(rtt);
+                self.rtt_new = Some(rtt);
                 self.rtt.add(trunc(rtt * 1e6));
                 if self.rtt_min.is_none_or(|m| rtt < m) {
                     self.rtt_min = Some(rtt);

@@ -5,20 +5,30 @@
 //!
 //! The time between two consecutive packets of the direction (its data, the receiver's ACKs)
 //! goes to the state that held after the first of them:
-//! - loss: in recovery (from a retransmission, a duplicate ACK, or data arriving beyond a hole
-//!   the capture never saw filled, until the ACK passes what was sent by then), or the pause
-//!   ended by a retransmission (the sender waited for a timeout or for duplicate ACKs);
+//! - loss: in recovery, from a loss's detection (a retransmission, a duplicate ACK or SACK,
+//!   data arriving beyond a hole the capture never saw filled) to the ACK that covers what was
+//!   sent by then, and the pause a retransmission ends (a timeout). A recovery the receiver
+//!   reports as spurious (D-SACK) goes back to what held the sender before it. The congestion
+//!   window's regrowth after a loss is not loss: it is booked as the round trips it waits for
+//!   (latency, or network with a queue), and counted apart (`after_loss_s`) so the verdict
+//!   can say what a loss cost beyond its recovery;
 //! - receiver_window: the receiver's window was zero, or too small for one more largest
 //!   segment beyond the bytes in flight (without the handshake's scale, the raw window shifted
 //!   by the least scale the bytes in flight had proved by then);
-//! - sender: the last segment was a short one (its write's tail: the sender had sent all it
-//!   had), or the receiver has sent a request since: the application had nothing to send;
-//! - the last segment was full-sized, so more data was waiting, and the window was open:
-//!   - network, while the sender kept sending (the link's pace), or with nothing in flight
-//!     (data waited, yet nothing was sent: a rate limit or pacing before the capture point);
-//!   - with data in flight, waiting for an ACK: one round trip; the part of the latest RTT
-//!     sample above the least one is queueing at a bottleneck (network), the rest the path's
-//!     own round trip (latency).
+//! - a write's end (a short segment, or a full one with PSH: the sender had queued nothing
+//!   more when it went), or the receiver having sent a request since: the sender's, unless the
+//!   next data follows an ACK within a reaction time (ACK_CLOCK: tens of microseconds, plus
+//!   the far half of the handshake's round trip when the capture is not beside the sender).
+//!   Then data was queued behind the congestion window, and the pause was the round trip's;
+//! - data queued (the last segment full, no PSH), the window open:
+//!   - between segments, at the sender's peak spacing (within PEAK_FACTOR of the closest
+//!     spacing per byte seen): transmission, the sender's own pace; further apart, the path's
+//!     pace (network: a bottleneck, a shaper, pacing); with nothing in flight, a rate limit
+//!     before the capture point (network);
+//!   - with data in flight, waiting for an ACK: one round trip. Its part above the least RTT
+//!     is queueing at a bottleneck (network) only when the smoothed RTT stands well above the
+//!     least (QUEUE_*): occasional late ACKs (the receiver's CPU, its delayed ACKs) are not a
+//!     queue; the rest is the path's own round trip (latency).
 //!
 //! The direction's time ends with its last data segment; the wait from a response's last
 //! segment to the next one, when everything was acknowledged and the receiver sent a request
@@ -29,6 +39,21 @@ use serde::{Deserialize, Serialize};
 use super::flight::Flight;
 use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
 use crate::tcp::options::proved_scale;
+
+/// A sender answering an ACK sends within this, beyond the round trip between the capture
+/// point and the sender ("tens of microseconds": the stack's own reaction).
+const REACT_S: f64 = 0.000_05;
+/// A train of queued data ended by nothing left in flight is a rate limit's when the next
+/// data is this many least round trips away, and queued again.
+const TRAIN_GAP_RTTS: f64 = 10.0;
+
+/// Segments this many times further apart (per byte) than the closest seen left at the
+/// path's pace, not the sender's.
+const PEAK_FACTOR: f64 = 4.0;
+/// A queue: the smoothed RTT above the least by more than this share of the least, and by
+/// more than QUEUE_FLOOR_S.
+const QUEUE_SHARE: f64 = 0.5;
+const QUEUE_FLOOR_S: f64 = 0.001;
 
 /// The limits, in the report's order.
 pub const LIMITS: usize = 5;
@@ -91,6 +116,9 @@ pub struct LimitFacts {
     /// Waits for the ACK of a send's last segment that are left out of the transfer (before
     /// a turn, and after the last data): Linux counts them busy, as data was in flight.
     pub ack_tail_s: f64,
+    /// Of the latency and network seconds, those while the congestion window regrew to the
+    /// flight it had before a loss: what losses cost beyond their recoveries.
+    pub after_loss_s: f64,
     /// The first and the longest run of each limit (None: it never held).
     pub first: ByLimit<Option<Stretch>>,
     pub longest: ByLimit<Option<Stretch>>,
@@ -115,6 +143,8 @@ struct Books {
     sender_idle: f64,
     /// Waits for the last ACK before a turn.
     ack_tail: f64,
+    /// Seconds booked while regrowing after a loss.
+    after_loss: f64,
     seconds: [f64; LIMITS],
     first: [Option<Stretch>; LIMITS],
     longest: [Option<Stretch>; LIMITS],
@@ -130,6 +160,7 @@ impl Books {
 
             sender_idle: 0.0,
             ack_tail: 0.0,
+            after_loss: 0.0,
             seconds: [0.0; LIMITS],
             first: [None; LIMITS],
             longest: [None; LIMITS],
@@ -155,6 +186,9 @@ impl Books {
         self.add(e.limit, e.secs, e.from_ts, e.from, e.to);
         if e.idle {
             self.sender_idle += e.secs;
+        }
+        if e.after_loss {
+            self.after_loss += e.secs;
         }
     }
 
@@ -199,6 +233,28 @@ struct Entry {
     to: u64,
     /// The sender had nothing in flight.
     idle: bool,
+    /// The congestion window was regrowing after a loss.
+    after_loss: bool,
+    /// How the next data segment may change its limit.
+    kind: Kind,
+}
+
+/// What an interval's limit depends on, until the next data segment settles it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// Decided.
+    Fixed,
+    /// The sender's, as a write had ended; the given limit if the next data answers an ACK
+    /// (data was queued behind it after all).
+    WriteEnd(Limit),
+    /// A full-size segment with PSH ended a train, nothing in flight: a rate limit's
+    /// (network) if the next data comes only after TRAIN_GAP_RTTS least round trips, else
+    /// the sender's.
+    TrainEnd,
+    /// Data was queued: a round trip, unless the next data segment's spacing from the last
+    /// shows the sender never waited (its peak spacing: transmission), or no ACK came between
+    /// them (the path's pace: network).
+    Queued,
 }
 
 /// Intervals held after the last data segment, at most (a pause with more changes of state
@@ -216,9 +272,11 @@ pub(super) enum Event {
         again: bool,
         beyond_hole: bool,
         full: bool,
+        /// PSH: the segment ends a write.
+        push: bool,
     },
     /// The receiver's ACK and window; a duplicate ACK; the packet carries data of its own
-    /// (a request); the latest RTT sample and the least (seconds).
+    /// (a request); the RTT sample this ACK gave, if any, and the least (seconds).
     Ack {
         ack: i64,
         win: i64,
@@ -241,6 +299,7 @@ pub(super) struct Chrono {
     /// The least window scale the bytes in flight have proved so far.
     scale_lb: u8,
     last_full: bool,
+    last_push_full: bool,
     peer_spoke: bool,
     recovery_until: Option<i64>,
     /// The flight when the last recovery began, until the sender has that much in flight
@@ -252,8 +311,17 @@ pub(super) struct Chrono {
     /// the receiver's window when it was closed (the receiver withheld its ACK and the
     /// sender probed), else the round trip. A spurious retransmission's time goes there.
     spurious_as: Limit,
-    rtt: Option<f64>,
     rtt_min: Option<f64>,
+    /// The RTT smoothed as the sender's stack smooths it (7/8 old, 1/8 new sample).
+    srtt: Option<f64>,
+    /// The closest spacing of queued data seen so far: seconds per byte.
+    peak: Option<f64>,
+    /// The latest ACK, or window update, and whether it came since the last data segment.
+    ack_ts: Option<f64>,
+    /// How long after an ACK the sender's answer reaches the capture point beyond its
+    /// reaction time: the round trip between the capture point and the sender, as the
+    /// other direction's least RTT shows it (0 until it has one).
+    pub far_s: f64,
     books: Books,
     /// The intervals since the last data segment, and its time.
     pending: Vec<Entry>,
@@ -275,13 +343,17 @@ impl Chrono {
             flight: Flight::default(),
             scale_lb: 0,
             last_full: false,
+            last_push_full: false,
             peer_spoke: false,
             recovery_until: None,
             regrow_to: None,
             recovery_by_resend: false,
             spurious_as: Limit::Latency,
-            rtt: None,
             rtt_min: None,
+            srtt: None,
+            peak: None,
+            ack_ts: None,
+            far_s: 0.0,
             books: Books::new(),
             pending: Vec::new(),
             last_data_ts: None,
@@ -339,6 +411,33 @@ impl Chrono {
         self.recovery_until = Some(self.recovery_until.map_or(high, |u| u.max(high)));
     }
 
+    /// A round trip's wait, split into the path's own (latency) and queueing above it
+    /// (network) when the smoothed RTT shows a standing queue.
+    fn round_trip(&self, gap: f64) -> [(Limit, f64); 2] {
+        let queue = match (self.rtt_min, self.srtt) {
+            (Some(m), Some(r)) if r > 0.0 && r - m > (QUEUE_SHARE * m).max(QUEUE_FLOOR_S) => {
+                gap * (1.0 - (m / r).max(0.0))
+            }
+            _ => 0.0,
+        };
+        [(Limit::Latency, gap - queue), (Limit::Network, queue)]
+    }
+
+    /// Whether data at `ts` answers the latest ACK: it came within the sender's reaction
+    /// time of an ACK that arrived since the last data segment. Beside the sender (a round
+    /// trip to it under REACT_S), the ACK must also have come a reaction time or more after
+    /// that data: on a path of microseconds every write follows some ACK that closely.
+    fn answers_ack(&self, ts: f64) -> bool {
+        match (self.ack_ts, self.last_data_ts) {
+            (Some(a), Some(d)) => {
+                a >= d
+                    && ts - a <= REACT_S + self.far_s
+                    && (a - d > REACT_S || self.far_s > REACT_S)
+            }
+            _ => false,
+        }
+    }
+
     /// The interval from the last packet to this one, under the state that held.
     fn account(&mut self, frame: u64, ts: f64, e: &Event, scale_known: bool) {
         let Some(t) = self.t else {
@@ -357,23 +456,51 @@ impl Chrono {
             self.in_flight() == 0,
         );
         // the congestion window cut by a loss and not yet grown back to the flight before it
-        let regrowing = self.regrow_to.is_some_and(|r| self.in_flight() < r);
-        let mut book = |limit: Limit, secs: f64, idle: bool| {
-            let e = Entry {
+        let after_loss = self.regrow_to.is_some_and(|r| self.in_flight() < r) && !idle;
+        let mut parts: [(Limit, f64, Kind); 2] = [(Limit::Sender, 0.0, Kind::Fixed); 2];
+        if loss {
+            parts[0] = (Limit::Loss, gap, Kind::Fixed);
+        } else if closed {
+            parts[0] = (Limit::ReceiverWindow, gap, Kind::Fixed);
+        } else if self.peer_spoke {
+            parts[0] = (Limit::Sender, gap, Kind::Fixed);
+        } else if idle && self.last_push_full {
+            // a train of queued data cut at a full segment (PSH on an skb the stack filled)
+            // and nothing left in flight: a rate limit before the capture point releasing
+            // trains, if the next one is long in coming; else the sender had no more
+            parts[0] = (Limit::Sender, gap, Kind::TrainEnd);
+        } else if !self.last_full {
+            // a write ended: the sender's, unless the next data answers an ACK
+            let held = if idle { Limit::Sender } else { Limit::Latency };
+            parts[0] = (Limit::Sender, gap, Kind::WriteEnd(held));
+        } else if idle || ended_by_data {
+            // data queued with nothing in flight (held before the capture point), or between
+            // segments: the next segment's spacing tells the sender's pace from the path's
+            parts[0] = (Limit::Network, gap, Kind::Queued);
+        } else {
+            let [(l0, s0), (l1, s1)] = self.round_trip(gap);
+            parts = [(l0, s0, Kind::Queued), (l1, s1, Kind::Queued)];
+        }
+        for (limit, secs, kind) in parts {
+            if secs <= 0.0 {
+                continue;
+            }
+            let entry = Entry {
                 limit,
                 secs,
                 from_ts: t,
                 from,
                 to: frame,
-                idle,
+                idle: idle && limit == Limit::Sender,
+                after_loss: after_loss && matches!(limit, Limit::Latency | Limit::Network),
+                kind,
             };
-            if ended_by_data {
-                self.books.apply(&e);
-            } else if let Some(last) = self
-                .pending
-                .last_mut()
-                .filter(|l| l.limit == limit && l.idle == idle)
-            {
+            if let Some(last) = self.pending.last_mut().filter(|l| {
+                l.limit == limit
+                    && l.idle == entry.idle
+                    && l.after_loss == entry.after_loss
+                    && l.kind == kind
+            }) {
                 last.secs += secs;
                 last.to = frame;
             } else {
@@ -381,35 +508,36 @@ impl Chrono {
                     let oldest = self.pending.remove(0);
                     self.books.apply(&oldest);
                 }
-                self.pending.push(e);
+                self.pending.push(entry);
             }
-        };
-        if loss {
-            book(Limit::Loss, gap, false);
-        } else if closed {
-            book(Limit::ReceiverWindow, gap, false);
-        } else if !self.last_full || self.peer_spoke {
-            book(Limit::Sender, gap, idle);
-        } else if regrowing && !idle {
-            book(Limit::Loss, gap, false);
-        } else if ended_by_data || idle {
-            book(Limit::Network, gap, false);
-        } else {
-            // a round trip: the path's own, and queueing above it
-            let path = match (self.rtt_min, self.rtt) {
-                (Some(m), Some(r)) if r > 0.0 && m < r => (m / r).max(0.0),
-                _ => 1.0,
-            };
-            let queue = gap * (1.0 - path);
-            if queue > 0.5 * gap {
-                book(Limit::Latency, gap - queue, false);
-                book(Limit::Network, queue, false);
-            } else {
-                if queue > 0.0 {
-                    book(Limit::Network, queue, false);
+        }
+    }
+
+    /// Book what waited since the last data segment, now that data came: a write's end
+    /// answered by an ACK within the reaction time was data queued behind it; queued data
+    /// that left at the sender's peak spacing never waited (`spacing`: the limit the whole
+    /// gap goes to, when its spacing decides it).
+    fn settle(&mut self, answered: bool, spacing: Option<Limit>, gap: f64, next_full: bool) {
+        let long = next_full && self.rtt_min.is_some_and(|m| gap >= TRAIN_GAP_RTTS * m);
+        for mut e in std::mem::take(&mut self.pending) {
+            match e.kind {
+                Kind::TrainEnd if long => {
+                    e.limit = Limit::Network;
+                    e.idle = false;
                 }
-                book(Limit::Latency, gap - queue, false);
+                Kind::WriteEnd(held) if answered => {
+                    e.limit = held;
+                    e.idle = false;
+                }
+                Kind::Queued => {
+                    if let Some(l) = spacing {
+                        e.limit = l;
+                        e.after_loss = e.after_loss && l != Limit::Sender;
+                    }
+                }
+                _ => {}
             }
+            self.books.apply(&e);
         }
     }
 
@@ -422,28 +550,23 @@ impl Chrono {
             }
             return;
         }
+        let mut answered = false;
         if let Event::Data { .. } = e {
+            answered = self.answers_ack(ts);
             // data after a pause with everything acknowledged: the pause counts, as the
             // conversation's turn if the receiver sent a request in it
-            match (self.all_acked && self.peer_spoke, self.last_data_ts) {
-                (true, Some(last)) => {
-                    // from the last data segment, less what an overlong pause booked already
-                    let since = self
-                        .pending
-                        .first()
-                        .map_or(self.t.unwrap_or(last), |e| e.from_ts);
-                    self.pending.clear();
-                    self.books.ack_tail += self.ack_tail(last);
-                    self.books.turns.0 += 1;
-                    self.books.turns.1 += ts - since;
-                    self.t = Some(ts);
-                    self.frame = frame;
-                }
-                _ => {
-                    for e in self.pending.drain(..) {
-                        self.books.apply(&e);
-                    }
-                }
+            if let (true, Some(last)) = (self.all_acked && self.peer_spoke, self.last_data_ts) {
+                // from the last data segment, less what an overlong pause booked already
+                let since = self
+                    .pending
+                    .first()
+                    .map_or(self.t.unwrap_or(last), |e| e.from_ts);
+                self.pending.clear();
+                self.books.ack_tail += self.ack_tail(last);
+                self.books.turns.0 += 1;
+                self.books.turns.1 += ts - since;
+                self.t = Some(ts);
+                self.frame = frame;
             }
             self.all_acked = false;
         }
@@ -456,7 +579,35 @@ impl Chrono {
                 Limit::Latency
             };
         }
+        let queued_before = self.last_full;
         self.account(frame, ts, &e, scale_known);
+        if let Event::Data {
+            seq,
+            end,
+            again,
+            full,
+            push,
+            ..
+        } = e
+        {
+            let spacing = match self.last_data_ts {
+                Some(last) if self.last_full && !again => {
+                    let per_byte = (ts - last) / end.wrapping_sub(seq).max(1) as f64;
+                    if ts - last <= REACT_S || self.peak.is_none_or(|p| per_byte <= PEAK_FACTOR * p)
+                    {
+                        // (gaps of tens of microseconds are the hosts' scheduling)
+                        Some(Limit::Sender)
+                    } else if self.ack_ts.is_some_and(|a| a >= last) {
+                        None // an ACK came meanwhile: the wait for it stands
+                    } else {
+                        Some(Limit::Network)
+                    }
+                }
+                _ => None,
+            };
+            let gap = self.last_data_ts.map_or(0.0, |last| ts - last);
+            self.settle(answered, spacing, gap, full && !push);
+        }
         match e {
             Event::Data {
                 seq,
@@ -464,7 +615,15 @@ impl Chrono {
                 again,
                 beyond_hole,
                 full,
+                push,
             } => {
+                if let (true, false, Some(last)) = (queued_before, again, self.last_data_ts) {
+                    // the spacing of queued data: the closest is the sender's peak
+                    let per_byte = (ts - last) / end.wrapping_sub(seq).max(1) as f64;
+                    if per_byte > 0.0 && self.peak.is_none_or(|p| per_byte < p) {
+                        self.peak = Some(per_byte);
+                    }
+                }
                 if self.t.is_none() {
                     self.first_ts = ts;
                     // nothing acknowledged yet: in flight counts from the first byte seen
@@ -479,8 +638,10 @@ impl Chrono {
                     self.recover(2);
                 }
                 if end >= self.flight.high {
-                    // what a new segment's size says of the data waiting
-                    self.last_full = full;
+                    // what a new segment says of the data waiting: a short one, or one with
+                    // PSH, ended a write
+                    self.last_full = full && !push;
+                    self.last_push_full = full && push;
                 }
                 self.peer_spoke = false;
                 if !full || self.regrow_to.is_some_and(|r| self.in_flight() >= r) {
@@ -501,8 +662,9 @@ impl Chrono {
             } => {
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
-                if rtt.is_some() {
-                    self.rtt = rtt;
+                self.ack_ts = Some(ts);
+                if let Some(r) = rtt {
+                    self.srtt = Some(self.srtt.map_or(r, |s| 0.875 * s + 0.125 * r));
                 }
                 self.rtt_min = rtt_min;
                 if sack & SACK_DUPLICATE != 0 && self.recovery_by_resend {
@@ -576,6 +738,7 @@ impl Chrono {
             seconds: ByLimit::of(&books.seconds),
             sender_idle_s: books.sender_idle,
             ack_tail_s: books.ack_tail,
+            after_loss_s: books.after_loss,
             first: ByLimit::of(&books.first),
             longest: ByLimit::of(&books.longest),
             recoveries: self.recoveries.iter().sum(),

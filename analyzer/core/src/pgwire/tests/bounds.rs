@@ -62,7 +62,7 @@ fn oversized_control_messages_are_read_up_to_keep_cap() {
         f.queries[1]
             .error
             .as_ref()
-            .and_then(|e| e.message.clone())
+            .and_then(|e| e.fields.message.clone())
             .unwrap_or_default()
     };
     assert_eq!(message(&whole).len(), KEEP_CAP + 10);
@@ -70,7 +70,7 @@ fn oversized_control_messages_are_read_up_to_keep_cap() {
     for f in [&whole, &cut] {
         assert_eq!(f.queries.len(), 2);
         assert_eq!(
-            f.queries[1].error.as_ref().unwrap().code.as_deref(),
+            f.queries[1].error.as_ref().unwrap().fields.code.as_deref(),
             Some("XX000")
         );
     }
@@ -223,9 +223,10 @@ fn a_query_is_compact_and_the_decoder_can_move_between_threads() {
     fn send<T: Send>() {}
     send::<Conversation>();
     // a listed query in memory: this struct, its SQL (shared with its statement) and its
-    // segment sizes' few keys
+    // segment sizes' few keys (192 bytes until its DataRows' bytes were counted; its error,
+    // notices and columns are apart, in a box only the queries that have them take)
     let size = std::mem::size_of::<crate::pgwire::query::Query>();
-    assert!(size <= 192, "{size} bytes per query");
+    assert!(size <= 200, "{size} bytes per query");
 }
 
 #[test]

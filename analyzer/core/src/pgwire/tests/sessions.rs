@@ -252,7 +252,7 @@ fn errors_attached_to_queries_then_counted() {
     let q = &f.queries[0];
     let e = q.error.as_ref().unwrap();
     assert_eq!(
-        (e.code.as_deref(), e.severity.as_deref()),
+        (e.fields.code.as_deref(), e.fields.severity.as_deref()),
         (Some("42P01"), Some("ERROR"))
     );
     assert!(q.command_tag.is_none() && q.rows.is_none());
@@ -410,4 +410,387 @@ fn facts_serialize_in_the_reports_order() {
     let at = |k: &str| text.find(k).unwrap();
     assert!(at("\"StartupMessage\"") < at("\"Query\"") && at("\"Query\"") < at("\"Terminate\""));
     assert!(at("\"protocol\"") < at("\"startup\"") && at("\"queries\"") < at("\"queries_total\""));
+}
+
+fn notice(severity: &str, code: &str, text: &str) -> Vec<u8> {
+    let body = [
+        b"S",
+        cstr(severity).as_slice(),
+        b"V",
+        &cstr(severity),
+        b"C",
+        &cstr(code),
+        b"M",
+        &cstr(text),
+        b"\0",
+    ]
+    .concat();
+    msg(b'N', &body)
+}
+
+/// Segments fed in the order given, as a conversation has them (each side's offsets kept).
+pub(super) fn talk(segments: &[(usize, Vec<u8>)]) -> ConversationFacts {
+    let mut conv = Conversation::new();
+    let mut off = [0i64; 2];
+    for (i, (d, data)) in segments.iter().enumerate() {
+        conv.feed(*d, data, off[*d], 1 + i as u64, 1000.0 + i as f64, true);
+        off[*d] += data.len() as i64;
+    }
+    conv.finish();
+    conv.into_facts()
+}
+
+#[test]
+fn notices_belong_to_their_query_and_outside_one_to_the_session() {
+    let skip = notice("NOTICE", "00000", "table \"gone\" does not exist, skipping");
+    let f = talk(&[
+        (0, startup()),
+        (
+            1,
+            [auth_ok(), notice("WARNING", "01000", "at startup"), ready()].concat(),
+        ),
+        (0, msg(b'Q', &cstr("DROP TABLE IF EXISTS gone"))),
+        (
+            1,
+            [skip.clone(), msg(b'C', &cstr("DROP TABLE")), ready()].concat(),
+        ),
+        (0, msg(b'Q', &cstr("SELECT 1"))),
+        (
+            1,
+            [desc(), rows(1), msg(b'C', &cstr("SELECT 1")), ready()].concat(),
+        ),
+        (1, notice("WARNING", "01000", "while idle")),
+    ]);
+    let q = &f.queries[0];
+    assert_eq!((q.notices.len(), q.notices_total), (1, 1));
+    let n = &q.notices[0].fields;
+    assert_eq!(
+        (
+            n.severity.as_deref(),
+            n.code.as_deref(),
+            n.message.as_deref()
+        ),
+        (
+            Some("NOTICE"),
+            Some("00000"),
+            Some("table \"gone\" does not exist, skipping")
+        )
+    );
+    assert_eq!(q.command_tag.as_deref(), Some("DROP TABLE"));
+    assert_eq!((q.notices[0].frame, q.notices[0].ts), (4, 1003.0));
+    assert!(f.queries[1].notices.is_empty() && f.queries[1].notices_total == 0);
+    let session: Vec<_> = f
+        .notices
+        .iter()
+        .map(|n| n.fields.message.as_deref())
+        .collect();
+    assert_eq!(session, [Some("at startup"), Some("while idle")]);
+    assert_eq!(f.notices_total, 2);
+    // a query raising many notices keeps the first few and counts them all
+    let front = [startup(), msg(b'Q', &cstr("DO $$ ... $$"))].concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        skip.repeat(20),
+        msg(b'C', &cstr("DO")),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Bytes, true);
+    assert_eq!(
+        (f.queries[0].notices.len(), f.queries[0].notices_total),
+        (crate::pgwire::query::MAX_QUERY_NOTICES, 20)
+    );
+}
+
+#[test]
+fn an_error_keeps_every_field_it_was_sent() {
+    let mut body = Vec::new();
+    for (letter, value) in [
+        ('S', "ERREUR"),
+        ('V', "ERROR"),
+        ('C', "23503"),
+        ('M', "insert or update violates foreign key constraint"),
+        (
+            'D',
+            "Key (customer)=(7) is not present in table \"customers\".",
+        ),
+        ('s', "public"),
+        ('t', "orders"),
+        ('n', "orders_customer_fkey"),
+        ('F', "ri_triggers.c"),
+        ('L', "2608"),
+        ('R', "ri_ReportViolation"),
+    ] {
+        body.push(letter as u8);
+        body.extend(cstr(value));
+    }
+    body.push(0);
+    let front = [startup(), msg(b'Q', &cstr("INSERT INTO orders VALUES (7)"))].concat();
+    let back = [auth_ok(), ready(), msg(b'E', &body), msg(b'Z', b"I")].concat();
+    let f = run(&front, &back, Cut::Random(3), true);
+    let e = &f.queries[0].error.as_ref().unwrap().fields;
+    assert_eq!(e.localized_severity.as_deref(), Some("ERREUR"));
+    assert_eq!(e.severity.as_deref(), Some("ERROR"));
+    assert_eq!(e.table.as_deref(), Some("orders"));
+    assert_eq!(e.constraint.as_deref(), Some("orders_customer_fkey"));
+    assert_eq!(e.routine.as_deref(), Some("ri_ReportViolation"));
+    assert_eq!((e.hint.as_deref(), e.column.as_deref()), (None, None));
+}
+
+#[test]
+fn a_result_has_its_columns_and_its_rows_bytes() {
+    let field = |name: &str| [cstr(name), vec![0u8; 18]].concat();
+    let mut t = 3u16.to_be_bytes().to_vec();
+    for name in ["id", "payload", "é"] {
+        t.extend(field(name));
+    }
+    let front = [
+        startup(),
+        msg(b'Q', &cstr("SELECT id, payload, 'x' AS é FROM t")),
+    ]
+    .concat();
+    let back = [
+        auth_ok(),
+        ready(),
+        msg(b'T', &t),
+        rows(12),
+        msg(b'C', &cstr("SELECT 12")),
+        ready(),
+    ]
+    .concat();
+    let f = run(&front, &back, Cut::Random(9), true);
+    let q = &f.queries[0];
+    assert_eq!(
+        q.columns.as_deref(),
+        Some(&["id".into(), "payload".into(), "é".into()][..])
+    );
+    assert_eq!(q.column_count, Some(3));
+    // each DataRow: 2 + 4 + len("row-i") bytes of body
+    let want: usize = (0..12).map(|i| datarow(i).len() - 5).sum();
+    assert_eq!(q.data_row_bytes, want as u64);
+    // a statement without a result (INSERT) has neither
+    let front = [startup(), msg(b'Q', &cstr("INSERT INTO t VALUES (1)"))].concat();
+    let back = [auth_ok(), ready(), msg(b'C', &cstr("INSERT 0 1")), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(
+        (f.queries[0].column_count, f.queries[0].data_row_bytes),
+        (None, 0)
+    );
+    // a table of 1,600 columns keeps 64 names and counts them all; no columns is no names
+    let mut wide = 1600u16.to_be_bytes().to_vec();
+    for i in 0..1600 {
+        wide.extend(field(&format!("c{i}")));
+    }
+    let back = [auth_ok(), ready(), msg(b'T', &wide), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    let q = &f.queries[0];
+    assert_eq!(q.column_count, Some(1600));
+    assert_eq!(
+        q.columns.as_ref().map(Vec::len),
+        Some(crate::pgwire::query::MAX_COLUMN_NAMES)
+    );
+    let back = [auth_ok(), ready(), msg(b'T', &[0, 0]), ready()].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert_eq!(
+        (f.queries[0].column_count, f.queries[0].columns.clone()),
+        (Some(0), Some(vec![]))
+    );
+}
+
+fn auth(code: u32, rest: &[u8]) -> Vec<u8> {
+    msg(b'R', &[&code.to_be_bytes()[..], rest].concat())
+}
+
+fn fatal(code: &str, text: &str) -> Vec<u8> {
+    msg(
+        b'E',
+        &[
+            &b"SFATAL\0VFATAL\0C"[..],
+            &cstr(code),
+            b"M",
+            &cstr(text),
+            b"\0",
+        ]
+        .concat(),
+    )
+}
+
+#[test]
+fn authentication_method_outcome_and_round_trips() {
+    use crate::pgwire::facts::AuthOutcome::{Failed, Ok, Unfinished};
+    let secret = b"hunter2-secret".as_slice();
+    let sasl_list = [cstr("SCRAM-SHA-256-PLUS"), cstr("SCRAM-SHA-256"), vec![0]].concat();
+    let initial = [
+        cstr("SCRAM-SHA-256"),
+        20u32.to_be_bytes().to_vec(),
+        b"n,,n=,r=clientnonce0".to_vec(),
+    ]
+    .concat();
+    let scram = vec![
+        (0, startup()),
+        (1, auth(10, &sasl_list)),
+        (0, msg(b'p', &initial)),
+        (1, auth(11, b"r=clientnonce0server,s=c2FsdA==,i=4096")),
+        (
+            0,
+            msg(b'p', b"c=biws,r=clientnonce0server,p=hunter2-secret"),
+        ),
+        (
+            1,
+            [auth(12, b"v=c2lnbmF0dXJl"), auth(0, b""), ready()].concat(),
+        ),
+    ];
+    let md5 = vec![
+        (0, startup()),
+        (1, auth(5, b"salt")),
+        (0, msg(b'p', &cstr("md5hunter2-secret"))),
+        (1, [auth(0, b""), ready()].concat()),
+    ];
+    let cleartext = vec![
+        (0, startup()),
+        (1, auth(3, b"")),
+        (0, msg(b'p', &[secret, b"\0"].concat())),
+        (1, [auth(0, b""), ready()].concat()),
+    ];
+    let trust = vec![(0, startup()), (1, [auth(0, b""), ready()].concat())];
+    let wrong = vec![
+        (0, startup()),
+        (1, auth(5, b"salt")),
+        (0, msg(b'p', &cstr("md5wrong"))),
+        (
+            1,
+            fatal("28P01", "password authentication failed for user \"alice\""),
+        ),
+    ];
+    let rejected = vec![
+        (0, startup()),
+        (1, fatal("28000", "no pg_hba.conf entry for host")),
+    ];
+    let unanswered = vec![(0, startup()), (1, auth(3, b"")), (0, msg(b'p', secret))];
+    type Want<'a> = (
+        Option<&'a str>,
+        &'a [&'a str],
+        Option<&'a str>,
+        crate::pgwire::facts::AuthOutcome,
+        u64,
+        Option<u64>,
+    );
+    type Talk = [(usize, Vec<u8>)];
+    let cases: [(&str, &Talk, Want); 7] = [
+        (
+            "scram",
+            &scram,
+            (
+                Some("sasl"),
+                &["SCRAM-SHA-256-PLUS", "SCRAM-SHA-256"],
+                Some("SCRAM-SHA-256"),
+                Ok,
+                3,
+                Some(6),
+            ),
+        ),
+        ("md5", &md5, (Some("md5"), &[], None, Ok, 2, Some(4))),
+        (
+            "cleartext",
+            &cleartext,
+            (Some("cleartext-password"), &[], None, Ok, 2, Some(4)),
+        ),
+        ("trust", &trust, (Some("trust"), &[], None, Ok, 1, Some(2))),
+        (
+            "wrong password",
+            &wrong,
+            (Some("md5"), &[], None, Failed, 2, Some(4)),
+        ),
+        ("rejected", &rejected, (None, &[], None, Failed, 1, Some(2))),
+        (
+            "unanswered",
+            &unanswered,
+            (Some("cleartext-password"), &[], None, Unfinished, 1, None),
+        ),
+    ];
+    for (name, segments, want) in cases {
+        let f = talk(segments);
+        let a = f.authentication.clone().unwrap();
+        let got = (
+            a.method.as_deref(),
+            a.mechanisms.iter().map(String::as_str).collect::<Vec<_>>(),
+            a.mechanism.as_deref(),
+            a.outcome,
+            a.round_trips,
+            a.last_frame,
+        );
+        assert_eq!(
+            got,
+            (want.0, want.1.to_vec(), want.2, want.3, want.4, want.5),
+            "{name}"
+        );
+        assert_eq!((a.first_frame, a.start_ts), (1, 1000.0), "{name}");
+        // never a password, a SASL proof or nonce, a hash
+        let text = serde_json::to_string(&f).unwrap();
+        for secret in [
+            "hunter2",
+            "clientnonce",
+            "c2FsdA",
+            "c2lnbmF0dXJl",
+            "md5wrong",
+        ] {
+            assert!(!text.contains(secret), "{name}: {secret} in {text}");
+        }
+    }
+    // mid-stream: no startup, no authentication
+    let (_, back) = select_exchange(1);
+    let f = run(&msg(b'Q', &cstr("SELECT 1")), &back[9..], Cut::Whole, false);
+    assert!(f.authentication.is_none());
+}
+
+#[test]
+fn every_startup_parameter_in_order() {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for s in [
+        "user",
+        "alice",
+        "database",
+        "shop",
+        "client_encoding",
+        "UTF8",
+        "DateStyle",
+        "ISO, MDY",
+        "TimeZone",
+        "Europe/Paris",
+        "extra_float_digits",
+        "3",
+        "options",
+        "-c geqo=off",
+        "replication",
+        "database",
+        "application_name",
+        "pg_receivewal",
+    ] {
+        body.extend(cstr(s));
+    }
+    body.push(0);
+    let start = [&(body.len() as u32 + 4).to_be_bytes()[..], &body].concat();
+    let f = run(&start, &auth(0, b""), Cut::Bytes, true);
+    let s = f.startup.unwrap();
+    let keys: Vec<&str> = s.parameters.0.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "user",
+            "database",
+            "client_encoding",
+            "DateStyle",
+            "TimeZone",
+            "extra_float_digits",
+            "options",
+            "replication",
+            "application_name"
+        ]
+    );
+    assert_eq!(s.parameters.0[4].1, "Europe/Paris");
+    assert_eq!(
+        (s.protocol_version.as_str(), s.application_name.as_deref()),
+        ("3.0", Some("pg_receivewal"))
+    );
 }

@@ -363,3 +363,151 @@ fn direct_tls_with_and_without_alpn_postgresql() {
         );
     }
 }
+
+/// A message of type `t` whose length field says `ln` (the body zeros).
+fn sized(t: u8, ln: usize) -> Vec<u8> {
+    msg(t, &vec![0u8; ln.saturating_sub(4)])
+}
+
+#[test]
+fn fixed_length_types_at_other_lengths_are_malformed() {
+    let (front, back) = select_exchange(1);
+    let at = back.len() - ready().len(); // before the last ReadyForQuery
+    let cases: [(Role, u8, i64, &[usize]); 12] = [
+        (Role::Backend, b'I', 4, &[5, 6, 12]),
+        (Role::Backend, b'1', 4, &[5, 8]),
+        (Role::Backend, b'2', 4, &[5, 8]),
+        (Role::Backend, b'3', 4, &[5, 8]),
+        (Role::Backend, b'n', 4, &[5, 8]),
+        (Role::Backend, b's', 4, &[5, 8]),
+        (Role::Backend, b'c', 4, &[5, 8]),
+        (Role::Backend, b'Z', 5, &[4, 6, 10]),
+        (Role::Backend, b'K', 12, &[4, 8, 11, 13, 16]),
+        (Role::Frontend, b'S', 4, &[5, 8]),
+        (Role::Frontend, b'H', 4, &[5, 8]),
+        (Role::Frontend, b'X', 4, &[5, 8]),
+    ];
+    for (role, t, want, lengths) in cases {
+        for &ln in lengths {
+            let bad = sized(t, ln);
+            let (f_bytes, b_bytes, offset) = if role == Role::Backend {
+                let b = [&back[..at], &bad, &back[at..]].concat();
+                (front.clone(), b, at)
+            } else {
+                let q = startup().len() + msg(b'Q', &cstr("SELECT * FROM t")).len();
+                let f = [&front[..q], &bad, &front[q..]].concat();
+                (f, back.clone(), q)
+            };
+            let mut conv = Conversation::new();
+            conv.feed(0, &f_bytes, 0, 1, 1.0, true);
+            conv.feed(1, &b_bytes, 0, 7, 1.0, true);
+            conv.finish();
+            let f = conv.facts();
+            let reason = StopReason::WrongLength {
+                type_byte: t,
+                role,
+                length: ln as i64,
+                min: want,
+                max: want,
+            };
+            let frame = if role == Role::Backend { 7 } else { 1 };
+            assert_eq!(
+                f.events,
+                [Event::Malformed {
+                    role,
+                    offset: offset as i64,
+                    frame,
+                    reason
+                }],
+                "{} at length {ln}",
+                t as char
+            );
+        }
+    }
+    // CopyDone from the frontend: after a COPY FROM STDIN's CopyData
+    let front = [
+        startup(),
+        msg(b'Q', &cstr("COPY t FROM STDIN")),
+        msg(b'd', b"1\n"),
+        sized(b'c', 6),
+    ]
+    .concat();
+    let back = [auth_ok(), ready(), msg(b'G', &[0, 0, 1, 0, 0])].concat();
+    let f = run(&front, &back, Cut::Whole, true);
+    assert!(matches!(
+        f.decode_stopped.map(|s| s.reason),
+        Some(StopReason::WrongLength {
+            type_byte: b'c',
+            role: Role::Frontend,
+            length: 6,
+            min: 4,
+            max: 4
+        })
+    ));
+}
+
+#[test]
+fn backend_key_data_of_protocol_3_2_may_carry_a_longer_key() {
+    // protocol 3.2 (PostgreSQL 18): a secret key of up to 256 bytes
+    let mut start = startup();
+    start[4..8].copy_from_slice(&196_610u32.to_be_bytes());
+    let key = [&4242u32.to_be_bytes()[..], &[7u8; 32]].concat();
+    let back = [auth_ok(), msg(b'K', &key), ready()].concat();
+    let f = run(&start, &back, Cut::Whole, true);
+    assert!(f.events.is_empty(), "{:?}", f.events);
+    assert_eq!(f.backend_pid, Some(4242));
+    // the server settled on 3.0 (NegotiateProtocolVersion): the key is 4 bytes again
+    let nego = msg(b'v', &[0u32.to_be_bytes(), 0u32.to_be_bytes()].concat());
+    let back = [auth_ok(), nego, msg(b'K', &key), ready()].concat();
+    let f = run(&start, &back, Cut::Whole, true);
+    assert!(matches!(
+        f.decode_stopped.map(|s| s.reason),
+        Some(StopReason::WrongLength {
+            type_byte: b'K',
+            length: 40,
+            min: 12,
+            max: 12,
+            ..
+        })
+    ));
+}
+
+/// A MySQL server greeting (protocol 10) whose payload is `len` bytes: its 3-byte length and
+/// sequence number 0 read as a PostgreSQL header of type `len as u8` and length 10.
+fn mysql_greeting(len: usize) -> Vec<u8> {
+    let mut body = b"\x0a8.0.36\0".to_vec();
+    body.extend_from_slice(&12u32.to_le_bytes());
+    body.extend_from_slice(b"abcdefgh\0\xff\xff\x21\x02\x00\xff\xdf\x15");
+    body.resize(len.saturating_sub(22), 0);
+    body.extend_from_slice(b"caching_sha2_password\0");
+    let mut v = (body.len() as u32).to_le_bytes()[..3].to_vec();
+    v.push(0);
+    v.extend(body);
+    v
+}
+
+#[test]
+fn a_mysql_server_greeting_is_not_postgres_and_no_error() {
+    let login = [&[0x40u8, 0, 0, 1][..], &[0x85, 0xa6, 0x0f, 0], &[0u8; 60]].concat();
+    // 'I' (EmptyQueryResponse) of length 10: malformed at once; 'R' (Authentication) of
+    // length 10 frames, and the next bytes do not; 'E' (ErrorResponse) frames too
+    for len in [0x49usize, 0x52, 0x45] {
+        let greeting = mysql_greeting(len);
+        assert_eq!(
+            (greeting[0], &greeting[1..5]),
+            (len as u8, &[0, 0, 0, 10][..])
+        );
+        let mut conv = Conversation::new();
+        conv.feed(1, &greeting, 0, 4, 1.0, true);
+        conv.feed(0, &login, 0, 6, 1.1, true);
+        conv.finish();
+        let f = conv.into_facts();
+        assert_eq!(f.protocol, Protocol::Unknown, "{len:#x}");
+        assert!(
+            matches!(f.events[..], [Event::NotPostgresql { frame: 6, .. }]),
+            "{len:#x}: {:?}",
+            f.events
+        );
+        assert!(f.messages.backend.0.is_empty() && f.queries.is_empty() && f.startup.is_none());
+    }
+}

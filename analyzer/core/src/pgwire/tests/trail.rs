@@ -126,15 +126,12 @@ fn ready_for_query_keeps_its_transaction_status() {
         .map(|x| x.2)
         .collect();
     assert_eq!(status, ["I", "T", "E", "I"]);
-    // a ReadyForQuery without its byte (a malformed one) keeps an empty status
+    // a ReadyForQuery without its status byte is malformed framing, not a ReadyForQuery
     let mut segs = opening();
     segs.push((0, msg(b'Q', &cstr("SELECT 1"))));
     segs.push((1, msg(b'Z', b"")));
     let last = trails(&segs).pop().map(|t| t.1);
-    assert_eq!(
-        last,
-        Some(vec![("ReadyForQuery".to_string(), None, String::new())])
-    );
+    assert_eq!(last, Some(vec![]));
 }
 
 #[test]
@@ -264,4 +261,27 @@ fn no_trail_unless_asked_and_the_facts_do_not_change() {
     }
     assert!(plain.take_trail(1).is_none());
     assert!(plain.facts() == traced.facts());
+}
+
+#[test]
+fn a_detail_keeps_the_severity_never_localized() {
+    let mut conv = Conversation::new();
+    conv.record_trail();
+    let (front, _) = select_exchange(0);
+    let fatal = msg(
+        b'E',
+        &[
+            &b"SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed\0"[..],
+            b"\0",
+        ]
+        .concat(),
+    );
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    conv.feed(1, &[auth_ok(), fatal].concat(), 0, 2, 1.0, true);
+    let (_, details) = conv.take_trail(1).unwrap();
+    let got: Vec<_> = details
+        .iter()
+        .map(|d| (d.severity.as_deref(), d.code.as_deref()))
+        .collect();
+    assert_eq!(got, [(Some("FATAL"), Some("28P01"))]);
 }
