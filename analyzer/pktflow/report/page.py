@@ -72,13 +72,13 @@ def _ms(a: float | None, b: float | None) -> str:
 
 
 def _table(head: list[str], rows: list[list[str]], left: int = 1,
-           prose: int | None = None) -> str:
-    """A table whose first `left` columns are text (left-aligned), column `prose` wrapped
+           prose: tuple[int, ...] = ()) -> str:
+    """A table whose first `left` columns are text (left-aligned), columns `prose` wrapped
     text that keeps a readable width, in a box that scrolls sideways rather than the page; on
     a phone each row is a card of "column: value" lines (the style's media rule), each cell
     named by its column (data-h)."""
     def cell(tag: str, i: int, v: str) -> str:
-        cls = ("s" if i < left else "") + (" w" if i == prose else "")
+        cls = ("s" if i < left else "") + (" w" if i in prose else "")
         return f'<{tag} class="{cls}" data-h="{escape(head[i])}">{escape(v)}</{tag}>'
 
     th = "".join(cell("th", i, h) for i, h in enumerate(head))
@@ -150,7 +150,8 @@ def _timings(top: list[tuple[int, dict[str, Any]]],
             "byte; transfer: first to last response byte; relay cost: what the pooler added "
             "to the query against its own server leg.</p>"
             + _table(["query", "sql", "answer", "rows", "bytes", "server ms", "transfer ms",
-                      "rate", "relay cost ms", "frames"], rows, left=3, prose=1) + "</section>")
+                      "rate", "relay cost ms", "frames"], rows, left=3, prose=(1, 2))
+            + "</section>")
 
 
 def _findings(report: dict[str, Any]) -> str:
