@@ -75,9 +75,9 @@ fn bulk_only(rows: &Rows, r: &Row) -> bool {
 
 /// What makes two rows "the same step": the lanes, the kind, the messages' names (their counts
 /// may differ), whether it ends inside a message, the marks (windows may differ); and the
-/// bytes, but of a request or its answer (a parameter's digits change a request's size: its
-/// messages make it the same step; group_sizes says where the sizes differ). Each distinct
-/// one numbered.
+/// bytes, but of a request or its answer, whose sizes collapse compares apart (`alike`: a
+/// parameter's digits change a request's size; group_sizes says where they differ). Each
+/// distinct one numbered.
 pub fn signatures(rows: &Rows) -> Vec<u32> {
     let mut names: Map<Vec<&str>, u32> = Map::default();
     let mut owners: Map<&[String], u32> = Map::default();
@@ -105,6 +105,22 @@ pub fn signatures(rows: &Rows) -> Vec<u32> {
         .collect()
 }
 
+/// Two sizes of a request or answer that make it the same step: a parameter's digits, an
+/// identifier's, not another statement (a difference within an eighth, or SIZE_SLACK bytes).
+const SIZE_SLACK: u64 = 8;
+
+fn alike(a: i64, b: i64) -> bool {
+    let slack = u64::try_from(a.max(b) / 8).unwrap_or(0).max(SIZE_SLACK);
+    a.abs_diff(b) <= slack
+}
+
+/// Each row's bytes where signatures leave them out (a request or its answer), else None.
+pub fn sizes(rows: &Rows) -> Vec<Option<i64>> {
+    (rows.rows.iter())
+        .map(|r| exchanges(rows, r).then_some(r.nbytes))
+        .collect()
+}
+
 /// Which rows open an exchange: a request (a segment toward the server carrying messages)
 /// sent from one of `lanes` (the clients', or the pooler's when no client is drawn: a
 /// pooler's forward of a client's request is part of that client's exchange).
@@ -123,9 +139,18 @@ pub fn openers(rows: &Rows, lanes: &[u16]) -> Vec<bool> {
 /// Runs of a repeating block (period 1..MAX_PERIOD; three repetitions, or two of a block of
 /// two rows or more) as groups; greedy from the top, the block that covers the most rows.
 /// A block holding a request starts with one (`openers`): whole exchanges fold, each request
-/// before its answer.
-pub fn collapse(sigs: &[u32], openers: &[bool]) -> Vec<Item> {
+/// before its answer. A repetition's requests and answers are within `alike` of the first
+/// repetition's (`sizes`: signatures leave their bytes out).
+pub fn collapse(sigs: &[u32], sizes: &[Option<i64>], openers: &[bool]) -> Vec<Item> {
     let n = sigs.len();
+    let size = |j: usize| sizes.get(j).copied().flatten();
+    let same = |a: usize, b: usize, k: usize| {
+        sigs.get(a..a + k) == sigs.get(b..b + k)
+            && (0..k).all(|o| match (size(a + o), size(b + o)) {
+                (Some(x), Some(y)) => alike(x, y),
+                _ => true,
+            })
+    };
     let mut items = Vec::new();
     let mut i = 0;
     while i < n {
@@ -134,13 +159,12 @@ pub fn collapse(sigs: &[u32], openers: &[bool]) -> Vec<Item> {
             if i + 2 * k > n {
                 break;
             }
-            let block = &sigs[i..i + k];
             let opens = |j: usize| openers.get(j).copied().unwrap_or(false);
             if !opens(i) && (i..i + k).any(opens) {
                 continue; // it would start inside an exchange
             }
             let mut reps = 1;
-            while i + (reps + 1) * k <= n && &sigs[i + reps * k..i + (reps + 1) * k] == block {
+            while i + (reps + 1) * k <= n && same(i, i + reps * k, k) {
                 reps += 1;
             }
             if reps >= 3 || (reps == 2 && k >= 2) {
@@ -559,7 +583,7 @@ mod tests {
     fn a_block_repeated_becomes_a_group_of_the_most_rows() {
         let sigs = [9, 1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 4, 4, 5];
         assert_eq!(
-            collapse(&sigs, &[false; 14]),
+            collapse(&sigs, &[], &[false; 14]),
             vec![
                 Item::Row(0),
                 Item::Group(Group {
@@ -576,9 +600,12 @@ mod tests {
             ]
         );
         // two of one row is not a group; two of a block of two is
-        assert_eq!(collapse(&[1, 1], &[]), vec![Item::Row(0), Item::Row(1)]);
         assert_eq!(
-            collapse(&[1, 2, 1, 2], &[]),
+            collapse(&[1, 1], &[], &[]),
+            vec![Item::Row(0), Item::Row(1)]
+        );
+        assert_eq!(
+            collapse(&[1, 2, 1, 2], &[], &[]),
             vec![Item::Group(Group {
                 start: 0,
                 period: 2,
@@ -593,7 +620,7 @@ mod tests {
         // start with an answer (2, 1, 2, 1...) but at the next request
         let sigs = [1, 2, 1, 2, 1, 2, 3, 2, 1, 2, 1, 2, 1, 2];
         let opens: Vec<bool> = sigs.iter().map(|&s| s != 2).collect();
-        let groups: Vec<(usize, usize, usize)> = collapse(&sigs, &opens)
+        let groups: Vec<(usize, usize, usize)> = collapse(&sigs, &[], &opens)
             .iter()
             .map(|it| match it {
                 Item::Row(i) => (*i, 1, 1),
@@ -610,8 +637,28 @@ mod tests {
             })
         };
         assert_eq!(
-            collapse(&sigs, &[]),
+            collapse(&sigs, &[], &[]),
             vec![g(0, 2, 3), Item::Row(6), g(7, 2, 3), Item::Row(13)]
         );
+    }
+
+    #[test]
+    fn a_request_alike_but_for_a_parameters_digits_is_the_same_step() {
+        // a request (1) and its answer (2), four times; the third request a byte shorter
+        let sigs = [1, 2, 1, 2, 1, 2, 1, 2];
+        let near = [108, 76, 108, 76, 107, 76, 108, 76].map(Some);
+        let whole = Item::Group(Group {
+            start: 0,
+            period: 2,
+            reps: 4,
+        });
+        assert_eq!(collapse(&sigs, &near, &[]), vec![whole]);
+        // another statement, 488 B against 43 B, is not a repetition
+        let far = [43, 63, 488, 120].map(Some);
+        assert_eq!(
+            collapse(&sigs[..4], &far, &[]),
+            (0..4).map(Item::Row).collect::<Vec<_>>()
+        );
+        assert!(alike(108, 107) && alike(40, 48) && !alike(43, 488) && !alike(1000, 1200));
     }
 }

@@ -52,7 +52,11 @@ impl Drawing {
         let rows = rows::rows(&drawn, lanes, owners, start);
         let cut = drawn.cut;
         drop(drawn);
-        let items = fold::collapse(&fold::signatures(&rows), &fold::openers(&rows, openers));
+        let items = fold::collapse(
+            &fold::signatures(&rows),
+            &fold::sizes(&rows),
+            &fold::openers(&rows, openers),
+        );
         let phases = fold::phases(&rows, &items);
         Drawing {
             rows,
