@@ -118,6 +118,8 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
                                                              width=env.width).width
         side_lanes = _terminal_side_lanes(width)
     report, ladder = prepare(args, analyze, side_lanes)
+    # one folding for every format
+    ladder.fold = "expand" if args.expand else "detail" if args.detail else "bulk"
     if args.explain:
         from pktflow.flow.explain import teach
 
@@ -141,7 +143,7 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         from pktflow.report.page import html
         from pktflow.flow.svg import svg
 
-        out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report,
+        out = svg(ladder) if fmt == "svg" else html(ladder, report,
                                                                         ladder_open=True)
     else:
         from pktflow.flow.sequence import mermaid, plantuml
@@ -157,4 +159,4 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 def render_text(ladder: Any, console: Console, args: argparse.Namespace) -> None:
     from pktflow.flow.text import render
 
-    render(ladder, console, expand=args.expand, detail=args.detail)
+    render(ladder, console)

@@ -27,6 +27,9 @@ MAX_ROWS = 500_000
 MAX_SIDE_LANES = 3
 MAX_DRAWN_SIDE_LANES = 12
 MARKED_ROWS = 6  # retransmissions, zero windows... drawn of a folded bulk transfer
+# How every format draws a ladder: bulk transfers folded to their most repeated step (the
+# default), each repeated block folded (--detail), or every packet (--expand).
+FOLDS = ("bulk", "detail", "expand")
 ODD_LISTED = 6  # frames named of a folded group's rows that differ in size
 
 
@@ -169,6 +172,16 @@ class Ladder:
     legend: list[str] = field(default_factory=list)  # every symbol drawn, explained
     # teaching mode's walk as steps: (title, sentence, frames), for the page's step-through
     steps: list[tuple[str, str, list[int]]] = field(default_factory=list)
+    fold: str = "bulk"  # one of FOLDS: the same for text, SVG, HTML, JSON, Mermaid, PlantUML
+
+    def shown(self) -> Iterator[Row | Group | Phase]:
+        """What every format draws, in order, as `fold` says: a Row is one arrow, a Group
+        its block once with the repetitions, a Phase its totals and most repeated step."""
+        if self.fold == "expand":
+            for i in range(len(self.rows)):
+                yield self.rows[i]
+        else:
+            yield from (self.phases if self.fold == "bulk" else self.items)
 
     def _item(self, start: int, period: int, reps: int) -> Row | Group:
         return self.rows[start] if reps == 1 else Group(start, period, reps)
@@ -417,10 +430,25 @@ def row_json(r: Row) -> dict[str, Any]:
             "partial": r.partial, "marks": list(r.marks), "label": label(r)}
 
 
+def phase_json(ladder: Ladder, it: Phase) -> dict[str, Any]:
+    """A folded bulk transfer: its totals, per arrow direction its segments and ACKs, its
+    marked rows (the first MARKED_ROWS) and its most repeated block."""
+    marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+    g = it.dominant
+    return {**ladder.totals(it.start, it.end),
+            "breakdown": ladder.breakdown(it.start, it.end),
+            "marked": [row_json(r) for r in marked], "marked_more": n - len(marked),
+            "dominant": None if g is None else {
+                "repetitions": g.reps, "period": g.period,
+                "rows": [row_json(r) for r in ladder.rows[g.start:g.start + g.period]]}}
+
+
 def to_json(ladder: Ladder) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
-    for it in ladder.items:
-        if isinstance(it, Group):
+    for it in ladder.shown():
+        if isinstance(it, Phase):
+            items.append({"phase": phase_json(ladder, it)})
+        elif isinstance(it, Group):
             items.append({"group": {"repetitions": it.reps, "period": it.period,
                                     **ladder.group_totals(it),
                                     "sizes": ladder.group_sizes(it),
@@ -429,5 +457,5 @@ def to_json(ladder: Ladder) -> dict[str, Any]:
         else:
             items.append(row_json(it))
     return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
-            "items": items, "cut": ladder.cut, "notes": ladder.notes,
+            "fold": ladder.fold, "items": items, "cut": ladder.cut, "notes": ladder.notes,
             "explain": ladder.explain, "legend": ladder.legend}

@@ -167,10 +167,8 @@ def _totals_line(tot: dict, prefix: str, lanes: list[str]) -> str:  # type: igno
             + (f", {msgs}" if msgs else ""))
 
 
-def render(ladder: Ladder, console: Console, *, expand: bool = False,
-           detail: bool = False) -> None:
-    """Default: bulk phases folded to their most repeated step; `detail`: every repeated block
-    folded; `expand`: every packet."""
+def render(ladder: Ladder, console: Console) -> None:
+    """The ladder folded as `ladder.fold` says (Ladder.shown)."""
     canvas = _Canvas(ladder.lanes, console.width)
     console.print(Text(ladder.title, "bold"))
     if GUTTER + canvas.width > console.width:
@@ -184,11 +182,10 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
         out.flush()
         return
     rows, t0 = ladder.rows, ladder.rows[0].t
-    items = ladder.items if expand or detail else ladder.phases
-    for it in items:
+    for it in ladder.shown():
         if isinstance(it, Phase):
             _phase(out, canvas, ladder, it, t0)
-        elif isinstance(it, Group) and not expand:
+        elif isinstance(it, Group):
             tot = ladder.group_totals(it)
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                                 _totals_line(tot, f"╭─ × {it.reps:,}: ", ladder.lanes),
@@ -199,9 +196,6 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
                 out.add(canvas.arrow(r, f"     ×{it.reps:,}"))
             out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",
                                 "bold yellow"))
-        elif isinstance(it, Group):
-            for r in rows[it.start:it.end]:
-                out.add(canvas.arrow(r, _lead(r, t0)))
         else:
             out.add(canvas.arrow(it, _lead(it, t0)))
     out.flush()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pktflow.flow.explain import teach
-from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, row_json
+from pktflow.flow.ladder import Group, Ladder, Phase, phase_json, row_json
 from pktflow.flow.legend import MEANING, TCP_WORDS, code, family
 from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
@@ -30,7 +30,7 @@ MAX_SECTIONS = 50  # connections with a section of their own, the busiest
 
 
 def page_json(ladder: Ladder) -> dict[str, Any]:
-    """The ladder as the page draws it: bulk transfers and repeated blocks folded."""
+    """The ladder as the page draws it, folded as every format is (Ladder.shown)."""
     rows = ladder.rows
 
     def block(g: Group) -> dict[str, Any]:
@@ -38,15 +38,9 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
                 "rows": [row_json(r) for r in rows[g.start:g.start + g.period]]}
 
     items: list[dict[str, Any]] = []
-    for it in ladder.phases:
+    for it in ladder.shown():
         if isinstance(it, Phase):
-            marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
-            items.append({"phase": {**ladder.totals(it.start, it.end),
-                                    "breakdown": ladder.breakdown(it.start, it.end),
-                                    "marked": [row_json(r) for r in marked],
-                                    "marked_more": n - len(marked),
-                                    "dominant": None if it.dominant is None
-                                    else block(it.dominant)}})
+            items.append({"phase": phase_json(ladder, it)})
         elif isinstance(it, Group):
             items.append({"group": {**ladder.group_totals(it), **block(it),
                                     "odd": ladder.odd_ones(it)}})
