@@ -81,10 +81,13 @@ def _table(head: list[str], rows: list[list[str]], left: int = 1,
     return f"<div class='scroll'><table class='cards'><tr>{th}</tr>{body}</table></div>"
 
 
-def _relay_costs(report: dict[str, Any]) -> dict[tuple[str, int], float | None]:
-    """(front connection, query index) -> what the relay added to it, ms."""
+def _relay_costs(report: dict[str, Any], conns: set[str]
+                 ) -> dict[tuple[str, int], float | None]:
+    """(front connection, query index) -> what the relay added to it, ms, for the queries of
+    `conns` (the page's: a storm's 80,000 pairs, all kept, were 45 MB)."""
     return {(p["front"]["connection"], p["front"]["query_index"]): p.get("relay_cost_ms")
-            for r in report.get("relays") or [] for p in r["queries"]}
+            for r in report.get("relays") or [] for p in r["queries"]
+            if p["front"]["connection"] in conns}
 
 
 def _queries(top: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -377,7 +380,7 @@ def page(ladder: Ladder, report: dict[str, Any] | None = None, *, ladder_open: b
     top = [] if report is None else busiest(report["connections"], MAX_SECTIONS)
     if report is not None:
         cap = report["capture"]
-        costs = _relay_costs(report)
+        costs = _relay_costs(report, {c["id"] for _, c in top})
         head += [f"<p>{escape(cap['file'])}: {cap['packets']:,} packets, "
                  f"{cap['duration_s']:.3f} s, {len(report['connections']):,} TCP "
                  f"connection(s).</p>", _answer(report, top, costs), _timings(top, costs)]
