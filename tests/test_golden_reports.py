@@ -58,6 +58,14 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", DIRECTION + r"\.verdict\.(shares|receiver)"):
         "added: the verdict's shares of the transfer time per limit, and for a receiver-window "
         "limit whether the buffer or the application held it",
+    (".*", DIRECTION + r"\.verdict\.(saving_s|without|saving_model)"):
+        "added: what the transfer would save without the limit its verdict names, what "
+        "'without' means (or why there is no saving) and the model's name, issue 35",
+    (".*", r"\.connections\[\d+\]\.round_trips\.(saving_s|pipelined_saving_s|without)"):
+        "added: what the conversation would save with the client next to the server and with "
+        "its queries pipelined, issue 35",
+    (".*", r"\.relays\[\d+\]\.verdict\.(saving_s|without)"):
+        "added: what going direct would save (all the relay added), issue 35",
     (".*", DIRECTION + r"\.verdict\.(summary|evidence_frames(\[\d+\])?)"):
         "the verdict's sentence now quotes the shares of time it is judged on and the frames "
         "of the dominant limit's first and longest runs",

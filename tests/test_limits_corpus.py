@@ -102,6 +102,26 @@ def test_each_condition_is_named_as_such(name: str, limit: str, receiver: str | 
     assert (v["limit"], v.get("receiver")) == (limit, receiver), v["summary"]
 
 
+@pytest.mark.parametrize("name,receiver", [
+    # the client's window held the front leg; the pooler's window on the back leg filled
+    # because it could not pass on what it held
+    ("seqscan-10k-pgbouncer-bridge-unshaped", "application"),
+    ("seqscan-10k-pgbouncer-bridge-rcvbuf16384", "application"),
+    # the pooler's own receive buffer made tiny (tcp_rmem 16384 on its host): its window
+    # ceiling is a ninth of the client's, and it is that buffer to raise
+    ("seqscan-10k-pgbouncer-bridge-poolerrcvbuf16384", "buffer"),
+])
+def test_a_pooler_waiting_on_its_client_is_the_back_legs_reader(name: str,
+                                                                 receiver: str) -> None:
+    rep, m = report(name), meta(name)
+    sock = next(s for s in m["kernel"]["sockets"] if s["direction"] == "server->pooler")
+    assert sock["dominant_limit"] == "receiver_window"
+    v = direction_of(rep, sock)["verdict"]
+    assert (v["limit"], v.get("receiver")) == ("receiver_window", receiver), v["summary"]
+    assert ("look at the client" in v["summary"]) == (receiver == "application")
+    assert ("tcp_socket_buffer" in v["summary"]) == (receiver == "buffer")
+
+
 def test_the_bandwidth_limit_of_the_server_leg_too() -> None:
     rep, m = report("seqscan-10k-pgbouncer-bridge-20mbit"), meta(
         "seqscan-10k-pgbouncer-bridge-20mbit")

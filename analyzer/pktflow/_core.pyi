@@ -74,6 +74,7 @@ class AckJudgement(TypedDict):
 
 class WindowJudgement(TypedDict):
     max: int | None
+    scaled: bool
     zero_window_periods: int
     zero_window_total_s: float
 
@@ -177,6 +178,14 @@ class RoundTrips(TypedDict):
     bulk_ms: float
     share: float | None
     summary: str
+    saving_s: NotRequired[float]
+    pipelined_saving_s: NotRequired[float]
+    without: NotRequired[str]
+
+class ConversationSaving(TypedDict):
+    saving_s: float | None
+    pipelined_saving_s: float | None
+    without: str
 
 class Judgement(TypedDict):
     id: str
@@ -197,6 +206,9 @@ class Verdict(TypedDict):
     receiver: NotRequired[Literal["buffer", "application"]]
     summary: str
     evidence_frames: list[int]
+    saving_s: NotRequired[float]
+    without: NotRequired[str]
+    saving_model: NotRequired[str]
 
 class CapturePoint(TypedDict):
     position: str
@@ -224,6 +236,7 @@ class Words(TypedDict):
     directions: DirectionsWords | None
     capture_point: CapturePoint | None
     round_trips: str | None
+    round_trips_saving: NotRequired[ConversationSaving | None]
     decode_stopped: str | None
     findings: list[Finding]
 
@@ -586,13 +599,21 @@ class RelayJudgement(TypedDict):
     costs: Costs
     unmatched_front: UnmatchedFront
     fronts: list[FrontLeg]
+    backs: list[BackLeg]
 
 class FrontLeg(TypedDict):
     connection: str
     limit: VerdictLimit
     limits: Limits
+    window_ceiling: int | None
 
-class FrontVerdict(TypedDict):
+class BackLeg(TypedDict):
+    connection: str
+    verdict: Verdict
+    limits: Limits
+    window_ceiling: int | None
+
+class LegVerdict(TypedDict):
     connection: str
     verdict: Verdict
 
@@ -606,12 +627,15 @@ class RelayVerdict(TypedDict):
     relay_ms: float | None
     front_leg_ms: float | None
     evidence_frames: list[int]
+    saving_s: NotRequired[float]
+    without: NotRequired[str]
 
 class RelayWords(TypedDict):
     coupling: str
     verdict: RelayVerdict
     findings: list[Finding]
-    front_verdicts: NotRequired[list[FrontVerdict]]
+    front_verdicts: NotRequired[list[LegVerdict]]
+    back_verdicts: NotRequired[list[LegVerdict]]
 
 class RelayJudge(Protocol):
     def __call__(self, judgement: RelayJudgement, /) -> RelayWords: ...

@@ -14,7 +14,8 @@ from pktflow.findings import Finding
 from pktflow.pgwire.report import conversation_findings, stop_reason
 from pktflow.tcp.findings import connection_findings, engine_order
 from pktflow.transfer.capture_point import capture_point
-from pktflow.transfer.round_trips import round_trip_findings, summary
+from pktflow.transfer.round_trips import conversation_saving, round_trip_findings, summary
+from pktflow.transfer.saving import apply as apply_saving
 from pktflow.transfer.verdict import (MIN_BYTES, MIN_SEGMENTS, direction_findings,
                                       note_capture_point, pattern, verdict, waiting_for)
 
@@ -56,6 +57,7 @@ class Judge:
         stopped = pg["decode_stopped"] if pg is not None else None
         return {"directions": directions, "capture_point": cp,
                 "round_trips": None if rt is None else summary(rt),
+                "round_trips_saving": None if rt is None else conversation_saving(rt),
                 "decode_stopped": None if stopped is None else stop_reason(stopped),
                 "findings": [f.to_json() for f in found]}
 
@@ -67,7 +69,9 @@ class Judge:
             t = dirs[key]["transfer"]
             if t is None:
                 return None
-            words[key] = {"pattern": pattern(t), "verdict": verdict(t),
+            v = verdict(t)
+            apply_saving(t, v)
+            words[key] = {"pattern": pattern(t), "verdict": v,
                           "waiting_for": [waiting_for(p) for p in t["idle"]["periods"]]}
             found += direction_findings(j["id"], name, t)
         return {"client_to_server": words["client_to_server"],

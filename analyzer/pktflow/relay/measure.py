@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, cast
 
 from pktflow.findings import Finding
 from pktflow.transfer.advice import SENDER
-from pktflow.transfer.verdict import LIMITS, LimitName
+from pktflow.transfer.saving import MODEL
+from pktflow.transfer.verdict import LIMITS, LimitName, framed, head_of, window_held
 
 if TYPE_CHECKING:
-    from pktflow._core import (ByLimit, Component, Coupling, Forwarding, FrontLeg, FrontVerdict,
+    from pktflow._core import (ByLimit, Component, Coupling, Forwarding, FrontLeg, LegVerdict,
                                RelayJudgement, RelayVerdict, RelayWords, Verdict)
 
 
@@ -183,25 +184,34 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
     if setting is None and limit != "none":
         setting = SETTINGS[limit]
     summary = "; ".join(parts) + "." if parts else "no bulk response went through the relay."
-    return {"summary": summary[0].upper() + summary[1:], "setting": setting, "limit": limit,
-            "legs": {"front": front, "back": back},
-            "relay_ms": round(own, 3) if count else None,
-            "front_leg_ms": round(total - own, 3) if count else None,
-            "evidence_frames": sorted(set(frames))[:12]}
+    out: RelayVerdict = {"summary": summary[0].upper() + summary[1:], "setting": setting,
+                         "limit": limit, "legs": {"front": front, "back": back},
+                         "relay_ms": round(own, 3) if count else None,
+                         "front_leg_ms": round(total - own, 3) if count else None,
+                         "evidence_frames": sorted(set(frames))[:12]}
+    if count:
+        # going direct: the client would wait only as long as the server leg took, so the
+        # saving is all the relay added (its own forwarding and the client leg's slower drain)
+        out["saving_s"] = round(total / 1e3, 6)
+        out["without"] = (f"going direct (no relay): the {total:,.2f} ms the client waited "
+                          f"beyond the server leg over {n}")
+    else:
+        out["without"] = "no query matched leg to leg: no saving"
+    return out
 
 
 def _us(ms: float | None) -> str:
     return f"{(ms or 0.0) * 1000:,.0f} us"
 
 
-def front_verdicts(j: RelayJudgement) -> list[FrontVerdict]:
+def front_verdicts(j: RelayJudgement) -> list[LegVerdict]:
     """The front legs' verdicts judged again as the relay's, when it forwarded at once: the
     time their own packets give the network and round trips was the back leg's pace, which
     the relay passed on; the relay had nothing more to send."""
     fw = j["forwarding"]
     if not forwarded_at_once(fw):
         return []
-    out: list[FrontVerdict] = []
+    out: list[LegVerdict] = []
     for f in j["fronts"]:
         v = _inherited(f, fw)
         if v is not None:
@@ -230,8 +240,55 @@ def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
                f"{shares['sender']:.0%} of the transfer's {total * 1e3:,.1f} ms")
     if limit != "sender":
         summary += f"; {limit.replace('_', ' ')} {shares[limit]:.0%} outweighs it"
-    return {"limit": limit, "shares": cast("ByLimit[float]", shares), "summary": summary,
-            "evidence_frames": frames}
+    out: Verdict = {"limit": limit, "shares": cast("ByLimit[float]", shares),
+                    "summary": summary, "evidence_frames": frames}
+    if limit == "sender":
+        out |= {"saving_s": 0.0, "saving_model": MODEL,
+                "without": "nothing on this leg: the relay passed the server leg's pace on "
+                           "(the relay's verdict says what would save time)"}
+    else:
+        out |= {"without": f"the leg's own figures mix the server leg's pace with "
+                           f"{limit.replace('_', ' ')}: no saving modelled", "saving_model": MODEL}
+    return out
+
+
+# A back leg's window ceiling under this share of the client's is the pooler's own small
+# receive buffer, whoever else was slow: that is what to raise.
+OWN_BUFFER_SHARE = 0.5
+
+
+def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
+    """The back legs' window verdicts judged again as the relay's: while the client's window
+    held the front leg, the pooler's window on the back leg shut because the pooler waited on
+    its own client (the receiver is its application, not its buffer), unless the pooler's
+    window was much smaller than the client's (its own receive buffer, then)."""
+    if j["legs"]["front"] != "receiver_window":
+        return []
+    fronts = [(f["connection"], f["window_ceiling"]) for f in j["fronts"]
+              if f["limit"] == "receiver_window"]
+    client_ceiling = max((c for _, c in fronts if c is not None), default=None)
+    out: list[LegVerdict] = []
+    for b in j["backs"]:
+        v, own = b["verdict"], b["window_ceiling"]
+        if v.get("receiver") != "buffer":
+            continue
+        if own is not None and client_ceiling is not None and \
+                own < OWN_BUFFER_SHARE * client_ceiling:
+            continue
+        who = ", ".join(c for c, _ in fronts[:3]) or "its front legs"
+        why = (f"the pooler waited on its own client: the client's window held the front leg "
+               f"({who}), and the pooler's window on this leg "
+               + (f"(at least {own:,} bytes at its largest) " if own is not None else "")
+               + "filled while it could not pass on what it held; a larger buffer at the "
+                 "pooler would only hold more: look at the client")
+        shares, lim = v["shares"], b["limits"]
+        if shares is None:
+            continue
+        summary = framed(window_held(lim, head_of(lim, shares, "receiver_window"), why), shares,
+                         "receiver_window", v.get("mixed_with"))
+        out.append({"connection": b["connection"],
+                    "verdict": v | {"receiver": "application", "summary": summary}})
+    return out
 
 
 def relay_findings(j: RelayJudgement) -> list[Finding]:
@@ -259,4 +316,4 @@ class RelayJudge:
         found = relay_findings(j)
         self.findings += found
         return {"coupling": coupling, "verdict": verdict_json(j, coupling),
-                "findings": [f.to_json() for f in found], "front_verdicts": front_verdicts(j)}
+                "findings": [f.to_json() for f in found], "front_verdicts": front_verdicts(j), "back_verdicts": back_verdicts(j)}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pktflow.transfer.advice import NAMES, ROUND_TRIPS, look_at, sender_of
 from pktflow.transfer.round_trips import round_trips_set_the_time
+from pktflow.transfer.saving import sentence
 from pktflow.units import size
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ def _line(conn: dict[str, Any], name: str, d: dict[str, Any]) -> Line:
     if share is not None:
         what += f", {share:.0%} of the time"
     line = [Part(f"{head}, limited by "), Part(what, "bold")]
+    saved = sentence(limit, took, v)
+    if saved:
+        line.append(Part(f"; {saved}"))
     advice = look_at(v, sender_of(role, name))
     if advice:
         line.append(Part(f". Look at {advice}."))
@@ -95,7 +99,17 @@ def _round_trips_line(conn: dict[str, Any]) -> Line:
             Part(f"round trips {rt['share']:.0%} of the time", "bold"),
             Part(f" ({rt['queries']:,} x {rt['rtt_ms']:,.3f} ms = {rt['round_trips_ms']:,.1f} "
                  f"ms of {rt['span_ms']:,.1f} ms; the bulk data moved for {rt['bulk_ms']:,.1f} "
-                 f"ms). Look at {ROUND_TRIPS}.")]
+                 f"ms)" + _conversation_saving(rt) + f". Look at {ROUND_TRIPS}.")]
+
+
+def _conversation_saving(rt: dict[str, Any]) -> str:
+    saved, pipelined = rt.get("saving_s"), rt.get("pipelined_saving_s")
+    if saved is None:
+        return ""
+    out = f"; with the client next to the server it would take about {saved * 1e3:,.0f} ms less"
+    if pipelined is not None:
+        out += f", with its queries pipelined about {pipelined * 1e3:,.0f} ms less"
+    return out
 
 
 # the relay's verdict.limit -> who set the pace, as the answer says it
@@ -117,6 +131,9 @@ def _relay_line(relay: dict[str, Any]) -> Line:
             line.append(Part(f"; the relay itself added {own:,.2f} ms"))
             if drain:
                 line.append(Part(f", the client leg {drain:,.2f} ms"))
+        saved = v.get("saving_s")
+        if saved and drain:  # else it is the relay's own time, just said
+            line.append(Part(f"; going direct would save about {saved * 1e3:,.2f} ms"))
         line.append(Part("."))
     setting = v.get("setting")
     if setting:

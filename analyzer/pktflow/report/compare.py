@@ -22,6 +22,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pktflow._core import sql_key
+from pktflow.transfer.saving_compare import closing
 from pktflow.rates import format_rate
 
 if TYPE_CHECKING:  # rich loads when the terminal view is drawn, not for JSON
@@ -94,7 +95,8 @@ def _connection(conn: dict[str, Any]) -> dict[str, Any]:
             "bytes_per_flight": flights.get("bytes_median"), "flights": flights.get("count"),
             "zero_windows": (d.get("window") or {}).get("zero_window_periods"),
             "rtt_ms": (d.get("rtt_ms") or {}).get("median"),
-            "limit": verdict.get("limit"), "verdict": verdict.get("summary")}
+            "limit": verdict.get("limit"), "verdict": verdict.get("summary"),
+            "saving_s": verdict.get("saving_s")}
 
 
 class Side(NamedTuple):
@@ -225,7 +227,8 @@ def _summary(rows: list[dict[str, Any]], a: Side, b: Side) -> dict[str, Any]:
         sa, sb = (sum(r[s][field] for r in timed) for s in ("_a", "_b"))
         parts.append({"part": key, "where": where, "ms": _ms(sb - sa),
                       "a_ms": _ms(sa), "b_ms": _ms(sb),
-                      "why": _why(key, sa, sb, timed, a, b)})
+                      "why": _why(key, sa, sb, timed, a, b)}
+                     | closing(key, sa, sb, timed, a, b))
     return {"queries": len(timed), "unmatched": len(rows) - len(timed),
             "a_ms": _ms(total["_a"]), "b_ms": _ms(total["_b"]),
             "difference_ms": _ms(total["_b"] - total["_a"]), "parts": parts}
@@ -310,7 +313,9 @@ def render(doc: dict[str, Any], console: Console) -> None:
     summary = doc["summary"]
     console.print(Text(headline(summary), "bold"))
     for p in summary["parts"]:
-        console.print(Text(f"  {p['ms']:+,.3f} ms {p['where']}: {p['why']}"))
+        close = ("" if not p["ms"] or not p.get("saving_ms") else
+                 f"; closed by {p['close_by']}: about {p['saving_ms']:,.3f} ms less")
+        console.print(Text(f"  {p['ms']:+,.3f} ms {p['where']}: {p['why']}{close}"))
     if not doc["queries"]:
         console.print(Text("no query appears in both captures", "yellow"))
     for row in doc["queries"][:MAX_QUERIES]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pktflow.findings import Finding
 
 if TYPE_CHECKING:
-    from pktflow._core import RoundTrips
+    from pktflow._core import ConversationSaving, RoundTrips
 
 MIN_QUERIES = 10  # fewer: a round trip or two is no pattern
 MOST = 0.5  # round trips this share of the conversation or more are worth a finding
@@ -60,3 +60,22 @@ def round_trip_findings(rt: RoundTrips | None, conn_id: str,
         f"moved for {rt['bulk_ms']:,.1f} ms: the round trips, not the transfer, set the time "
         f"(fewer statements, pipelining, or a client nearer the server)",
         conn_id, list(frames) if frames else [])]
+
+
+CONVERSATION_WITHOUT = ("the client next to the server (each query's round trip near zero); "
+                        "pipelined: every query sent at once, one round trip for all")
+
+
+def conversation_saving(rt: RoundTrips) -> ConversationSaving:
+    """What the conversation would save: with the client next to the server its queries' round
+    trips go (`saving_s`: queries x the path's round trip); with its queries pipelined or
+    batched (where the protocol allows: extended-protocol statements that do not depend on
+    each other's answers) all but one of them go (`pipelined_saving_s`). Unknown without a
+    round trip."""
+    n, rtt = rt["queries"], rt["rtt_ms"]
+    if rtt is None or rt["round_trips_ms"] is None:
+        return {"saving_s": None, "pipelined_saving_s": None,
+                "without": "the round trip is unknown (no handshake, no RTT sample): no saving"}
+    return {"saving_s": round(rt["round_trips_ms"] / 1e3, 6),
+            "pipelined_saving_s": round(max(n - 1, 0) * rtt / 1e3, 6),
+            "without": CONVERSATION_WITHOUT}

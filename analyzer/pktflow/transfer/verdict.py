@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Literal, cast
 from pktflow.findings import Finding
 
 if TYPE_CHECKING:  # the binding's value types (pktflow/_core.pyi): checked, not imported
-    from pktflow._core import (ByLimit, IdleJudged, LimitFacts, Stretch, TransferJudgement,
-                               Verdict)
+    from pktflow._core import (ByLimit, IdleJudged, LimitFacts, Limits, Run, Stretch,
+                               TransferJudgement, Verdict)
 
 MIN_BYTES = 64 * 1024  # below this a direction carries too little to judge
 MIN_SEGMENTS = 20
@@ -51,7 +51,7 @@ LIMITS: tuple[LimitName, ...] = ("receiver_window", "network", "loss", "latency"
 NEAR_TIE = 0.05
 LOSS_SHARE = 0.01
 
-def _frames(s: Stretch | None) -> str:
+def _frames(s: Stretch | Run | None) -> str:
     if not s:
         return ""
     return (f"; longest {s['seconds'] * 1e3:,.1f} ms, frames {s['from_frame']}-"
@@ -117,6 +117,32 @@ def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
     return int(f["retransmitted_segments"]) + int(lim["recovery_by_hole"])
 
 
+def head_of(lim: LimitFacts | Limits, shares: ByLimit[float], limit: LimitName) -> str:
+    """The named limit's share of the transfer, and its longest stretch."""
+    return (f"{shares[limit]:.0%} of the transfer's {lim['transfer_s'] * 1e3:,.1f} ms"
+            + _frames(lim["longest"][limit]))
+
+
+def window_held(lim: LimitFacts | Limits, head: str, why: str) -> str:
+    """The receiver's window's sentence: how long it held the sender, and whose it was."""
+    busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
+    busy_share = lim["seconds"]["receiver_window"] / busy if busy else 0.0
+    busy_part = f" ({busy_share:.0%} of the time it had data to send)" if busy else ""
+    return f"the receiver's window held the sender {head}{busy_part}; {why}"
+
+
+def framed(summary: str, shares: ByLimit[float], limit: LimitName,
+           mixed: LimitName | None) -> str:
+    """A verdict's sentence with its near-tie said first and the other limits' shares last."""
+    if mixed is not None:
+        summary = (f"mixed: {limit.replace('_', ' ')} {shares[limit]:.0%} and "
+                   f"{mixed.replace('_', ' ')} {shares[mixed]:.0%}, within "
+                   f"{NEAR_TIE:.0%} of each other; " + summary)
+    others = ", ".join(f"{k.replace('_', ' ')} {shares[k]:.0%}" for k in LIMITS
+                       if k != limit and shares[k] >= 0.01)
+    return summary + (f" (the rest: {others})" if others else "")
+
+
 def verdict(f: TransferJudgement) -> Verdict:
     data_bytes, segments = f["data_bytes"], f["segments"]
     if data_bytes < MIN_BYTES or segments < MIN_SEGMENTS:
@@ -136,17 +162,13 @@ def verdict(f: TransferJudgement) -> Verdict:
                 "evidence_frames": []}
     shares = limit_shares(lim)
     limit, mixed = dominant(f, lim)
-    busy = max(lim["transfer_s"] - lim["sender_idle_s"], 0.0)
-    total_ms = lim["transfer_s"] * 1e3
     longest, first = lim["longest"][limit], lim["first"][limit]
-    share = shares[limit]
-    head = (f"{share:.0%} of the transfer's {total_ms:,.1f} ms" + _frames(longest))
+    head = head_of(lim, shares, limit)
     out: Verdict = {"limit": limit, "shares": shares}  # type: ignore[typeddict-item]
     if mixed is not None:
         out["mixed_with"] = mixed
     if limit == "receiver_window":
         zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
-        busy_share = lim["seconds"]["receiver_window"] / busy if busy else 0.0
         if _stopped_reading(f, lim):
             out["receiver"] = "application"
             why = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
@@ -157,11 +179,13 @@ def verdict(f: TransferJudgement) -> Verdict:
             out["receiver"] = "buffer"
             shut = (f", shut only briefly ({zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
                     f"in all)" if zero_periods else " but never shut")
-            why = (f"the window filled{shut} (at most {w['max'] or 0:,} bytes): the receiver "
-                   f"kept reading, its buffer held less than the path can carry; a larger "
-                   f"receive buffer (tcp_rmem, a pooler's tcp_socket_buffer) lifts it")
-        busy_part = f" ({busy_share:.0%} of the time it had data to send)" if busy else ""
-        summary = f"the receiver's window held the sender {head}{busy_part}; {why}"
+            most = (f"at most {w['max'] or 0:,} bytes" if w["scaled"] else
+                    f"at least {w['max'] or 0:,} bytes at its largest: its scale is not in the "
+                    f"capture")
+            why = (f"the window filled{shut} ({most}): the receiver kept reading, its buffer "
+                   f"held less than the path can carry; a larger receive buffer (tcp_rmem, a "
+                   f"pooler's tcp_socket_buffer) lifts it")
+        summary = window_held(lim, head, why)
     elif limit == "loss":
         lost = _lost(f, lim)
         after = lim["after_loss_s"] / lim["transfer_s"]
@@ -186,15 +210,7 @@ def verdict(f: TransferJudgement) -> Verdict:
                    f"(for a server: producing the rows; for a pooler: what its other leg "
                    f"brought); the window and the network kept up. The ACK pattern "
                    f"({pattern(f)}) is delayed-ACK pacing, not a round-trip limit")
-    if mixed is not None:
-        summary = (f"mixed: {limit.replace('_', ' ')} {shares[limit]:.0%} and "
-                   f"{mixed.replace('_', ' ')} {shares[mixed]:.0%}, within "
-                   f"{NEAR_TIE:.0%} of each other; " + summary)
-    others = ", ".join(f"{k.replace('_', ' ')} {shares[k]:.0%}" for k in LIMITS
-                       if k != limit and shares[k] >= 0.01)
-    if others:
-        summary += f" (the rest: {others})"
-    out["summary"] = summary
+    out["summary"] = framed(summary, shares, limit, mixed)
     out["evidence_frames"] = list(dict.fromkeys(
         x for s in (first, longest) if s for x in (s["from_frame"], s["to_frame"])))
     return out

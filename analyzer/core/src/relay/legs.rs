@@ -13,9 +13,10 @@ use crate::pgwire::messages::py_space;
 use crate::report::conversation::QueryRecord;
 use crate::report::direction::LimitsRecord;
 use crate::report::values::Digits;
-use crate::report::words::Limit;
+use crate::report::words::{Limit, Verdict};
 use crate::report::ConnectionRecord;
 use crate::series::Series;
+use crate::transfer::window_bytes;
 
 /// A response in this many segments or more is a bulk one.
 pub const BULK_SEGMENTS: u64 = 4;
@@ -151,6 +152,12 @@ pub struct LegDetail {
     /// front leg's verdict may be judged again as the relay's, `RelayWords::front_verdicts`).
     pub limit: Limit,
     pub limits: Option<LimitsRecord>,
+    /// A back leg's verdict when its receiver's window (the pooler's) limited it: the relay
+    /// may judge whose the window was (`RelayWords::back_verdicts`).
+    pub window_verdict: Option<Verdict>,
+    /// The largest window the receiver advertised, in bytes; where the scale is unknown (no
+    /// handshake in the capture), at least this many.
+    pub window_ceiling: Option<i64>,
     pub payload_bytes: i64,
     /// When the client's window (the server -> client direction's receiver) was zero.
     pub zero_spans: Vec<(f64, f64)>,
@@ -185,6 +192,12 @@ impl LegDetail {
             limits: t
                 .filter(|t| t.verdict.limit != Limit::None)
                 .map(|t| t.limits.clone()),
+            window_verdict: t
+                .filter(|t| t.verdict.limit == Limit::ReceiverWindow)
+                .map(|t| t.verdict.clone()),
+            window_ceiling: t.and_then(|t| {
+                window_bytes(t.window.max, t.window.scaled, t.window.scale_lower_bound)
+            }),
             payload_bytes: s2c.payload_bytes,
             zero_spans: extras.zero_spans,
         };

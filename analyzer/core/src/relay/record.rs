@@ -11,6 +11,7 @@ use super::measure::{Coupling, ForwardChunk, LegsSeen, Pair, PerLeg};
 use super::pairs::Pairs;
 use super::store::Legs;
 use crate::report::direction::LimitsRecord;
+use crate::report::values::Maybe;
 use crate::report::words::{Finding, Limit, Verdict};
 use crate::report::ReportError;
 
@@ -44,6 +45,13 @@ pub struct RelayVerdict {
     pub relay_ms: Option<f64>,
     pub front_leg_ms: Option<f64>,
     pub evidence_frames: Vec<u64>,
+    /// What going direct would save (seconds): all the relay added; absent without a matched
+    /// query (`without` says why).
+    #[serde(default)]
+    pub saving_s: Maybe<f64>,
+    /// What "without" means, or why there is no saving.
+    #[serde(default)]
+    pub without: Maybe<String>,
 }
 
 impl Default for PerLeg<Limit> {
@@ -178,6 +186,9 @@ pub struct RelayJudgement {
     /// The front legs whose server -> client transfer was judged, with where its time went:
     /// a relay that forwarded at once passed the back leg's pace on to them.
     pub fronts: Vec<FrontLeg>,
+    /// The back legs whose receiver's window (the pooler's) limited them, with that verdict:
+    /// a pooler waiting on its own client shuts the window as a slow reader does.
+    pub backs: Vec<BackLeg>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -185,12 +196,21 @@ pub struct FrontLeg {
     pub connection: String,
     pub limit: Limit,
     pub limits: LimitsRecord,
+    pub window_ceiling: Option<i64>,
 }
 
-/// A front leg's verdict judged again as the relay's: it takes the place of the one its own
+#[derive(Clone, Debug, Serialize)]
+pub struct BackLeg {
+    pub connection: String,
+    pub verdict: Verdict,
+    pub limits: LimitsRecord,
+    pub window_ceiling: Option<i64>,
+}
+
+/// A leg's verdict judged again as the relay's: it takes the place of the one its own
 /// packets gave.
 #[derive(Clone, Debug, Deserialize)]
-pub struct FrontVerdict {
+pub struct LegVerdict {
     pub connection: String,
     pub verdict: Verdict,
 }
@@ -202,7 +222,9 @@ pub struct RelayWords {
     pub verdict: RelayVerdict,
     pub findings: Vec<Finding>,
     #[serde(default)]
-    pub front_verdicts: Vec<FrontVerdict>,
+    pub front_verdicts: Vec<LegVerdict>,
+    #[serde(default)]
+    pub back_verdicts: Vec<LegVerdict>,
 }
 
 /// The median of the known values (the upper one of an even count), as is.
@@ -228,11 +250,22 @@ impl RelayRecord {
                     connection: id(legs.head(l).number),
                     limit: leg.limit,
                     limits,
+                    window_ceiling: leg.window_ceiling,
                 });
             }
         }
+        let mut judged_backs = Vec::new();
         for &l in &relay.back {
-            backs.add(&read.leg(l)?);
+            let leg = read.leg(l)?;
+            backs.add(&leg);
+            if let (Some(verdict), Some(limits)) = (leg.window_verdict, leg.limits) {
+                judged_backs.push(BackLeg {
+                    connection: id(legs.head(l).number),
+                    verdict,
+                    limits,
+                    window_ceiling: leg.window_ceiling,
+                });
+            }
         }
         let coupling = Coupling::of(&mut backs, &fronts);
         let mut queries = Pairs::default();
@@ -287,6 +320,7 @@ impl RelayRecord {
                 }),
             },
             fronts: judged_fronts,
+            backs: judged_backs,
         };
         let record = RelayRecord {
             host: relay.host.clone(),
@@ -407,12 +441,13 @@ impl PairsSeen {
 }
 
 impl RelayWords {
-    /// Into the relay's record; the front legs' verdicts judged again are returned, by
-    /// connection number.
+    /// Into the relay's record; the legs' verdicts judged again are returned, by connection
+    /// number.
     pub fn apply(self, record: &mut RelayRecord) -> Vec<(u64, Verdict)> {
         record.coupling.summary = self.coupling;
         record.verdict = self.verdict;
         (self.front_verdicts.into_iter())
+            .chain(self.back_verdicts)
             .filter_map(|f| Some((f.connection.strip_prefix('c')?.parse().ok()?, f.verdict)))
             .collect()
     }

@@ -12,7 +12,7 @@ use crate::pass::ConnectionReport;
 use crate::pgwire::facts::{Event, StopReason};
 use crate::relay::legs::LegExtras;
 use crate::tcp;
-use crate::transfer::{self, LimitFacts};
+use crate::transfer::{self, window_bytes, LimitFacts};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Judgement {
@@ -111,7 +111,10 @@ pub struct AckJudgement {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WindowJudgement {
+    /// The largest window advertised, in bytes; where the scale is unknown (no handshake in
+    /// the capture), shifted by the smallest scale the bytes in flight allow: at least this.
     pub max: Option<i64>,
+    pub scaled: bool,
     pub zero_window_periods: u64,
     pub zero_window_total_s: f64,
 }
@@ -189,7 +192,8 @@ fn transfer_judgement(f: &transfer::DirectionFacts, judged: Judged) -> TransferJ
             delayed_timer: acks.causes.delayed_timer,
         },
         window: WindowJudgement {
-            max: f.window.max,
+            max: window_bytes(f.window.max, f.window.scaled, f.window.scale_lower_bound),
+            scaled: f.window.scaled,
             zero_window_periods: f.window.zero_window_periods,
             zero_window_total_s: f.window.zero_window_total_s,
         },

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::connection::Directions;
 use super::conversation::QueryRecord;
 use super::numbers::round_to;
+use super::values::Maybe;
 
 /// A response this large is bulk data.
 pub const BULK_BYTES: u64 = 64 * 1024;
@@ -38,6 +39,32 @@ pub struct RoundTrips {
     pub share: Option<f64>,
     /// Python's words.
     pub summary: String,
+    /// Python's what-if (pktflow/transfer/round_trips.py): seconds saved with the client next
+    /// to the server, and with the queries pipelined; absent where the round trip is unknown.
+    #[serde(default)]
+    pub saving_s: Maybe<f64>,
+    #[serde(default)]
+    pub pipelined_saving_s: Maybe<f64>,
+    /// What "without" means, or why there is no saving.
+    #[serde(default)]
+    pub without: Maybe<String>,
+}
+
+/// Python's what-if for a conversation, put into its RoundTrips.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ConversationSaving {
+    pub saving_s: Option<f64>,
+    pub pipelined_saving_s: Option<f64>,
+    pub without: String,
+}
+
+impl RoundTrips {
+    /// Put Python's what-if in.
+    pub fn set_saving(&mut self, s: ConversationSaving) {
+        self.saving_s = Maybe(s.saving_s);
+        self.pipelined_saving_s = Maybe(s.pipelined_saving_s);
+        self.without = Maybe(Some(s.without));
+    }
 }
 
 /// The path's round trip between the two ends, and where it came from.
@@ -97,6 +124,9 @@ impl RoundTrips {
             bulk_ms: round_to(bulk, 3),
             share: cost.filter(|_| span > 0.0).map(|c| round_to(c / span, 3)),
             summary: String::new(),
+            saving_s: Maybe(None),
+            pipelined_saving_s: Maybe(None),
+            without: Maybe(None),
         })
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::connection::{CapturePoint, ConnectionRecord};
 use super::direction::TransferRecord;
+use super::round_trips::ConversationSaving;
 use super::values::Maybe;
 use crate::transfer::ByLimit;
 
@@ -41,6 +42,17 @@ pub struct Verdict {
     pub receiver: Maybe<Receiver>,
     pub summary: String,
     pub evidence_frames: Vec<u64>,
+    /// What the transfer would take less without `limit` (seconds, from the capture's own
+    /// figures: pktflow/transfer/saving.py); absent where the model cannot say (`without`
+    /// says why).
+    #[serde(default)]
+    pub saving_s: Maybe<f64>,
+    /// What "without" means for the saving, or why there is none.
+    #[serde(default)]
+    pub without: Maybe<String>,
+    /// The model's short name.
+    #[serde(default)]
+    pub saving_model: Maybe<String>,
 }
 
 /// A finding: what went wrong on the wire or in the capture, with its evidence.
@@ -84,6 +96,9 @@ pub struct Words {
     pub capture_point: Option<CapturePoint>,
     /// The round trips' summary, when the record has round trips.
     pub round_trips: Option<String>,
+    /// The round trips' what-if, when the record has round trips.
+    #[serde(default)]
+    pub round_trips_saving: Option<ConversationSaving>,
     /// Why decoding stopped, when it did.
     pub decode_stopped: Option<String>,
     pub findings: Vec<Finding>,
@@ -106,8 +121,13 @@ impl Words {
         if self.capture_point.is_some() {
             record.capture_point = Maybe(self.capture_point);
         }
-        if let (Some(rt), Some(summary)) = (record.round_trips.0.as_mut(), self.round_trips) {
-            rt.summary = summary;
+        if let Some(rt) = record.round_trips.0.as_mut() {
+            if let Some(summary) = self.round_trips {
+                rt.summary = summary;
+            }
+            if let Some(saving) = self.round_trips_saving {
+                rt.set_saving(saving);
+            }
         }
         if let (Some(pg), Some(reason)) = (record.postgres.0.as_mut(), self.decode_stopped) {
             if let Some(stopped) = pg.decode_stopped.as_mut() {

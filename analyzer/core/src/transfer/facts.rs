@@ -358,3 +358,13 @@ impl TransferAnalyzer {
         }
     }
 }
+
+/// A window's largest value in bytes: as advertised when the scale is known, else shifted by
+/// the smallest scale the bytes in flight allow (no handshake in the capture: at least this).
+pub fn window_bytes(max: Option<i64>, scaled: bool, scale_lower_bound: Option<u8>) -> Option<i64> {
+    let max = max?;
+    match (scaled, scale_lower_bound) {
+        (false, Some(lb)) => max.checked_shl(u32::from(lb.min(14))),
+        _ => Some(max),
+    }
+}

@@ -32,9 +32,9 @@ mod limits;
 
 pub use analyzer::TransferAnalyzer;
 pub use facts::{
-    AckFacts, BinFacts, Causes, DirectionFacts, EndReasons, FlightFacts, GoodputFacts,
-    HistogramFacts, IdleFacts, IdlePeriod, InFlightFacts, RttFacts, TransferFacts, WindowFacts,
-    WriteFacts,
+    window_bytes, AckFacts, BinFacts, Causes, DirectionFacts, EndReasons, FlightFacts,
+    GoodputFacts, HistogramFacts, IdleFacts, IdlePeriod, InFlightFacts, RttFacts, TransferFacts,
+    WindowFacts, WriteFacts,
 };
 pub use limits::{ByLimit, LimitFacts, Stretch};
 

@@ -1,0 +1,81 @@
+"""A predicted saving set against a measured one, on a pair of recordings of the same workload
+with a condition and without it (the lab's pairs: bench/savings.py, tests/test_saving.py).
+
+Measured: the client's time with the condition less its time without it. The client's time is
+the sum of its queries' response times (each from its request to the last byte of its
+response: `sent_s` to `last_response_s` of the client-facing connection, plus the handshake's
+round trip where the capture sits beside the server, which sees the request only after its
+way there and the last byte before its way back): a select's response time, pg_dump's wall
+time less what pg_dump itself spent between its queries (on a busy machine, noise the network
+does not cause).
+
+Predicted: what the model says each recording would save (the client-facing connection's
+server -> client verdict's `saving_s`, or, when a relay had nothing more to send its client,
+its bulk back leg's; plus the conversation's `round_trips.saving_s`), with the condition less
+without it: what the baseline itself would save is not the condition's doing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHARE, FLOOR_S = 0.25, 0.010  # within max(25% of the measured saving, 10 ms)
+
+
+def client_connection(rep: dict[str, Any]) -> dict[str, Any] | None:
+    """The client-facing connection that carried the most (direct, or a relay's front leg)."""
+    conns = [c for c in rep["connections"] if c.get("role") in ("direct", "front")
+             and c.get("queries")]
+    return max(conns, key=lambda c: c["directions"]["server_to_client"]["payload_bytes"],
+               default=None)
+
+
+def client_time_s(conn: dict[str, Any]) -> float:
+    """The client's time in its queries. A capture beside the server sees each request arrive
+    and each response leave: the client waited a round trip more for each (the request's way
+    there, the last byte's way back), the handshake's round trip."""
+    timed = [q["last_response_s"] - q["sent_s"] for q in conn["queries"]
+             if q.get("last_response_s") is not None]
+    rtt_s = 0.0
+    hs = conn["directions"]["client_to_server"].get("handshake_ms")
+    if (conn.get("capture_point") or {}).get("position") == "server" and hs:
+        rtt_s = (hs["syn_to_synack"] + hs["synack_to_ack"]) / 1e3
+    return float(sum(timed) + len(timed) * rtt_s)
+
+
+def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
+    """What the model says the client's time would save without every limit it names."""
+    v = conn["directions"]["server_to_client"].get("verdict") or {}
+    total = v.get("saving_s") or 0.0
+    if conn.get("role") == "front" and v.get("limit") in ("sender", "none"):
+        # the relay had nothing more to send: the server leg's limit is the client's, unless
+        # the relay itself held the server (its window): then nothing outside the relay did
+        backs = [c for c in rep["connections"] if c.get("role") == "back"]
+        back = max(backs, key=lambda c: c["directions"]["server_to_client"]["payload_bytes"],
+                   default=None)
+        if back is not None:
+            bv = back["directions"]["server_to_client"].get("verdict") or {}
+            if bv.get("limit") != "receiver_window":
+                total = bv.get("saving_s") or 0.0
+    rt = conn.get("round_trips") or {}
+    return float(total + (rt.get("saving_s") or 0.0))
+
+
+def figures(rep: dict[str, Any]) -> tuple[float, float] | None:
+    """(predicted saving, client time) of one recording's report."""
+    conn = client_connection(rep)
+    if conn is None:
+        return None
+    return predicted_s(rep, conn), client_time_s(conn)
+
+
+def pair(condition: dict[str, Any], baseline: dict[str, Any]) -> tuple[float, float] | None:
+    """(predicted, measured) saving of a condition, from its report and its baseline's."""
+    c, b = figures(condition), figures(baseline)
+    if c is None or b is None:
+        return None
+    return c[0] - b[0], c[1] - b[1]
+
+
+def within(predicted: float, measured: float) -> bool:
+    return abs(predicted - measured) <= max(SHARE * abs(measured), FLOOR_S)

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Check pktflow's predicted savings against paired lab recordings: the same workload with a
+condition and without it (the unshaped recording of the same scenario and path).
+
+    python3 bench/savings.py DIR [DIR ...] [--markdown FILE]
+
+Record the pairs with bench/verdicts.py --record (its matrix holds each condition and the
+unshaped baseline, for select and pg_dump, direct and through PgBouncer).
+
+Measured and predicted savings of a pair, and the tolerance, are
+pktflow.transfer.saving_pairs's (its docstring says how each is taken).
+
+Within tolerance: |predicted - measured| <= max(25% of measured, 10 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "analyzer"))
+
+SHARE, FLOOR_S = 0.25, 0.010  # as pktflow.transfer.saving_pairs
+# the capture name's parts: <scenario>-<path>[-<settings>][-bridge]-<condition>[-<n>]
+NAME = re.compile(r"(?P<scen>seqscan-10k|select19mb|pgdump(-\d+k)?)-(?P<path>direct|pgbouncer)"
+                  r"(?P<rest>-.+?)(?P<rep>-\d+)?$")
+
+
+def stem(p: Path) -> str:
+    return p.name.removesuffix(".gz").removesuffix(".pcap")
+
+
+def pair_of(name: str) -> tuple[str, str, str] | None:
+    """(baseline name, condition, path) for a condition's capture; None for a baseline or a
+    name the matrix does not make. A snaplen-cut duplicate (-snap128) is left out."""
+    m = NAME.fullmatch(name)
+    if m is None or "snap" in name:
+        return None
+    rest = m["rest"]
+    network = "-bridge" if "-bridge" in rest else ""
+    cond = rest.replace("-bridge", "").lstrip("-")
+    if cond == "unshaped":
+        return None
+    base = f"{m['scen']}-{m['path']}{network}-unshaped{m['rep'] or ''}"
+    return base, f"{m['scen']} {cond}", m["path"]
+
+
+def figures(path: Path) -> tuple[float, float] | None:
+    from pktflow.pipeline import analyze
+    from pktflow.transfer.saving_pairs import figures as of_report
+
+    return of_report(analyze(str(path)))
+
+
+def rows(dirs: list[Path]) -> list[dict[str, Any]]:
+    out = []
+    for d in dirs:
+        caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
+                if p.name.endswith((".pcap", ".pcap.gz"))}
+        cache: dict[str, tuple[float, float] | None] = {}
+
+        def get(name: str) -> tuple[float, float] | None:
+            if name not in cache:
+                cache[name] = figures(caps[name])
+            return cache[name]
+
+        for name in caps:
+            pair = pair_of(name)
+            if pair is None or pair[0] not in caps:
+                continue
+            cond, base = get(name), get(pair[0])
+            if cond is None or base is None:
+                continue
+            pred, meas = cond[0] - base[0], cond[1] - base[1]
+            out.append({"set": d.name, "capture": name, "condition": pair[1], "path": pair[2],
+                        "predicted_s": pred, "measured_s": meas,
+                        "ok": within(pred, meas)})
+    return out
+
+
+def within(pred: float, meas: float) -> bool:
+    from pktflow.transfer.saving_pairs import within as ok
+
+    return ok(pred, meas)
+
+
+def table(rs: list[dict[str, Any]]) -> str:
+    lines = ["| set | condition | path | predicted ms | measured ms | within |",
+             "|---|---|---|---:|---:|---|"]
+    for r in rs:
+        lines.append(f"| {r['set']} | {r['condition']} | {r['path']} | "
+                     f"{r['predicted_s'] * 1e3:,.1f} | {r['measured_s'] * 1e3:,.1f} | "
+                     f"{'yes' if r['ok'] else 'NO'} |")
+    ok = sum(r["ok"] for r in rs)
+    lines += ["", f"{ok} of {len(rs)} pairs within max({SHARE:.0%}, {FLOOR_S * 1e3:.0f} ms)"
+              + (f" ({ok / len(rs):.0%})" if rs else "")]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--markdown", type=Path)
+    args = ap.parse_args()
+    text = table(rows(args.dirs))
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""What a transfer, a conversation and a relay would save without their limits (issue 35),
+checked against the lab's own pairs: the same select recorded with a condition and without it
+(captures/conditions/: `-unshaped` is the baseline). The measured saving is the difference in
+the client's response time; the predicted one comes from each recording's report alone
+(pktflow.transfer.saving_pairs). bench/savings.py runs the same check on fresh recordings.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pktflow.cli import Env, main
+from pktflow.pipeline import analyze
+from pktflow.transfer.saving import MIN_TRANSFER_S, saving
+from pktflow.transfer.saving_pairs import client_connection, pair, within
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "captures" / "conditions"
+CAPTURES = ROOT / "captures"
+
+
+@cache
+def report(name: str) -> dict[str, Any]:
+    return analyze(str(CORPUS / f"{name}.pcap.gz"))
+
+
+# condition's recording -> (the limit its client-facing transfer names, the measured saving in
+# ms: the client's time in its queries with the condition less the unshaped one's, as
+# pktflow.transfer.saving_pairs measures it)
+PAIRS = {
+    "seqscan-10k-direct-bridge-rcvbuf16384": ("receiver_window", 18.7),
+    "seqscan-10k-direct-bridge-rtt10ms": ("latency", 64.3),
+    "seqscan-10k-direct-bridge-loss2pct": ("loss", 250.8),
+    "seqscan-10k-direct-bridge-slowreader200000": ("receiver_window", 5169.0),
+    "seqscan-10k-pgbouncer-bridge-rcvbuf16384": ("receiver_window", 52.9),
+    "seqscan-10k-pgbouncer-bridge-rtt2ms": ("latency", 47.5),
+    # the relay had nothing more to send: the server leg's shaper is the client's limit
+    "seqscan-10k-pgbouncer-bridge-20mbit": ("sender", 419.3),
+}
+
+
+def baseline(name: str) -> str:
+    return name.rsplit("-", 1)[0] + "-unshaped"
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_predicted_saving_is_within_the_measured_one(name: str) -> None:
+    limit, measured_ms = PAIRS[name]
+    rep = report(name)
+    conn = client_connection(rep)
+    assert conn is not None
+    assert conn["directions"]["server_to_client"]["verdict"]["limit"] == limit
+    got = pair(rep, report(baseline(name)))
+    assert got is not None
+    predicted, measured = got
+    # the measure itself: the recordings' response times, read from the reports
+    assert measured * 1e3 == pytest.approx(measured_ms, abs=0.1)
+    assert within(predicted, measured), (
+        f"{name}: predicted {predicted * 1e3:.1f} ms, measured {measured * 1e3:.1f} ms")
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_a_saving_leaves_the_transfer_some_time(name: str) -> None:
+    """A limit removed takes its own time away, not the transfer's: the rest of it still
+    moves the bytes, and a saving says what it removed."""
+    d = client_connection(report(name))
+    assert d is not None
+    s2c = d["directions"]["server_to_client"]
+    v, took = s2c["verdict"], s2c["limits"]["transfer_s"]
+    assert v["saving_model"] == "remove-booked-time"
+    assert v["without"]
+    assert 0.0 <= v["saving_s"] < took
+    if v["limit"] == "sender":
+        assert v["saving_s"] == 0.0
+        assert "sender was the pace" in v["without"]
+
+
+def test_the_answer_says_the_saving_in_words() -> None:
+    out = io.StringIO()
+    path = CORPUS / "seqscan-10k-direct-bridge-rcvbuf16384.pcap.gz"
+    assert main(["analyze", str(path)], Env(stdout=out, stderr=io.StringIO(), width=300)) == 0
+    answer = out.getvalue().split("Findings")[0].split("No findings")[0]
+    v = report("seqscan-10k-direct-bridge-rcvbuf16384")["connections"][0]["directions"][
+        "server_to_client"]
+    took, saved = v["limits"]["transfer_s"], v["verdict"]["saving_s"]
+    assert (f"without the receiver's small buffer this transfer would take about "
+            f"{(took - saved) * 1e3:,.0f} ms instead of {took * 1e3:,.0f} ms") in answer
+
+
+def _verdict(limit: str, summary: str) -> Any:
+    return {"limit": limit, "shares": None, "summary": summary, "evidence_frames": []}
+
+
+def _transfer(transfer_s: float, **seconds: float) -> Any:
+    secs = {k: 0.0 for k in ("receiver_window", "network", "loss", "latency", "sender")}
+    secs |= seconds
+    return {"data_bytes": 1_000_000, "segments": 700,
+            "limits": {"transfer_s": transfer_s, "seconds": secs, "after_loss_s": 0.0}}
+
+
+def test_too_short_a_transfer_has_no_saving_and_says_why() -> None:
+    t = _transfer(MIN_TRANSFER_S / 2, receiver_window=MIN_TRANSFER_S / 2)
+    s = saving(t, _verdict("receiver_window", ""))
+    assert s.saving_s is None and "too short" in s.without
+
+
+def test_no_limit_has_no_saving() -> None:
+    s = saving(_transfer(0.5), _verdict("none", "too little data to judge"))
+    assert s.saving_s is None and "too little data" in s.without
+
+
+def test_the_conversation_saves_its_round_trips() -> None:
+    """pg_dump's catalogue queries: with the client next to the server each query's round trip
+    goes; pipelined, all but one."""
+    rep = analyze(str(CAPTURES / "pgdump-20k-direct-loopback.pcap"))
+    rt = next(c["round_trips"] for c in rep["connections"] if c.get("round_trips"))
+    assert rt["queries"] >= 10
+    assert rt["saving_s"] == pytest.approx(rt["round_trips_ms"] / 1e3)
+    assert rt["pipelined_saving_s"] == pytest.approx((rt["queries"] - 1) * rt["rtt_ms"] / 1e3)
+    assert rt["saving_s"] < rt["span_ms"] / 1e3
+    assert "next to the server" in rt["without"]
+
+
+def test_going_direct_saves_what_the_relay_added() -> None:
+    rep = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")
+    (relay,) = rep["relays"]
+    v = relay["verdict"]
+    added_ms = v["relay_ms"] + v["front_leg_ms"]
+    assert v["saving_s"] * 1e3 == pytest.approx(added_ms, abs=0.01)
+    assert v["without"].startswith("going direct")
+
+
+def test_the_answer_says_what_going_direct_would_save() -> None:
+    name = "seqscan-10k-pgbouncer-bridge-rcvbuf16384"
+    out = io.StringIO()
+    path = CORPUS / f"{name}.pcap.gz"
+    assert main(["analyze", str(path)], Env(stdout=out, stderr=io.StringIO(), width=300)) == 0
+    (relay,) = report(name)["relays"]
+    saved = relay["verdict"]["saving_s"]
+    assert saved > 0
+    assert f"going direct would save about {saved * 1e3:,.2f} ms" in out.getvalue()
+
+
+def test_each_part_of_a_comparison_says_what_would_close_it() -> None:
+    """compare: a 16 KiB client buffer behind PgBouncer against the unshaped direct select.
+    Each part names its change on the slower side and what it would save there: the server
+    leg's transfer by its verdict's saving (at most the gap), the relay by going direct (all
+    it added), the client leg by keeping up (all its time)."""
+    from pktflow.report.compare import compare
+
+    a = report("seqscan-10k-direct-bridge-unshaped")
+    b = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")
+    parts = {p["part"]: p for p in compare(a, b)["summary"]["parts"]}
+    back = next(c for c in b["connections"] if c.get("role") == "back")
+    model_ms = back["directions"]["server_to_client"]["verdict"]["saving_s"] * 1e3
+    transfer = parts["server_transfer"]
+    assert transfer["ms"] > 0 and transfer["close_by"].startswith("B's server leg")
+    assert transfer["saving_ms"] == pytest.approx(min(transfer["ms"], model_ms), abs=0.002)
+    assert parts["relay"]["close_by"].startswith("B going direct")
+    assert parts["relay"]["saving_ms"] == parts["relay"]["b_ms"]
+    assert parts["client_leg"]["saving_ms"] == parts["client_leg"]["b_ms"] > 0
+    wait = parts["server_wait"]  # faster in B: A's to close
+    assert wait["ms"] < 0 and wait["close_by"].startswith("A's")
+    assert wait["saving_ms"] == pytest.approx(-wait["ms"])
