@@ -130,8 +130,9 @@ def test_going_direct_saves_what_the_relay_added() -> None:
     rep = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")
     (relay,) = rep["relays"]
     v = relay["verdict"]
-    added_ms = v["relay_ms"] + v["front_leg_ms"]
-    assert v["saving_s"] * 1e3 == pytest.approx(added_ms, abs=0.01)
+    # the relay's own time, not the client leg's drain: that would hold the server directly
+    assert v["front_leg_ms"] > 10 * v["relay_ms"]
+    assert v["saving_s"] * 1e3 == pytest.approx(v["relay_ms"], abs=0.01)
     assert v["without"].startswith("going direct")
 
 
