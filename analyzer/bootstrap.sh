@@ -7,9 +7,11 @@
 #                                       Chromium (the HTML report is tested in a browser),
 #                                       for the lab's network conditions iptables, gcc and
 #                                       libnetfilter-queue-dev (its delay line is built per run),
-#                                       and for the compose stack docker.io, docker-compose and
+#                                       for the compose stack docker.io, docker-compose and
 #                                       debootstrap (its test starts a dockerd of its own and
-#                                       makes the base image from the Debian mirror)
+#                                       makes the base image from the Debian mirror), and for the
+#                                       lab's detection corpus dropbear-bin and curl (a real SSH
+#                                       server, binaries only; an HTTP client)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +62,7 @@ fi
 command -v cc >/dev/null 2>&1 || apt_install gcc || true
 
 if [ "$want_tests" = 1 ]; then
-    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker.io docker-compose debootstrap chromium iptables gcc libc6-dev libnetfilter-queue-dev"
+    pkgs="postgresql-15 postgresql-client-15 pgbouncer pgpool2 tcpdump tshark tcptrace iproute2 ethtool openssl docker.io docker-compose debootstrap chromium iptables gcc libc6-dev libnetfilter-queue-dev dropbear-bin curl"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

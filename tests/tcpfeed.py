@@ -33,28 +33,34 @@ def tcp_header(sport: int, dport: int, seq: int, ack: int, flags: int, win: int,
                        (5 + len(options) // 4) << 4, flags, win, 0, 0) + options
 
 
-def ip_header(src: bytes, dst: bytes, wire: int) -> bytes:
-    """An IPv4 (4-byte addresses) or IPv6 header for `wire` bytes of TCP."""
+def ip_header(src: bytes, dst: bytes, wire: int, ident: int = 0) -> bytes:
+    """An IPv4 (4-byte addresses, identification `ident`) or IPv6 header for `wire` bytes of
+    TCP."""
     if len(src) == 4:
-        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + wire, 0, 0x4000, 64, 6, 0, src, dst)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + wire, ident & 0xFFFF, 0x4000, 64, 6, 0,
+                         src, dst)
         return ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
     return struct.pack("!IHBB16s16s", 6 << 28, wire, 6, 64, src, dst)
 
 
-def ip_packet(pkt: tuple) -> tuple[bytes, int]:  # type: ignore[type-arg]
+def ip_packet(pkt: tuple, ident: int = 0) -> tuple[bytes, int]:  # type: ignore[type-arg]
     """The packet's IP datagram as captured, and its length on the wire."""
     _, _, src, dst, sport, dport, seq, ack, flags, win, plen, payload, options = pkt
     tcp = tcp_header(sport, dport, seq, ack, flags, win, options)
     wire = len(tcp) + plen
-    ip = ip_header(src, dst, wire)
+    ip = ip_header(src, dst, wire, ident)
     return ip + tcp + payload, len(ip) + wire
 
 
 def write_capture(path: Path, packets: list[tuple]) -> Path:  # type: ignore[type-arg]
-    """The packets as a raw-IP, nanosecond pcap, each record at its packet's time."""
+    """The packets as a raw-IP, nanosecond pcap, each record at its packet's time. Each
+    sender numbers its IPv4 packets one by one, as Linux does a connected socket's: a packet
+    sent again (a duplicate ACK, a SYN retransmitted) is not a copy the capture saw twice."""
     out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, LINKTYPE_RAW)]
+    sent: dict[bytes, int] = {}
     for pkt in packets:
-        data, wire = ip_packet(pkt)
+        ident = sent[pkt[2]] = sent.get(pkt[2], 0) + 1
+        data, wire = ip_packet(pkt, ident)
         ns = round(pkt[1] * 1e9)
         out.append(struct.pack("<IIII", ns // 10**9, ns % 10**9, len(data), wire) + data)
     path.write_bytes(b"".join(out))

@@ -87,13 +87,17 @@ def test_damaged_capture_reports_what_precedes(tmp_path: Path) -> None:
 
 def test_strict_turns_error_findings_into_exit_1(tmp_path: Path) -> None:
     query = b"Q\x00\x00\x00\x0eselect 1;\x00"
-    seg = tcp_segment(query * 3, flags="PA", sport=40000, dport=5432)
-    ok = write_pcap(tmp_path / "ok.pcap", [frame(seg, 1)])
+    answer = b"C\x00\x00\x00\x0dSELECT 1\x00Z\x00\x00\x00\x05I"
+    seg = tcp_segment(query, flags="PA", sport=40000, dport=5432)
+    back = tcp_segment(answer, flags="PA", src="10.0.0.2", dst="10.0.0.1", sport=5432,
+                       dport=40000, seq=1, ack=1000 + len(query))
+    ok = write_pcap(tmp_path / "ok.pcap", [frame(seg, 1), frame(back, 1)])
     assert cli("analyze", "--strict", str(ok))[0] == 0
-    # decoding has begun (three queries); then a length under 4: malformed framing
+    # decoding has begun (a query answered and its cycle closed: PostgreSQL); then a length
+    # under 4: malformed framing
     bad = tcp_segment(b"Q\x00\x00\x00\x02" + b"Q" * 40, flags="PA", sport=40000, dport=5432,
-                      seq=1000 + len(query) * 3)
-    p = write_pcap(tmp_path / "bad.pcap", [frame(seg, 1), frame(bad, 1)])
+                      seq=1000 + len(query))
+    p = write_pcap(tmp_path / "bad.pcap", [frame(seg, 1), frame(back, 1), frame(bad, 1)])
     code, out, _ = cli("analyze", "--strict", "--format", "json", str(p))
     assert any(f["severity"] == "error" for f in json.loads(out)["findings"])
     assert code == ExitCode.FINDINGS

@@ -160,8 +160,26 @@ class RecordingRelays(RelayJudge):
         return words
 
 
-@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.stem)
-def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stub) -> None:
+def _tunnelled(tmp: Path) -> Path:
+    """A shipped capture's frames in three tunnels at once (VXLAN, ERSPAN type II, GRE
+    without a key): a capture's tunnel counts and each connection's tunnel cross too."""
+    from encap import OUTER_MACS, records, tunnelled
+    out = [(ROOT / "captures" / "seqscan-10k-direct-bridge.pcap").read_bytes()[:24]]
+    for n, (ts, frame) in enumerate(records(ROOT / "captures" / "extended-direct-loopback.pcap")):
+        kind = ("vxlan", "erspan2", "erspan1")[n % 3]
+        wrapped = tunnelled(frame, kind, 3, n)
+        assert wrapped.startswith(OUTER_MACS)
+        out.append(ts + len(wrapped).to_bytes(4, "little") * 2 + wrapped)
+    path = tmp / "tunnelled.pcap"
+    path.write_bytes(b"".join(out))
+    return path
+
+
+@pytest.mark.parametrize("capture", [*CAPTURES, Path("tunnelled")], ids=lambda p: p.stem)
+def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stub,
+                                                        tmp_path: Path) -> None:
+    if capture.name == "tunnelled":
+        capture = _tunnelled(tmp_path)
     core = open_pass(str(capture), Options(record=True))
     judge = Recording()
     while core.step(judge) is not None:

@@ -98,6 +98,32 @@ DIFFERENCE_PATTERNS: dict[tuple[str, str], str] = {
     (".*", r"\.relays\[\d+\]\.queries\[\d+\]\.relay_own_ms"):
         "added: of each matched query's relay cost, what the relay did itself (forwarding the "
         "request and the first byte), issue 37",
+    ("regression-goodput-timestamp-jump",
+     r"\.findings.*|\.connections\[0\]\.(capture_point\.evidence\[\d\]|directions\..*)"):
+        "frames 4 and 8 of this fuzzed capture are stamped 30 years early and 43 minutes late "
+        "(microseconds above a million): each is a time-jump finding naming its frame, and the "
+        "times handed on keep one timeline, so the handshake, round trips, idle periods and "
+        "rates are those of the 2.9 ms the connection lasted (issue 36)",
+    (r"crafted-(00dea068e6607c1c|da74ea36bdcb9c16|db6255dc0ce718a4)",
+     r"\.findings(\[\d+\](\.\w+)?(\[\d+\])?)?|\.connections\[0\]\.decode_stopped\.(reason|frame)"):
+        "another protocol is named where a segment starts (an HTTP request line, a TLS record "
+        "header): the connection is HTTP or TLS, said as information (issue 36), where it was "
+        "'no framing' or 'not a startup' as a warning; the findings' order follows the severity",
+    (r"crafted-703a7ea0b416f919",
+     r"\.findings\[0\]\.(message|frames\[0\])|\.connections\[0\]\.decode_stopped\.\w+"):
+        "the backend's bytes, which came first, are refused first: a type byte no backend sends",
+    (r"crafted-(883bef4e75823890|bf0a89518eb3f776)|cut-seqscan-10k-pgbouncer-bridge-1576|"
+     r"regression-relay-(segment-median-none|cost-unknown-worst)", ".*"):
+        "a connection whose start the capture does not show is PostgreSQL only with proof, a "
+        "request answered by its kind of response and a ReadyForQuery closing the cycle (or two "
+        "requests answered), and its roles are those TCP or the ports gave, never swapped "
+        "(issue 36): these captures' mid-stream legs show a Query without its answer, framing "
+        "broken before any proof, or a frontend on the lower port, so they are not PostgreSQL "
+        "and what depended on them (a relay, its pairs) goes",
+    (".*", r"\.capture\.(tunnelled_packets|tunnels|duplicates|timeline)"):
+        "added: the TCP packets taken out of tunnels (VXLAN, Geneve, GRE, ERSPAN, IP in IP) "
+        "and per tunnel, the copies of packets captured twice, and where the timestamps jumped "
+        "or stepped back, issue 36",
     (".*", r"\.connections\[\d+\]\.(authentication|startup\.(protocol_version|parameters))"):
         "added: every startup parameter and the protocol version asked for; how the client "
         "authenticated (method, SASL mechanisms, outcome, round trips, time), issue 33",
@@ -157,6 +183,27 @@ def _attributed_anew(golden: Any, new: Any, report: Any, path: str) -> bool:
     return True
 
 
+def _refused_decodes_nothing(golden: Any, new: Any, report: Any, path: str) -> bool:
+    """A connection found not to be PostgreSQL loses what was decoded on the way."""
+    conn = _at(report, path.split(".lost_bytes")[0])
+    return new == 0 and conn["protocol"] == "unknown"
+
+
+def _ports_give_the_roles(golden: Any, new: Any, report: Any, path: str) -> bool:
+    return bool(golden == "application" and new == "port")
+
+
+def _why_postgresql(golden: Any, new: Any, report: Any, path: str) -> bool:
+    """A mid-stream connection's finding now says why it was taken as PostgreSQL, and names
+    the frames of the request and answer that prove it besides the first decoded one."""
+    finding = _at(report, re.sub(r"\.frames(\[\d+\])?$|\.message$", "", path))
+    if finding["code"] != "pgwire-mid-stream":
+        return False
+    if path.endswith(".message"):
+        return bool(new.startswith(golden + ", and it is taken as PostgreSQL because "))
+    return isinstance(golden, list) and set(golden) <= set(new) or golden in finding["frames"]
+
+
 def _mode_or_median(golden: Any, new: Any, report: Any, path: str) -> bool:
     """The commonest ACK was named when it was half of them or less; now the median is."""
     said = re.search(r"\((\d+)% of ACKs\)$", golden or "")
@@ -169,6 +216,17 @@ Check = Callable[[Any, Any, Any, str], bool]
 BITS = ("goodput_bps held bytes per second; it is bits per second as its name says, and a "
         "transfer of fewer than 4 segments or under 100 us has no rate (issue 25)")
 PATTERNS: list[tuple[re.Pattern[str], re.Pattern[str], str, Check]] = [
+    (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.roles_from"),
+     "a connection without its handshake keeps the roles its ports gave: PostgreSQL decoding "
+     "never swaps them (issue 36), so roles come from the port, not the application",
+     _ports_give_the_roles),
+    (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.lost_bytes\.(frontend|backend)"),
+     "a connection found not to be PostgreSQL reports nothing of what was tried on it: no "
+     "messages, no bytes lost to PostgreSQL decoding (issue 36)", _refused_decodes_nothing),
+    (re.compile(".*"), re.compile(r"\.findings\[\d+\]\.(message|frames(\[\d+\])?)"),
+     "a connection seen mid-stream is PostgreSQL only with proof (issue 36), and its finding says "
+     "which request was answered by its kind of response, and which ReadyForQuery closed the "
+     "cycle", _why_postgresql),
     (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.(queries\[\d+\]|directions\.\w+)"
                                   r"\.goodput_bps"), BITS, _bits_or_unmeasured),
     (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.directions\.\w+\.(best|worst)_100ms"

@@ -343,28 +343,59 @@ def test_client_hello_cut_or_junk_is_never_postgres_tls(cap: Path) -> None:
 
 # -- mid-stream, gaps, malformed framing -------------------------------------------------------
 
-def test_mid_stream_roles_proven_by_types_even_when_guess_is_wrong(cap: Path) -> None:
-    """A pooled server connection captured late, the backend on 10.0.0.1:40000 and the
-    frontend on 10.0.0.2:5432: the engine's guess by port is wrong, the message types prove
-    the roles and the report names the backend the server."""
-    back = b"".join(datarow(i) for i in range(5))[7:] + msg("C", cstr("SELECT 9")) + READY \
-        + msg("T", struct.pack(">H", 0)) + datarow(1) + msg("C", cstr("SELECT 1")) + READY
-    front = msg("Q", cstr("SELECT 1")) + msg("Q", cstr("SELECT 2"))
+def _late_pool() -> tuple[bytes, bytes]:
+    """A pooled server connection captured late: the end of an answer, then two queries."""
+    back = b"".join(datarow(i) for i in range(5))[7:] + msg("C", cstr("SELECT 9")) + READY
+    answers = [msg("T", struct.pack(">H", 0)) + datarow(1) + msg("C", cstr("SELECT 1")) + READY,
+               msg("C", cstr("SELECT 0")) + READY]
+    return back, answers  # type: ignore[return-value]
+
+
+def test_mid_stream_proven_by_a_request_answered_and_closed(cap: Path) -> None:
+    """The frontend on 10.0.0.1:40000, the backend on 10.0.0.2:5432, no handshake: the
+    ports give the roles, and the conversation proves it is PostgreSQL: a Query answered by
+    a RowDescription at the start of the server's next segment, a ReadyForQuery closing the
+    cycle. The finding names the frames."""
+    tail, answers = _late_pool()
     flow = Flow()
-    flow.send(0, back)  # Flow's side 0 is 10.0.0.1:40000
-    flow.send(1, front)
+    first = flow.send(1, tail)[0]
+    ask = flow.send(0, msg("Q", cstr("SELECT 1")))[0]
+    answer = flow.send(1, answers[0])[0]  # type: ignore[index]
+    flow.send(0, msg("Q", cstr("SELECT 2")))
+    flow.send(1, answers[1])  # type: ignore[index]
     report = analyse(cap, flow.packets)
     (conn,) = report["connections"]
-    assert conn["server"] == {"ip": "10.0.0.1", "port": 40000}
-    assert conn["client"] == {"ip": "10.0.0.2", "port": 5432}
-    assert conn["roles_from"] == "application" and not conn["handshake_seen"]
-    assert conn["directions"]["server_to_client"]["payload_bytes"] == len(back)
+    assert conn["client"] == {"ip": "10.0.0.1", "port": 40000}
+    assert conn["roles_from"] == "port" and not conn["handshake_seen"]
     out = pg_part(report)
-    assert out["decode_started_at"] == "mid-stream"
+    assert out["protocol"] == "postgresql" and out["decode_started_at"] == "mid-stream"
     assert out["messages"]["frontend"] == {"Query": 2}
-    assert out["messages"]["backend"]["ReadyForQuery"] == 2
+    assert out["messages"]["backend"]["ReadyForQuery"] == 3
     assert out["lost_bytes"]["backend"] > 0
-    assert "pgwire-mid-stream" in codes(out)
+    (found,) = [f for f in out["findings"] if f[0] == "pgwire-mid-stream"]
+    assert (f"the client's Query (frame {ask}) was answered by the server's RowDescription "
+            f"(frame {answer}) and a ReadyForQuery closed that cycle (frame {answer})") in found[1]
+    assert found[2] == sorted({first, ask, answer})
+
+
+def test_mid_stream_roles_are_never_swapped(cap: Path) -> None:
+    """The same bytes with the ports the other way round (the backend on 10.0.0.1:40000, the
+    frontend on 10.0.0.2:5432): the engine takes the lower port for the server, and the
+    decoder keeps the roles TCP gave. The backend's bytes are no frontend's: not
+    PostgreSQL, and the finding says why."""
+    tail, answers = _late_pool()
+    flow = Flow()
+    flow.send(0, tail)
+    flow.send(1, msg("Q", cstr("SELECT 1")))
+    flow.send(0, answers[0])  # type: ignore[index]
+    report = analyse(cap, flow.packets)
+    (conn,) = report["connections"]
+    assert conn["server"] == {"ip": "10.0.0.2", "port": 5432}
+    assert conn["roles_from"] == "port"
+    out = pg_part(report)
+    assert out["protocol"] == "unknown" and out["queries"] == []
+    assert out["messages"] == {"frontend": {}, "backend": {}}
+    assert codes(out) == ["not-postgresql"]
 
 
 def test_gap_inside_datarow_body_loses_nothing(cap: Path) -> None:

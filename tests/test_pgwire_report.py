@@ -1,7 +1,10 @@
 """pktflow.pgwire.report on the PostgreSQL decoder's facts: the findings and the stop reasons the
 reference decoder (the Python pass) reported for the same bytes. The cases cover every event and
 stop reason; their facts were written by pktflow-core (serde_json), their reports by the
-reference. (The rest of the layout is the core's: the golden reports check it end to end.)"""
+reference, but for those of issue 36 (a mid-stream connection's proof, a startup cut by the
+snapshot length, another protocol, a message of the wrong shape, no proof), whose words are
+pktflow's own. (The rest of the layout is the core's: the golden reports check it end to
+end.)"""
 
 from __future__ import annotations
 
@@ -41,10 +44,12 @@ def test_words_of_facts(case: dict[str, Any], shape: Any) -> None:
 def test_every_event_and_reason_is_covered() -> None:
     events = {e["kind"] for c in CASES for e in c["facts"]["events"]}
     reasons = {e["reason"]["kind"] for c in CASES for e in c["facts"]["events"] if "reason" in e}
-    assert events == {"resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
-                      "server_error", "query_error", "query_errors_total", "queries_capped"}
+    assert events == {"resync", "mid_stream", "startup_cut", "encrypted", "not_postgresql",
+                      "malformed", "server_error", "query_error", "query_errors_total",
+                      "queries_capped"}
     assert reasons == {"length_under_4", "length_absurd", "not_role_type", "wrong_length",
-                       "not_startup", "tls_without_alpn", "no_framing"}
+                       "not_startup", "tls_without_alpn", "no_framing", "other_protocol",
+                       "misfit", "unproven", "nothing_captured"}
 
 
 def test_every_stop_reason_is_worded() -> None:

@@ -447,8 +447,8 @@ def test_connections_kept_as_handshake_segments_report_as_if_made_at_once(
     assert [c["first_frame"] for c in conns] == [first[k][0] for k in order]
     assert [c["start_s"] for c in conns] == [round(first[k][1] - pkts[0][1], 6) for k in order]
     assert [c["roles_from"] for c in conns] == [
-        "handshake", "handshake", "handshake", "handshake", "application", "handshake",
-        "handshake", "handshake", "syn-ack", "handshake", "handshake"]  # c5: its query
+        "handshake", "handshake", "handshake", "handshake", "syn-ack", "handshake",
+        "handshake", "handshake", "syn-ack", "handshake", "handshake"]  # c5: TCP's roles
     assert conns[1]["handshake_seen"] and conns[1]["directions"]["client_to_server"][
         "payload_bytes"] == 14
     assert report(pkts, 30.0, swept=True, at=tmp_path) == kept

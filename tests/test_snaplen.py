@@ -5,8 +5,11 @@ relay's queries, and says what the cut cost once for the capture, not once per s
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +94,42 @@ def test_the_relay_still_matches_and_costs_what_it_did(capture: Path) -> None:
     (pair,) = relay["queries"]
     assert pair["response_bytes"]["front"] == pair["response_bytes"]["back"]
     assert "added -" not in relay["verdict"]["summary"]
+
+
+WHOLE = sorted((ROOT / "captures").glob("*.pcap"))
+
+
+def _connections(report: dict[str, Any]) -> list[Any]:
+    return [(c["client"], c["server"], c["handshake_seen"], c["packets"],
+             [(d["payload_bytes"], d["data_segments"]) for d in c["directions"].values()])
+            for c in report["connections"]]
+
+
+@pytest.mark.parametrize("snaplen", [54, 68])
+@pytest.mark.parametrize("capture", WHOLE, ids=lambda p: p.stem)
+def test_a_header_whose_options_were_cut_still_counts(tmp_path: Path, capture: Path,
+                                                      snaplen: int) -> None:
+    """At -s 54 an Ethernet frame keeps IP and TCP's first 20 bytes; at -s 68 a SYN keeps 14
+    of its 20 option bytes. Each is still its packet: the connections, their handshakes and
+    their bytes (from sequence numbers) are those of the whole capture, and the SYNs whose
+    options were cut are named, the frames tshark shows as SYNs."""
+    whole = analyze(str(capture))
+    cut = analyze(str(_cut_to(capture, tmp_path / "cut.pcap", snaplen)))
+    assert cut["capture"]["tcp_packets"] == whole["capture"]["tcp_packets"]
+    assert cut["capture"]["undecodable_packets"] == 0
+    assert _connections(cut) == _connections(whole)
+    named = sorted(f for x in cut["findings"] if x["code"] == "syn-options-cut"
+                   for f in x["frames"])
+    for a, b in zip(cut["connections"], whole["connections"]):
+        for key, d in a["directions"].items():
+            # an option read before the cut stands (the MSS comes first), the rest is unknown
+            assert d["mss"] in (None, b["directions"][key]["mss"])
+            assert d["window_scale"] in (None, b["directions"][key]["window_scale"])
+    if shutil.which("tshark"):
+        out = subprocess.run(["tshark", "-n", "-r", str(capture), "-Y", "tcp.flags.syn==1",
+                              "-T", "fields", "-e", "frame.number"], check=True,
+                             capture_output=True, text=True).stdout
+        assert named == [int(f) for f in out.split()]
+    assert not [f for f in cut["findings"] if f["code"] == "window-scale-unknown"
+                and f["connection"] in {c["id"] for c in cut["connections"]
+                                        if c["handshake_seen"]}]

@@ -28,6 +28,10 @@ SCHEMA: str
 MAX_BUFFERED_BYTES: int
 MAX_BUFFERED_SEGMENTS: int
 MAX_HOLES: int
+# how close in time two copies of a packet are taken to be
+DUP_WINDOW_S: float
+# a step back in time smaller than this is the jitter of CPUs stamping packets
+JITTER_S: float
 
 LimitName = Literal["receiver_window", "network", "loss", "latency", "sender"]
 VerdictLimit = Literal["receiver_window", "network", "loss", "latency", "sender", "none"]
@@ -109,6 +113,7 @@ class DirectionJudgement(TypedDict):
     segments_above_mss: int
     window_scale_known: bool
     window_scale_lower_bound: int | None
+    syn_options_cut_frame: int | None
     gaps: int
     missing_bytes: int
     bound_gaps: int
@@ -137,7 +142,8 @@ class HandshakeMs(TypedDict):
 class StopReason(TypedDict):
     """Why a direction is not decoded past some point (pgwire/facts.rs), by kind."""
     kind: Literal["length_under_4", "length_absurd", "not_role_type", "wrong_length",
-                  "not_startup", "tls_without_alpn", "no_framing"]
+                  "not_startup", "tls_without_alpn", "no_framing", "other_protocol", "misfit",
+                  "unproven", "nothing_captured"]
     length: NotRequired[int]
     type_byte: NotRequired[int]
     role: NotRequired[Role]
@@ -145,12 +151,32 @@ class StopReason(TypedDict):
     max: NotRequired[int]
     offered: NotRequired[list[str]]
     lost: NotRequired[int]
+    protocol: NotRequired[Literal["TLS", "HTTP", "BGP", "SSH"]]
+    seen: NotRequired[str]
+    frontend_messages: NotRequired[int]
+    backend_messages: NotRequired[int]
+    exchanges: NotRequired[int]
+    misfits: NotRequired[int]
+    bytes: NotRequired[int]
+
+class Proof(TypedDict):
+    """Why a connection seen mid-stream is PostgreSQL (pgwire/detect.rs)."""
+    request: str
+    request_frame: int
+    response: str
+    response_frame: int
+    exchanges: int
+    closed_frame: int | None
 
 class Event(TypedDict):
     """What happened on a connection, in order (pgwire/facts.rs Event), by kind."""
-    kind: Literal["resync", "mid_stream", "encrypted", "not_postgresql", "malformed",
-                  "server_error", "query_error", "query_errors_total", "queries_capped"]
+    kind: Literal["resync", "mid_stream", "startup_cut", "encrypted", "not_postgresql",
+                  "malformed", "server_error", "query_error", "query_errors_total",
+                  "queries_capped"]
     role: NotRequired[Role]
+    start_seen: NotRequired[bool]
+    proof: NotRequired[Proof]
+    captured: NotRequired[int]
     length: NotRequired[int]
     offset: NotRequired[int]
     frame: NotRequired[int]
@@ -346,6 +372,7 @@ class Direction(TypedDict):
     window_scale: int | None
     window_scale_known: bool
     window_scale_lower_bound: int | None
+    syn_options_cut_frame: NotRequired[int]
     retransmitted_segments: int
     retransmitted_bytes: int
     out_of_order_segments: int
@@ -387,6 +414,8 @@ class Startup(TypedDict):
     encryption: Literal["none", "tls", "gss"]
     protocol_version: str
     parameters: dict[str, str]
+    # only when the snapshot length cut the StartupMessage
+    captured_bytes: NotRequired[int]
 
 class CancelTarget(TypedDict):
     connection: str
@@ -484,8 +513,9 @@ class Connection(TypedDict):
     id: str
     client: Endpoint
     server: Endpoint
+    tunnel: NotRequired[TunnelRecord]
     handshake_seen: bool
-    roles_from: Literal["handshake", "syn-ack", "port", "application"]
+    roles_from: Literal["handshake", "syn-ack", "port"]
     start_s: float
     end_s: float
     first_frame: int
@@ -724,6 +754,46 @@ class DamageFacts(TypedDict):
     trailer: NotRequired[int]
     interface: NotRequired[int]
 
+class TunnelCount(TypedDict):
+    """A tunnel (capture/tunnel.rs, by kind) and the TCP packets it carried."""
+    kind: Literal["vxlan", "geneve", "gre", "erspan", "ipip"]
+    vni: NotRequired[int]
+    key: NotRequired[int | None]
+    version: NotRequired[int]
+    session: NotRequired[int | None]
+    inner: NotRequired[int]
+    outer: NotRequired[int]
+    packets: int
+
+class TunnelRecord(TypedDict):
+    """The tunnel that carried a connection (report/connection.rs)."""
+    kind: Literal["vxlan", "geneve", "gre", "erspan", "ipip"]
+    vni: NotRequired[int]
+    key: NotRequired[int]
+    version: NotRequired[int]
+    session: NotRequired[int]
+    inner: NotRequired[int]
+    outer: NotRequired[int]
+
+class Duplicates(TypedDict):
+    """TCP packets captured twice (capture/duplicates.rs): the copies dropped, and the first
+    (copy's frame, frame it copies)."""
+    packets: int
+    frames: list[tuple[int, int]]
+
+class TimeJump(TypedDict):
+    frame: int
+    step_s: float
+    returns: bool
+
+class Timeline(TypedDict):
+    """Where the records' times jumped or stepped back (capture/clock.rs)."""
+    jumps: list[TimeJump]
+    jumps_total: int
+    backward_steps: int
+    backward_max_s: float
+    backward_first_frame: int | None
+
 class CaptureStats(TypedDict):
     """Counters about the capture file as a whole (capture/stats.rs)."""
     file: str
@@ -741,6 +811,10 @@ class CaptureStats(TypedDict):
     last_ts: float | None
     if_drops: int | None
     damage: DamageFacts | None
+    tunnelled_packets: int
+    tunnels: list[TunnelCount]
+    duplicates: Duplicates
+    timeline: Timeline
 
 class EngineFacts(TypedDict):
     late_packets: int
@@ -801,6 +875,10 @@ class Capture(TypedDict):
     first_ts: float | None
     duration_s: float
     damage: Damage | None
+    tunnelled_packets: int
+    tunnels: list[TunnelCount]
+    duplicates: Duplicates
+    timeline: Timeline
 
 class RelayHead(TypedDict):
     """A relay, its matched pairs' list empty (Report.pairs reads them)."""

@@ -9,10 +9,11 @@ which it writes itself; renderers read its parts (report.connections).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from pktflow import __version__, _core
+from pktflow._core import DUP_WINDOW_S, JITTER_S
 from pktflow.capture.problems import damage_reason, open_error
 from pktflow.errors import NoSpaceError
 from pktflow.findings import SEVERITY_ORDER, Finding
@@ -133,9 +134,80 @@ def capture_findings(capture: dict[str, Any], reason: str | None) -> list[Findin
         out.append(Finding("warning", "undecodable-packets",
                            f"{capture['undecodable_packets']:,} packets had IP/TCP headers cut "
                            f"or malformed and were skipped", None, []))
+    dup = capture["duplicates"]
+    if dup["packets"]:
+        out.append(Finding("warning", "duplicate-packets",
+                           f"{dup['packets']:,} TCP packets were captured twice (the same IP "
+                           f"packet within {DUP_WINDOW_S * 1e3:g} ms: tcpdump -i any on a host "
+                           f"with a bridge sees a packet on the port it came in by and on the one "
+                           f"it left by, a mirror may send it from both ends); each is counted "
+                           f"once and the copies dropped, which would otherwise read as "
+                           f"retransmissions", None, [copy for copy, _ in dup["frames"]]))
+    out += timeline_findings(capture["timeline"])
+    if capture["tunnelled_packets"]:
+        out.append(Finding("info", "tunnelled",
+                           f"{capture['tunnelled_packets']:,} TCP packets came inside tunnels "
+                           f"and are analysed as if captured directly: "
+                           f"{tunnels(capture['tunnels'])}", None, []))
     if capture["packets"] and not capture["tcp_packets"]:
         out.append(Finding("warning", "no-tcp", "the capture holds no TCP packets", None, []))
     return out
+
+
+def timeline_findings(tl: Mapping[str, Any]) -> list[Finding]:
+    """Timestamps that jumped (kept on one timeline) or stepped back (left as they are)."""
+    out = []
+    if tl["jumps_total"]:
+        said = "; ".join(
+            f"frame {j['frame']} " + (f"comes back {_span(j['step_s'])}" if j["returns"] else
+                                      f"jumps {_span(j['step_s'])}")
+            for j in tl["jumps"][:5])
+        more = (f" (and {tl['jumps_total'] - 5:,} more)" if tl["jumps_total"] > 5 else "")
+        out.append(Finding(
+            "warning", "time-jump",
+            f"the capture's timestamps jump: {said}{more}. Durations and rates keep one "
+            f"timeline: a frame whose time jumped takes the time of the frame before it, the "
+            f"frames after it continue from there, and one back on the earlier timeline takes "
+            f"its own time again", None, [j["frame"] for j in tl["jumps"]]))
+    if tl["backward_steps"]:
+        out.append(Finding(
+            "info", "time-backward",
+            f"timestamps step back by more than {JITTER_S * 1e3:g} ms {tl['backward_steps']:,} "
+            f"time(s), by at most {tl['backward_max_s'] * 1e3:,.3f} ms (first at frame "
+            f"{tl['backward_first_frame']}): packets of several interfaces or CPUs reached the "
+            f"capture out of order, or the clock was set back; their times are kept as they are",
+            None, [tl["backward_first_frame"]]))
+    return out
+
+
+def _span(step_s: float) -> str:
+    """A jump's size and direction in words."""
+    how = "back" if step_s < 0 else "forward"
+    s = abs(step_s)
+    if s >= 365.25 * 86400:
+        return f"{s / (365.25 * 86400):,.1f} years {how}"
+    if s >= 86400:
+        return f"{s / 86400:,.1f} days {how}"
+    return f"{s:,.1f} s {how}"
+
+
+def tunnel_name(t: Mapping[str, Any]) -> str:
+    """A tunnel as a reader names it: 'VXLAN VNI 42', 'GRE key 7', 'IPv6 in IPv4'."""
+    kind = t["kind"]
+    if kind in ("vxlan", "geneve"):
+        return f"{kind.upper() if kind == 'vxlan' else 'Geneve'} VNI {t['vni']}"
+    if kind == "gre":
+        return f"GRE key {t['key']}" if t.get("key") is not None else "GRE"
+    if kind == "erspan":
+        kind_of = {1: "type II" if t.get("session") is not None else "type I", 2: "type III"}
+        said = f"ERSPAN {kind_of.get(t['version'], str(t['version']))}"
+        return f"{said} session {t['session']}" if t.get("session") is not None else said
+    return f"IPv{t['inner']} in IPv{t['outer']}"
+
+
+def tunnels(counts: list[Any]) -> str:
+    """The tunnels of a capture, each with its TCP packets."""
+    return ", ".join(f"{tunnel_name(c)} ({c['packets']:,} packets)" for c in counts)
 
 
 def report_findings(stats: dict[str, Any], reason: str | None, engine: dict[str, Any],

@@ -321,6 +321,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_BUFFERED_BYTES", td::MAX_BUFFERED_BYTES)?;
     m.add("MAX_BUFFERED_SEGMENTS", td::MAX_BUFFERED_SEGMENTS)?;
     m.add("MAX_HOLES", td::MAX_HOLES)?;
+    // how close in time two copies of a packet are (a finding's sentence)
+    m.add("DUP_WINDOW_S", pktflow_core::capture::DUP_WINDOW_S)?;
+    // a step back in time smaller than this is jitter, not counted
+    m.add("JITTER_S", pktflow_core::capture::JITTER_S)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("SCHEMA", pktflow_core::report::document::SCHEMA)?;
     Ok(())

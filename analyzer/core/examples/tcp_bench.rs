@@ -73,6 +73,8 @@ fn main() {
             plen,
             payload: &payload[..plen as usize],
             options: &[],
+            options_cut: false,
+            tunnel: None,
         });
         if i % 64 == 0 {
             eng.sweep(ts);

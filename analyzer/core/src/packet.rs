@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::capture::tunnel::Tunnel;
+
 /// TCP flag bits as they sit in the header's flags byte.
 pub const FIN: u8 = 0x01;
 pub const SYN: u8 = 0x02;
@@ -93,6 +95,10 @@ pub struct TcpPacket<'a> {
     pub payload: &'a [u8],
     /// Raw TCP options (empty when none).
     pub options: &'a [u8],
+    /// The snapshot length cut the options: `options` holds only their start.
+    pub options_cut: bool,
+    /// The tunnel that carried the packet (the innermost, when tunnels nest).
+    pub tunnel: Option<Tunnel>,
 }
 
 #[cfg(test)]

@@ -41,7 +41,32 @@ def stop_reason(r: StopReason | dict[str, Any]) -> str:
                 f"{offered}), which PostgreSQL's direct TLS requires")
     if kind == "no_framing":
         return f"no PostgreSQL message framing in {r['lost']:,} bytes"
+    if kind == "nothing_captured":
+        return (f"none of its {r['bytes']:,} payload bytes was captured (a snapshot length that "
+                f"keeps only headers), so what it carries cannot be known")
+    if kind == "other_protocol":
+        return f"where a segment starts, {r['protocol']}: {r['seen']}"
+    if kind == "misfit":
+        return (f"a {r['role']} message of type {_type(r['type_byte'])} and length "
+                f"{r['length']:,} does not have the shape that type has in PostgreSQL")
+    if kind == "unproven":
+        said = (f"the capture does not show the connection's start, and what it shows does not "
+                f"prove PostgreSQL: {r['frontend_messages']:,} frontend and "
+                f"{r['backend_messages']:,} backend messages framed as PostgreSQL, ")
+        if not r["exchanges"]:
+            said += "but no request was answered by its kind of response"
+        else:
+            said += (f"{r['exchanges']} request(s) answered by their kind of response, but no "
+                     f"ReadyForQuery closed the cycle")
+        if r["misfits"]:
+            said += f" ({r['misfits']} answered by a kind of message they never draw)"
+        return said
     raise ValueError(f"unknown stop reason {kind!r}")
+
+
+def _type(byte: int) -> str:
+    """A type byte as the documentation writes it: 'Q', or its code when not printable."""
+    return f"'{chr(byte)}'" if 0x21 <= byte < 0x7f else f"{byte:#04x}"
 
 
 def conversation_findings(events: list[Event], conn_id: str) -> list[Finding]:
@@ -79,10 +104,29 @@ def _resyncs(evs: list[Any], conn_id: str) -> Finding:
 def _finding(ev: Any, conn_id: str) -> Finding:
     kind = ev["kind"]
     if kind == "mid_stream":
+        p = ev["proof"]
+        why = (f"the client's {p['request']} (frame {p['request_frame']}) was answered by the "
+               f"server's {p['response']} (frame {p['response_frame']})")
+        if p["closed_frame"] is not None:
+            why += f" and a ReadyForQuery closed that cycle (frame {p['closed_frame']})"
+        if p["exchanges"] > 1:
+            why += f"; {p['exchanges']} requests were answered by their kind of response"
+        begun = ("the snapshot length cut the connection's first message to fewer than 8 bytes"
+                 if ev["start_seen"] else "the connection began before the capture")
+        frames = [ev["frame"], p["request_frame"], p["response_frame"]]
+        frames += [p["closed_frame"]] if p["closed_frame"] is not None else []
         return Finding(
             "info", "pgwire-mid-stream",
-            f"the connection began before the capture: {ev['role']} decoding starts at stream "
-            f"offset {ev['offset']:,} (frame {ev['frame']})", conn_id, [ev["frame"]])
+            f"{begun}: {ev['role']} decoding starts at stream offset {ev['offset']:,} (frame "
+            f"{ev['frame']}), and it is taken as PostgreSQL because {why}", conn_id,
+            sorted(set(frames)))
+    if kind == "startup_cut":
+        return Finding(
+            "warning", "startup-cut",
+            f"the snapshot length cut the {ev['message']} after {ev['captured']:,} of its "
+            f"{ev['length']:,} bytes: it is recognised by its first 8, the parameters past the "
+            f"cut are unknown (null), and decoding goes on from the message after it", conn_id,
+            [ev["frame"]])
     if kind == "encrypted":
         how = _DIRECT_TLS if ev["request"] is None else f"the server accepted {ev['request']}"
         return Finding(
@@ -91,6 +135,12 @@ def _finding(ev: Any, conn_id: str) -> Finding:
             f"its TCP transfer is analysed", conn_id, [ev["frame"]])
     if kind == "not_postgresql":
         frame = ev["frame"]
+        if ev["reason"]["kind"] == "other_protocol":
+            return Finding(
+                "info", "not-postgresql",
+                f"{ev['role']} stream at offset {ev['offset']:,}: {stop_reason(ev['reason'])}; "
+                f"the connection is {ev['reason']['protocol']}, not PostgreSQL, so only its TCP "
+                f"transfer is analysed", conn_id, [frame] if frame else [])
         return Finding(
             "warning", "not-postgresql",
             f"{ev['role']} stream at offset {ev['offset']:,}: {stop_reason(ev['reason'])}; the "

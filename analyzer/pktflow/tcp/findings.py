@@ -11,7 +11,7 @@ from pktflow._core import MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES
 from pktflow.findings import Finding
 
 if TYPE_CHECKING:
-    from pktflow._core import Judgement
+    from pktflow._core import JudgedDirections, Judgement
 
 Key = Literal["client_to_server", "server_to_client"]
 # a direction of the report: (its key, who sends it, its name, the other direction's key)
@@ -30,6 +30,8 @@ def connection_findings(j: Judgement) -> list[Finding]:
     out: list[Finding] = []
     cid = j["id"]
     dirs = j["directions"]
+    cut_syns = [(syn, f) for (key, *_), syn in ((C2S, "SYN"), (S2C, "SYN-ACK"))
+                if (f := dirs[key]["syn_options_cut_frame"]) is not None]
     for key, who, name, other in engine_order(j):
         m, peer = dirs[key], dirs[other]
         if m["gaps"]:
@@ -76,6 +78,8 @@ def connection_findings(j: Judgement) -> list[Finding]:
                 f"{name}: segments up to {m['max_segment']:,} bytes exceed the MSS of {mss:,}: "
                 f"TSO/GSO at the sender or GRO at the receiver merged wire packets before the "
                 f"capture point, so captured segments are not wire packets", cid, []))
+        if cut_syns:
+            continue  # the handshake's options were cut: said once, below
         if not m["window_scale_known"] and (m["payload_bytes"] or peer["payload_bytes"]):
             lb = m["window_scale_lower_bound"]
             more = f"; the data in flight proves a scale of at least {lb}" if lb else ""
@@ -83,4 +87,21 @@ def connection_findings(j: Judgement) -> list[Finding]:
                 "info", "window-scale-unknown",
                 f"{who}'s window scale is unknown (no handshake in the capture): "
                 f"its windows are shown raw{more}", cid, []))
+    if cut_syns:
+        out.append(_syn_options_cut(cid, cut_syns, dirs))
     return out
+
+
+def _syn_options_cut(cid: str, cut: list[tuple[str, int]], dirs: JudgedDirections) -> Finding:
+    """The handshake seen, its options cut by the snapshot length: one finding."""
+    what = " and ".join(f"the {name} (frame {frame})" for name, frame in cut)
+    proved = [f"at least {d['window_scale_lower_bound']} for the {who}"
+              for key, who, _, _ in (C2S, S2C)
+              if not (d := dirs[key])["window_scale_known"] and d["window_scale_lower_bound"]]
+    more = (f"; the data in flight proves a window scale of {' and '.join(proved)}" if proved
+            else "")
+    return Finding(
+        "info", "syn-options-cut",
+        f"the snapshot length cut the TCP options of {what}: the handshake is seen, but the "
+        f"MSS and window scale offered there are unknown, so windows are shown raw{more}",
+        cid, [frame for _, frame in cut])

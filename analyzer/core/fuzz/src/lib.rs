@@ -116,7 +116,11 @@ pub fn capture(data: &[u8]) {
 
 fn sane_stats(st: &CaptureStats) {
     sound("stats", st);
-    let kinds = st.tcp_packets + st.non_tcp_packets + st.undecodable_packets + st.ip_fragments;
+    let kinds = st.tcp_packets
+        + st.duplicates.packets
+        + st.non_tcp_packets
+        + st.undecodable_packets
+        + st.ip_fragments;
     assert_eq!(kinds, st.packets, "every record counted once: {st:?}");
     assert!(st.truncated_packets <= st.packets);
     assert_eq!(st.first_ts.is_some(), st.packets > 0);

@@ -65,8 +65,8 @@ fn ethertype(etype: u16, off: usize) -> Option<IpStart> {
     }
 }
 
-/// Ethernet with any stack of VLAN tags.
-fn ethernet(frame: &[u8]) -> Option<IpStart> {
+/// Ethernet with any stack of VLAN tags (also inside a tunnel).
+pub(crate) fn ethernet(frame: &[u8]) -> Option<IpStart> {
     if frame.len() < 14 {
         return None;
     }

@@ -25,6 +25,8 @@
 //! otherwise), their errors do not give the reference's damage offsets, and the batch ends
 //! need the reference's own window.
 
+mod clock;
+mod duplicates;
 pub mod error;
 mod gzip;
 pub mod ip;
@@ -32,6 +34,7 @@ pub mod link;
 mod pcap;
 mod pcapng;
 pub mod stats;
+pub mod tunnel;
 mod window;
 
 #[cfg(test)]
@@ -41,15 +44,20 @@ use std::fs::File;
 use std::io::{Cursor, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
+pub use clock::{TimeJump, Timeline, JITTER_S};
+pub use duplicates::{Duplicates, DUP_WINDOW_S};
 pub use error::{Damage, DamageKind, NoFileWhy, OpenError, StreamFault};
 pub use stats::{CaptureStats, Format};
 pub use window::BLOCK;
 
 use crate::packet::TcpPacket;
+use clock::Clock;
+use duplicates::Recent;
 use gzip::{read_full, GzipStream};
-use ip::Skip;
+use ip::{Decoded, Skip};
 use pcap::Pcap;
 use pcapng::Pcapng;
+use tunnel::Tunnel;
 use window::{Source, Window};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -76,6 +84,8 @@ pub(crate) struct Record {
     orig: u32,
     /// The reference ends a batch before this record.
     batch_cut: bool,
+    /// The timestamp is one a clock can give (a pcap's fraction below a second).
+    ts_valid: bool,
 }
 
 /// What `next_item` hands out.
@@ -107,6 +117,10 @@ pub struct Capture {
     /// The last TCP packet handed out (its bytes are still in the window).
     last: Option<Last>,
     ended: bool,
+    /// The timeline the records' times are handed on in.
+    clock: Clock,
+    /// The TCP packets just handed on, to tell a copy of one.
+    recent: Recent,
 }
 
 #[derive(Clone, Copy)]
@@ -116,6 +130,7 @@ struct Last {
     start: usize,
     caplen: usize,
     tcp: ip::Tcp,
+    tunnel: Option<Tunnel>,
 }
 
 impl Capture {
@@ -214,6 +229,8 @@ impl Capture {
             unswept_ts: 0.0,
             last: None,
             ended: false,
+            clock: Clock::default(),
+            recent: Recent::default(),
         };
         match format {
             Format::Pcapng => cap.reader = Some(Reader::Pcapng(Pcapng::new())),
@@ -286,16 +303,17 @@ impl Capture {
                     }
                 }
             };
-            if let Some(tcp) = self.account(&rec) {
+            if let Some((tcp, tunnel, ts)) = self.account(&rec) {
                 self.unswept += 1;
-                self.unswept_ts = rec.ts;
+                self.unswept_ts = ts;
                 let frame = self.stats.packets;
                 self.last = Some(Last {
                     frame,
-                    ts: rec.ts,
+                    ts,
                     start: rec.start,
                     caplen: rec.caplen,
                     tcp,
+                    tunnel,
                 });
                 return self.last_packet().map(Item::Packet);
             }
@@ -321,11 +339,13 @@ impl Capture {
             plen: t.plen,
             payload: frame.get(t.payload.0..t.payload.1).unwrap_or(&[]),
             options: frame.get(t.options.0..t.options.1).unwrap_or(&[]),
+            options_cut: t.options_cut,
+            tunnel: l.tunnel,
         })
     }
 
     fn read_record(&mut self) -> Result<Option<Record>, Damage> {
-        let (frame, last_ts) = (self.stats.packets, self.stats.last_ts);
+        let (frame, last_ts) = (self.stats.packets, self.clock.last_raw());
         match &mut self.reader {
             Some(Reader::Pcap(p)) => p.next(&mut self.win, frame),
             Some(Reader::Pcapng(p)) => p.next(&mut self.win, frame, last_ts),
@@ -333,10 +353,13 @@ impl Capture {
         }
     }
 
-    /// Count a record in the stats and decode it: its TCP header, or None when not TCP.
-    fn account(&mut self, rec: &Record) -> Option<ip::Tcp> {
+    /// Count a record in the stats and decode it: its TCP header, the tunnel that carried it
+    /// and its time on the capture's timeline; None when not TCP, or a copy of a packet just
+    /// handed on.
+    fn account(&mut self, rec: &Record) -> Option<(ip::Tcp, Option<Tunnel>, f64)> {
         let st = &mut self.stats;
         st.packets += 1;
+        let ts = self.clock.time(rec.ts, st.packets, rec.ts_valid);
         if !self.seen.contains(&rec.link) {
             self.seen.push(rec.link);
             let name = link::link_name(rec.link);
@@ -345,21 +368,43 @@ impl Capture {
             }
         }
         if st.first_ts.is_none() {
-            st.first_ts = Some(rec.ts);
+            st.first_ts = Some(ts);
         }
-        st.last_ts = Some(rec.ts);
+        st.last_ts = Some(ts);
         if (rec.caplen as u64) < u64::from(rec.orig) {
             st.truncated_packets += 1;
         }
         let data = self.win.abs(rec.start, rec.start + rec.caplen);
-        let decoded = match link::ip_start(rec.link, data) {
-            Some((version, off)) => ip::decode(data, version, off),
-            None => Err(Skip::NotTcp),
+        let mut start = link::ip_start(rec.link, data);
+        let mut tunnel = None;
+        let mut depth = 0;
+        let decoded = loop {
+            let Some((version, off)) = start else {
+                break Err(Skip::NotTcp);
+            };
+            match ip::decode(data, version, off) {
+                Ok(Decoded::Tunnel(t, inner)) if depth < tunnel::MAX_DEPTH => {
+                    tunnel = Some(t);
+                    start = Some(inner);
+                    depth += 1;
+                }
+                Ok(Decoded::Tunnel(..)) => break Err(Skip::NotTcp),
+                Ok(Decoded::Tcp(tcp)) => break Ok((tcp, off)),
+                Err(skip) => break Err(skip),
+            }
         };
         match decoded {
-            Ok(tcp) => {
+            Ok((tcp, ip_at)) => {
+                let ip = data.get(ip_at..).unwrap_or(&[]);
+                let tag = tunnel.map_or(0, Tunnel::tag);
+                if self.recent.copy(ts, ip, tag, st.packets) {
+                    return None;
+                }
                 st.tcp_packets += 1;
-                return Some(tcp);
+                if let Some(t) = tunnel {
+                    st.tunnelled(t);
+                }
+                return Some((tcp, tunnel, ts));
             }
             Err(Skip::NotTcp) => st.non_tcp_packets += 1,
             Err(Skip::Fragment) => st.ip_fragments += 1,
@@ -383,6 +428,8 @@ impl Capture {
     fn finish(&mut self, damage: Option<Damage>) {
         self.ended = true;
         self.stats.damage = damage;
+        self.stats.timeline = std::mem::take(&mut self.clock.timeline);
+        self.stats.duplicates = std::mem::take(&mut self.recent.duplicates);
         if let Some(Reader::Pcapng(p)) = &self.reader {
             self.stats.if_drops = p.drops();
         }

@@ -10,6 +10,12 @@ pub const MAX_FRAME: usize = 1 << 18;
 /// Whatever a (corrupt) snaplen says, no record above this is read.
 pub const MAX_RECORD: usize = 16 << 20;
 
+/// The link type is the low 16 bits of the header's field, as libpcap reads it (LT_LINKTYPE):
+/// the bits above carry whether frames end in a frame check sequence and its length (a pcap
+/// written with 0x04000001 is Ethernet with FCS). Frames are read by their IP lengths, so
+/// trailing FCS bytes are never taken for payload.
+const LINKTYPE_MASK: u32 = 0x0000_FFFF;
+
 pub const MAGICS: [[u8; 4]; 4] = [
     [0xd4, 0xc3, 0xb2, 0xa1],
     [0xa1, 0xb2, 0xc3, 0xd4],
@@ -57,7 +63,7 @@ impl Pcap {
         let nano = head == MAGICS[2] || head == MAGICS[3];
         let h = win.at(0, 20);
         let snaplen = u32_at(h, 12, big);
-        let link = u32_at(h, 16, big) & 0x0FFF_FFFF;
+        let link = u32_at(h, 16, big) & LINKTYPE_MASK;
         win.pos += 20;
         let limit = (snaplen as usize).clamp(MAX_FRAME, MAX_RECORD);
         Ok(Pcap {
@@ -107,6 +113,7 @@ impl Pcap {
             caplen: len,
             orig,
             batch_cut: win.refills != refills,
+            ts_valid: f64::from(frac) * scale < 1.0,
         }))
     }
 }

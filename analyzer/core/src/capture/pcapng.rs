@@ -223,6 +223,7 @@ impl Pcapng {
                         caplen: caplen as usize,
                         orig,
                         batch_cut,
+                        ts_valid: true,
                     };
                     win.pos += n;
                     return Ok(Some(record));
@@ -243,6 +244,7 @@ impl Pcapng {
                         caplen,
                         orig,
                         batch_cut,
+                        ts_valid: true,
                     };
                     win.pos += n;
                     return Ok(Some(record));

@@ -2,23 +2,28 @@
 //! (sans-IO). Fed in-order bytes per direction (and gap markers) by the TCP engine. Each side
 //! moves through:
 //!   start -> typed             the stream's beginning was seen: untyped startup, then typed
-//!   start/sync -> typed        mid-stream: decoding begins at the first provable boundary
+//!   start/sync -> typed        mid-stream: decoding begins at the first message boundary
 //!   typed -> sync              after a capture gap that cut a message: resynchronise
 //!   any -> stopped             TLS/GSS took over, malformed framing, or not PostgreSQL
+//! A connection whose startup was not seen is PostgreSQL only once proven (detect.rs); until
+//! then what is decoded is tentative, and dropped if the proof never comes. The roles are
+//! TCP's: direction 0 (the engine's client) is the frontend.
 //! DataRow and CopyData are counted in the hot loop, never kept. Queries are answered in
 //! order, so backend messages are charged to the oldest unfinished query.
 //!
-//! The rest of the decoder is in start.rs (untyped first bytes, TLS, resynchronisation),
-//! walk.rs (the typed message walk) and handle.rs (what each message does).
+//! The rest of the decoder is in start.rs (untyped first bytes, TLS, resynchronisation,
+//! settling what the connection is), walk.rs (the typed message walk) and handle.rs (what
+//! each message does).
 
 use std::collections::VecDeque;
 
 use super::counts::{Counts, Drained};
+use super::detect::{other_protocol, Evidence};
 use super::facts::{
     Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest, Event, Protocol,
-    ServerMessage, StartedAt, Startup,
+    ServerMessage, StartedAt, Startup, StopReason,
 };
-use super::framing::{header, BoundaryScan};
+use super::framing::{header, plausible, BoundaryScan, MAX_CONTROL};
 use super::messages::Role;
 use super::names::Names;
 use super::query::Query;
@@ -66,7 +71,8 @@ pub(super) struct Side {
     pub skip: i64,
     pub counts: Counts,
     pub lost: i64,
-    pub decoded: bool,
+    /// The stream offset of the last segment fed: where a message may start after a gap.
+    pub seg_start: i64,
     /// The boundary search while in Sync.
     pub scan: Option<BoundaryScan>,
 }
@@ -81,7 +87,7 @@ impl Side {
             skip: 0,
             counts: Counts::default(),
             lost: 0,
-            decoded: false,
+            seg_start: 0,
             scan: None,
         }
     }
@@ -138,7 +144,12 @@ pub struct Conversation {
     pub(super) sides: [Side; 2],
     /// Whether each direction's SYN was seen, as the last feed of it said.
     pub(super) start_seen: [bool; 2],
-    pub(super) roles_known: bool,
+    /// While the connection is neither proven PostgreSQL nor refused (its startup not seen).
+    pub(super) evidence: Option<Box<Evidence>>,
+    /// Where mid-stream decoding started: the side, its stream offset and frame.
+    pub(super) started: Option<(Role, i64, u64)>,
+    /// Any payload was fed.
+    pub(super) fed: bool,
     pub(super) protocol: Protocol,
     pub(super) encryption: Encryption,
     pub(super) startup: Option<Startup>,
@@ -205,7 +216,9 @@ impl Conversation {
         Conversation {
             sides: [Side::new(Role::Frontend), Side::new(Role::Backend)],
             start_seen: [false; 2],
-            roles_known: false,
+            evidence: Some(Box::default()),
+            started: None,
+            fed: false,
             protocol: Protocol::Unknown,
             encryption: Encryption::None,
             startup: None,
@@ -240,6 +253,33 @@ impl Conversation {
             texts: std::collections::HashSet::new(),
             bulk_series: 0,
         }
+    }
+
+    /// Drop what was decoded of a connection found not to be PostgreSQL: it was tentative.
+    pub(super) fn forget(&mut self) {
+        for s in &mut self.sides {
+            let trail = s.counts.trail.take();
+            s.counts = Counts::default();
+            s.counts.trail = trail;
+            s.lost = 0;
+            s.scan = None;
+        }
+        self.startup = None;
+        self.decode_started_at = None;
+        self.started = None;
+        self.events.clear();
+        self.store = Store::default();
+        self.queries_total = 0;
+        self.last_query = None;
+        self.pending.clear();
+        self.pending_done = 0;
+        self.last_done = None;
+        self.statements = Names::default();
+        self.portals = Names::default();
+        self.parameters.clear();
+        self.backend_pid = None;
+        self.query_errors = 0;
+        self.texts.clear();
     }
 
     /// The engine direction that is the frontend; None while not PostgreSQL.
@@ -289,13 +329,22 @@ impl Conversation {
     }
 
     fn do_feed(&mut self, d: usize, data: &[u8], offset: i64, frame: u64, ts: f64) {
-        let Some(s) = self.sides.get(d) else {
+        let Some(s) = self.sides.get_mut(d) else {
             return;
         };
         if s.state == State::Stopped {
             return;
         }
-        if s.role == Role::Backend && !self.pending.is_empty() {
+        s.seg_start = offset;
+        let role = s.role;
+        self.fed |= !data.is_empty();
+        if self.evidence.is_some() && self.foreign(d, data, offset, frame) {
+            return;
+        }
+        if let (Role::Backend, Some(ev)) = (role, self.evidence.as_mut()) {
+            ev.backend_segment();
+        }
+        if role == Role::Backend && !self.pending.is_empty() {
             let room = self.bulk_series < MAX_BULK_SERIES;
             if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
                 q.segments.add(data.len());
@@ -345,6 +394,29 @@ impl Conversation {
         }
     }
 
+    /// While the connection is unproven, another protocol where a segment starts (and no
+    /// PostgreSQL message does) refuses it.
+    fn foreign(&mut self, d: usize, data: &[u8], offset: i64, frame: u64) -> bool {
+        let Some(s) = self.sides.get(d) else {
+            return false;
+        };
+        let at_start = s.state == State::Start && self.start_seen.get(d) == Some(&true);
+        let typed_here = s.state == State::Typed
+            && header(data, 0).is_some_and(|(t, ln)| plausible(t, ln, s.role));
+        if s.skip > 0 || !s.buf.is_empty() || at_start || typed_here {
+            return false;
+        }
+        let Some(o) = other_protocol(data) else {
+            return false;
+        };
+        let reason = StopReason::OtherProtocol {
+            protocol: o.protocol,
+            seen: o.seen,
+        };
+        self.refuse(d, offset, frame, reason);
+        true
+    }
+
     /// The walk of `buf` (stream offset `offset` at buf[0]) from `start`: where the bytes
     /// not consumed begin.
     fn walk(
@@ -387,6 +459,26 @@ impl Conversation {
         if let Some(t) = s.counts.trail.as_mut() {
             t.held = None;
         }
+        let gap_end = offset.saturating_add(length);
+        if s.state == State::Start {
+            // the first message cut: read from its first 8 bytes, or the start is lost
+            let (buf, base) = (std::mem::take(&mut s.buf), s.base);
+            self.start_cut(d, &buf, base, gap_end, frame, ts);
+            let s = &mut self.sides[d];
+            if s.state == State::Typed {
+                return;
+            }
+            s.buf = buf;
+        }
+        if self.sides[d].state == State::Sync {
+            self.gap_boundary(d, gap_end, frame, ts);
+        }
+        let Some(s) = self.sides.get_mut(d) else {
+            return;
+        };
+        if s.state == State::Stopped {
+            return;
+        }
         if s.skip >= length && s.buf.is_empty() {
             s.skip = s.skip.saturating_sub(length); // inside a counted body: no boundary was lost
             return;
@@ -398,7 +490,6 @@ impl Conversation {
             .then(|| header(&s.buf, 0))
             .flatten();
         if let Some((t, ln)) = held {
-            let gap_end = offset.saturating_add(length);
             let framed = self.fault(d, t, ln).is_none();
             let s = &mut self.sides[d];
             let start = offset.saturating_sub(s.buf.len() as i64);
@@ -409,6 +500,9 @@ impl Conversation {
                     s.keep(&[]);
                     s.skip = end - gap_end;
                     s.base = gap_end;
+                    if self.evidence.is_some() && !self.evident(d, t, &body, ln, start, frame) {
+                        return;
+                    }
                     self.cut_message = true;
                     self.message(d, t, &body, ln, frame, ts);
                     self.cut_message = false;
@@ -429,9 +523,7 @@ impl Conversation {
         s.skip = 0;
         s.base = offset.saturating_add(length);
         s.scan = None;
-        if s.state != State::Start {
-            s.state = State::Sync;
-        }
+        s.state = State::Sync;
         let role = s.role;
         self.gaps += 1;
         if role == Role::Backend {
@@ -444,6 +536,55 @@ impl Conversation {
             offset,
             frame,
         });
+    }
+
+    /// A side searching for a boundary meets a gap: where the segment before it started, a
+    /// run of messages that fills the captured bytes (its last running into the gap, or the
+    /// gap cutting the next one's header) is taken as a boundary, as it would be in the
+    /// steady state: a short snaplen keeps each segment's first bytes, and writes start with
+    /// a message. Claims past MAX_CONTROL, and bodies not of their type's shape, are not
+    /// taken (a segment starting inside a row would make one).
+    fn gap_boundary(&mut self, d: usize, gap_end: i64, frame: u64, ts: f64) {
+        let Some(s) = self.sides.get(d) else {
+            return;
+        };
+        let Ok(pos0) = usize::try_from(s.seg_start - s.base) else {
+            return;
+        };
+        let mut pos = pos0;
+        loop {
+            let Some((t, ln)) = header(&s.buf, pos) else {
+                if pos == pos0 || pos + 5 <= s.buf.len() {
+                    return;
+                }
+                break; // whole messages, then a header the gap cut: they are decoded
+            };
+            if !plausible(t, ln, s.role) || ln > MAX_CONTROL {
+                return;
+            }
+            let end = pos.saturating_add(1 + ln as usize);
+            let body = s.buf.get(pos + 5..end.min(s.buf.len())).unwrap_or(&[]);
+            if !super::shape::fits(s.role, t, ln, body) {
+                return;
+            }
+            if end > s.buf.len() {
+                if at(s.base, end) < gap_end {
+                    return; // it ends inside the gap: what follows is unknown
+                }
+                break;
+            }
+            pos = end;
+        }
+        let s = &mut self.sides[d];
+        s.scan = None;
+        let (buf, base) = (std::mem::take(&mut s.buf), s.base);
+        self.synced(d, base, pos0, frame, ts);
+        let done = self.typed(d, &buf, pos0, base, frame, ts);
+        let s = &mut self.sides[d];
+        s.buf = buf;
+        s.buf.drain(..done.min(s.buf.len()));
+        s.keep_own();
+        s.base = at(base, done);
     }
 
     fn do_finish(&mut self) {
@@ -459,6 +600,7 @@ impl Conversation {
                 self.settle_sync(d, 0, 0.0);
             }
         }
+        self.unproven();
         for &id in &self.pending {
             if let Some(q) = self.store.get_mut(id) {
                 q.incomplete = true;

@@ -82,6 +82,42 @@ pub enum StopReason {
     TlsWithoutAlpn { offered: Vec<String> },
     /// No message framing in a whole sync window: the bytes lost on that side.
     NoFraming { lost: i64 },
+    /// Another protocol where a segment starts (detect.rs): its name and what was seen.
+    OtherProtocol {
+        protocol: &'static str,
+        seen: String,
+    },
+    /// Before the connection was proven PostgreSQL, a message whose length or body does not
+    /// fit its type (shape.rs).
+    Misfit {
+        type_byte: u8,
+        role: Role,
+        length: i64,
+    },
+    /// Of the connection's payload only gaps reached the decoder (a snapshot length that
+    /// keeps no payload byte): how many bytes.
+    NothingCaptured { bytes: i64 },
+    /// The capture ended without proof (detect.rs): the messages that framed as PostgreSQL,
+    /// the requests answered by their kind of response, and those answered by another kind.
+    Unproven {
+        frontend_messages: u64,
+        backend_messages: u64,
+        exchanges: u32,
+        misfits: u32,
+    },
+}
+
+/// Why a connection seen mid-stream was taken as PostgreSQL (detect.rs): the first request
+/// answered by its kind of response, how many were, and the ReadyForQuery that closed the
+/// first cycle (None when a second exchange proved it first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Proof {
+    pub request: &'static str,
+    pub request_frame: u64,
+    pub response: &'static str,
+    pub response_frame: u64,
+    pub exchanges: u32,
+    pub closed_frame: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -104,8 +140,24 @@ pub enum Event {
         offset: i64,
         frame: u64,
     },
-    /// The connection began before the capture: decoding starts at this offset.
-    MidStream { role: Role, offset: i64, frame: u64 },
+    /// The stream's start was not seen (the connection began before the capture, or the
+    /// snapshot length cut its first message to fewer than 8 bytes): decoding starts at this
+    /// offset, where a boundary was found, and the connection is PostgreSQL by `proof`.
+    MidStream {
+        role: Role,
+        offset: i64,
+        frame: u64,
+        start_seen: bool,
+        proof: Proof,
+    },
+    /// The snapshot length cut the first (untyped) message: `captured` of its `length` bytes
+    /// were read, the parameters past them are unknown.
+    StartupCut {
+        message: &'static str,
+        length: i64,
+        captured: i64,
+        frame: u64,
+    },
     /// The rest is encrypted; request None: the client started TLS directly (ALPN
     /// "postgresql").
     Encrypted {
@@ -157,6 +209,9 @@ pub struct Startup {
     /// Every parameter sent, in order (user, database, options, replication, client_encoding,
     /// DateStyle, TimeZone, extra_float_digits, ...): the first 32.
     pub parameters: Ordered<String>,
+    /// When the snapshot length cut the message: the bytes of it captured (the parameters
+    /// past them are unknown, not absent).
+    pub captured: Option<i64>,
 }
 
 /// How the client proved who it is, as the wire shows it.

@@ -1,12 +1,12 @@
 //! Message boundaries in a stream that did not start at the beginning.
 //!
-//! A boundary is provable when a chain of consecutive well-formed messages starts there: valid
-//! type bytes for the side, lengths >= 4 and below a sane cap, each header where the previous
-//! message ends. Random or foreign bytes (HTTP, TLS) fail the chain within a message or two.
-//! Which side is the frontend is proven by types only one side sends (Q, P, B for the
-//! frontend; Z, T, 1, 2 for the backend).
+//! A boundary is a position where a chain of consecutive well-formed messages of the side's
+//! role starts: valid type bytes, lengths >= 4 and below a sane cap, each header where the
+//! previous message ends. Random or foreign bytes (HTTP, TLS) fail the chain within a message
+//! or two. The side is the one TCP gave (handshake or ports): a boundary never changes it, and
+//! whether the bytes are PostgreSQL at all is proven by the conversation (detect.rs), not here.
 
-use super::messages::{be32, expected_length, name_of, only, Role};
+use super::messages::{be32, expected_length, name_of, Role};
 
 /// PostgreSQL caps a message near 1 GiB; anything claiming more is not PostgreSQL framing.
 pub const MAX_MESSAGE: i64 = (1 << 30) + 64;
@@ -73,57 +73,37 @@ pub fn plausible(t: u8, ln: i64, side: Role) -> bool {
     ln <= MAX_CONTROL || t == b'D' || t == b'd'
 }
 
-/// The chain of messages for `side` at pos: (messages, proves the side, final). Messages 0:
-/// no chain. Not final: bytes still to come could change the answer, and not before the buffer
-/// holds the returned number of bytes (a chain may end exactly at the buffer's end, so a
-/// message running past it is looked at again once the buffer reaches its end).
-fn chain(buf: &[u8], pos: usize, side: Role) -> (usize, bool, Option<usize>) {
+/// The chain of messages for `side` at pos: (messages, final). Messages 0: no chain. Not
+/// final: bytes still to come could change the answer, and not before the buffer holds the
+/// returned number of bytes (a chain may end exactly at the buffer's end, so a message running
+/// past it is looked at again once the buffer reaches its end).
+fn chain(buf: &[u8], pos: usize, side: Role) -> (usize, Option<usize>) {
     let n = buf.len();
     let mut pos = pos;
     let mut count = 0;
-    let mut proof = false;
     while count < CHAIN {
         let Some((t, ln)) = header(buf, pos) else {
             return (
                 if pos == n { count } else { 0 },
-                proof,
                 Some(pos.saturating_add(5)),
             );
         };
         if !plausible(t, ln, side) {
-            return (0, proof, None);
+            return (0, None);
         }
-        proof = proof || only(side, t);
         pos = pos.saturating_add(1 + ln as usize);
         count += 1;
         if pos > n {
-            return (if count > 1 { count } else { 0 }, proof, Some(pos));
+            return (if count > 1 { count } else { 0 }, Some(pos));
         }
     }
-    (count, proof, None)
+    (count, None)
 }
 
-/// If a chain of messages for `side` starts at pos: (messages, proves the side).
-pub fn chain_at(buf: &[u8], pos: usize, side: Role) -> Option<(usize, bool)> {
-    let (count, proof, _) = chain(buf, pos, side);
-    (count > 0).then_some((count, proof))
-}
-
-/// Which sides a search tries, in this order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sides {
-    One(Role),
-    Both,
-}
-
-impl Sides {
-    fn list(self) -> &'static [Role] {
-        match self {
-            Sides::One(Role::Frontend) => &[Role::Frontend],
-            Sides::One(Role::Backend) => &[Role::Backend],
-            Sides::Both => &[Role::Frontend, Role::Backend],
-        }
-    }
+/// If a chain of messages for `side` starts at pos: how many messages.
+pub fn chain_at(buf: &[u8], pos: usize, side: Role) -> Option<usize> {
+    let (count, _) = chain(buf, pos, side);
+    (count > 0).then_some(count)
 }
 
 /// The boundary search over a buffer that only grows at its end, each position judged once:
@@ -132,8 +112,7 @@ impl Sides {
 /// quadratic in the sync window).
 #[derive(Clone, Debug)]
 pub struct BoundaryScan {
-    pub sides: Sides,
-    pub need_proof: bool,
+    pub side: Role,
     done: i64, // stream offsets below this were judged (settled or pending)
     /// stream offsets still undecided, ascending, each with the stream offset the buffer must
     /// reach before its answer can change: a run of headers claiming long bodies is not judged
@@ -144,43 +123,33 @@ pub struct BoundaryScan {
 }
 
 impl BoundaryScan {
-    pub fn new(sides: Sides, need_proof: bool) -> Self {
+    pub fn new(side: Role) -> Self {
         BoundaryScan {
-            sides,
-            need_proof,
+            side,
             done: 0,
             pending: Vec::new(),
             judged: 0,
         }
     }
 
-    /// A boundary for one of the sides; else, if the position may still become one, the
-    /// buffer length it needs first.
-    fn judge(&mut self, buf: &[u8], pos: usize) -> Result<Role, Option<usize>> {
+    /// Whether a boundary is at pos; else, if the position may still become one, the buffer
+    /// length it needs first.
+    fn judge(&mut self, buf: &[u8], pos: usize) -> Result<(), Option<usize>> {
         self.judged += 1;
         let Some(&t) = buf.get(pos) else {
             return Err(None);
         };
-        let sides = self.sides.list();
-        if !sides.iter().any(|&s| name_of(s, t).is_some()) {
+        if name_of(self.side, t).is_none() {
             return Err(None);
         }
-        let mut need: Option<usize> = None;
-        for &side in sides {
-            let (count, proof, more) = chain(buf, pos, side);
-            if count > 0 && (proof || !self.need_proof) {
-                return Ok(side);
-            }
-            need = match (need, more) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+        match chain(buf, pos, self.side) {
+            (0, more) => Err(more),
+            _ => Ok(()),
         }
-        Err(need)
     }
 
     /// The first boundary in buf, whose first byte is at stream offset `base`.
-    pub fn find(&mut self, buf: &[u8], base: i64) -> Option<(usize, Role)> {
+    pub fn find(&mut self, buf: &[u8], base: i64) -> Option<usize> {
         let end = buf.len() as i64 - 4;
         let have = base.saturating_add(buf.len() as i64);
         let mut pending = Vec::new();
@@ -195,14 +164,14 @@ impl BoundaryScan {
                 continue;
             };
             match self.judge(buf, pos) {
-                Ok(side) => return Some((pos, side)),
+                Ok(()) => return Some(pos),
                 Err(Some(need)) => pending.push((off, base.saturating_add(need as i64))),
                 Err(None) => {}
             }
         }
         for pos in (from..end.max(from)).filter_map(|p| usize::try_from(p).ok()) {
             match self.judge(buf, pos) {
-                Ok(side) => return Some((pos, side)),
+                Ok(()) => return Some(pos),
                 Err(Some(need)) => {
                     pending.push((pos as i64 + base, base.saturating_add(need as i64)))
                 }
@@ -216,8 +185,8 @@ impl BoundaryScan {
 }
 
 /// The first boundary of `buf` for `side` (a one-off search).
-pub fn find_boundary(buf: &[u8], side: Role, need_proof: bool) -> Option<(usize, Role)> {
-    BoundaryScan::new(Sides::One(side), need_proof).find(buf, 0)
+pub fn find_boundary(buf: &[u8], side: Role) -> Option<usize> {
+    BoundaryScan::new(side).find(buf, 0)
 }
 
 #[cfg(test)]
@@ -231,17 +200,8 @@ mod tests {
         v
     }
 
-    fn rescan(buf: &[u8], sides: Sides, need_proof: bool) -> Option<(usize, Role)> {
-        for pos in 0..buf.len().saturating_sub(4) {
-            for &side in sides.list() {
-                if let Some((_, proof)) = chain_at(buf, pos, side) {
-                    if proof || !need_proof {
-                        return Some((pos, side));
-                    }
-                }
-            }
-        }
-        None
+    fn rescan(buf: &[u8], side: Role) -> Option<usize> {
+        (0..buf.len().saturating_sub(4)).find(|&pos| chain_at(buf, pos, side).is_some())
     }
 
     #[test]
@@ -285,23 +245,19 @@ mod tests {
     }
 
     #[test]
-    fn chains_prove_sides() {
+    fn chains_of_the_side_given() {
         let z = msg(b'Z', b"I");
         let c = msg(b'C', b"SELECT 1\0");
         let buf = [&b"\xee\x01"[..], &z, &z, &c].concat();
-        assert_eq!(
-            find_boundary(&buf, Role::Backend, true),
-            Some((2, Role::Backend))
-        );
-        let mut scan = BoundaryScan::new(Sides::Both, true);
-        assert_eq!(scan.find(&buf, 0), Some((2, Role::Backend)));
-        // DataRows alone frame as Describe too: no proof
+        assert_eq!(find_boundary(&buf, Role::Backend), Some(2));
+        // ReadyForQuery is no frontend message: the frontend's first chain is the CommandComplete
+        // read as a Close ending the buffer
+        assert_eq!(find_boundary(&buf, Role::Frontend), Some(14));
+        assert_eq!(find_boundary(&buf[..buf.len() - 1], Role::Frontend), None);
+        // DataRows frame as Describes too: the side is TCP's to say
         let rows = msg(b'D', b"xyz").repeat(4);
-        assert_eq!(BoundaryScan::new(Sides::Both, true).find(&rows, 0), None);
-        assert_eq!(
-            BoundaryScan::new(Sides::Both, false).find(&rows, 0),
-            Some((0, Role::Frontend))
-        );
+        assert_eq!(find_boundary(&rows, Role::Frontend), Some(0));
+        assert_eq!(find_boundary(&rows, Role::Backend), Some(0));
     }
 
     #[test]
@@ -318,7 +274,7 @@ mod tests {
         // DataRow headers claiming 16 MiB each, 5 bytes apart, in 100-byte segments: every
         // position stays undecided until far past the window; each is judged about once
         let stream = b"D\x01\x00\x00\x00".repeat(256 * 1024 / 5);
-        let mut scan = BoundaryScan::new(Sides::Both, true);
+        let mut scan = BoundaryScan::new(Role::Backend);
         let mut end = 0;
         while end < stream.len() {
             end = (end + 100).min(stream.len());
@@ -352,18 +308,13 @@ mod tests {
             for _ in 0..(next() % 12) {
                 stream.extend(&parts[(next() % 5) as usize]);
             }
-            let sides = [
-                Sides::Both,
-                Sides::One(Role::Backend),
-                Sides::One(Role::Frontend),
-            ][(next() % 3) as usize];
-            let proof = next() % 2 == 0;
-            let mut scan = BoundaryScan::new(sides, proof);
+            let side = [Role::Backend, Role::Frontend][(next() % 2) as usize];
+            let mut scan = BoundaryScan::new(side);
             let mut end = 0;
             while end < stream.len() {
                 end = (end + 1 + (next() % 9) as usize).min(stream.len());
                 let got = scan.find(&stream[..end], 1000);
-                assert_eq!(got, rescan(&stream[..end], sides, proof));
+                assert_eq!(got, rescan(&stream[..end], side));
                 if got.is_some() {
                     break;
                 }

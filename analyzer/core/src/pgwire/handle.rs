@@ -58,9 +58,7 @@ fn columns(body: &[u8]) -> (Option<u16>, String) {
 
 impl Conversation {
     pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
-        let s = &mut self.sides[d];
-        s.decoded = true;
-        if s.role == Role::Frontend {
+        if self.sides[d].role == Role::Frontend {
             self.frontend(d, t, body, frame, ts);
         } else {
             self.backend(d, t, body, ln, frame, ts);

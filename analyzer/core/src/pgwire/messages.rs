@@ -16,15 +16,6 @@ pub enum Role {
     Backend,
 }
 
-impl Role {
-    pub fn other(self) -> Role {
-        match self {
-            Role::Frontend => Role::Backend,
-            Role::Backend => Role::Frontend,
-        }
-    }
-}
-
 pub const PROTOCOL_3: u32 = 196_608;
 pub const SSL_REQUEST: u32 = 80_877_103;
 pub const GSSENC_REQUEST: u32 = 80_877_104;
@@ -110,11 +101,6 @@ pub fn name_of(role: Role, t: u8) -> Option<&'static str> {
         Role::Frontend => frontend_name(t),
         Role::Backend => backend_name(t),
     }
-}
-
-/// Types only one side sends: seeing them proves which side is which (mid-stream captures).
-pub fn only(role: Role, t: u8) -> bool {
-    name_of(role, t).is_some() && name_of(role.other(), t).is_none()
 }
 
 /// The lengths a message of this type may have (its length field, which counts itself): the

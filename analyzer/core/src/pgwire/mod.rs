@@ -4,6 +4,7 @@
 
 pub mod conversation;
 pub mod counts;
+pub mod detect;
 pub mod facts;
 pub mod framing;
 mod handle;
@@ -11,6 +12,7 @@ pub mod messages;
 mod names;
 pub mod query;
 mod segments;
+pub mod shape;
 mod start;
 pub mod tls;
 mod walk;

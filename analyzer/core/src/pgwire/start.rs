@@ -1,18 +1,55 @@
 //! A side's bytes outside the steady state: the untyped first messages (startup, SSL, GSS and
 //! cancel requests, an encryption answer, a direct-TLS ClientHello), the search for a message
-//! boundary mid-stream, and the decisions that stop a side.
+//! boundary mid-stream, and the decisions that stop a side or settle what the connection is.
 
 use super::conversation::{Conversation, State, MAX_CLIENT_HELLO};
+use super::detect::other_protocol;
 use super::facts::{
     AuthOutcome, Authentication, CancelRequest, DecodeStopped, Encryption, EncryptionRequest,
-    Event, Ordered, Protocol, StartedAt, Startup, StopReason,
+    Event, Ordered, Proof, Protocol, StartedAt, Startup, StopReason,
 };
-use super::framing::{find_boundary, BoundaryScan, Sides, MAX_MESSAGE};
+use super::framing::{find_boundary, BoundaryScan, MAX_MESSAGE};
 use super::messages::{
-    be32, expected_length, name_of, startup_params, Name, Role, CANCEL_REQUEST, GSSENC_REQUEST,
-    SSL_REQUEST,
+    backend_name, be32, expected_length, frontend_name, name_of, startup_params, Name, Role,
+    CANCEL_REQUEST, GSSENC_REQUEST, SSL_REQUEST,
 };
 use super::tls::{ascii_text, client_hello_alpn, Alpn};
+
+/// The longest untyped first message read (a StartupMessage with every parameter).
+const MAX_STARTUP: u32 = 10_000;
+
+/// An untyped first message: its name, when `code` and `len` say it is one.
+fn untyped_name(code: u32, len: u32) -> Option<&'static str> {
+    if !(8..=MAX_STARTUP).contains(&len) {
+        return None;
+    }
+    code_name(code)
+}
+
+/// The untyped message a code names.
+fn code_name(code: u32) -> Option<&'static str> {
+    Some(match code {
+        SSL_REQUEST => "SSLRequest",
+        GSSENC_REQUEST => "GSSENCRequest",
+        CANCEL_REQUEST => "CancelRequest",
+        c if c >> 16 == 3 => "StartupMessage",
+        _ => return None,
+    })
+}
+
+/// How much of a cut StartupMessage body holds whole (key, value) pairs.
+fn whole_pairs(body: &[u8]) -> usize {
+    let mut end = 0;
+    let mut ends = body
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c == 0)
+        .map(|(i, _)| i + 1);
+    while let (Some(_), Some(value_end)) = (ends.next(), ends.next()) {
+        end = value_end;
+    }
+    end
+}
 
 impl Conversation {
     /// Bytes of a side not in the steady state: the position reached.
@@ -37,17 +74,10 @@ impl Conversation {
             return pos;
         }
         if self.sides[d].state == State::Sync {
-            let (sides, proof) = if self.roles_known {
-                (Sides::One(self.sides[d].role), false)
-            } else {
-                (Sides::Both, true)
-            };
             let s = &mut self.sides[d];
-            let scan = match &mut s.scan {
-                Some(scan) if scan.sides == sides && scan.need_proof == proof => scan,
-                slot => slot.insert(BoundaryScan::new(sides, proof)),
-            };
-            let Some((at, side)) = scan.find(
+            let role = s.role;
+            let scan = s.scan.get_or_insert_with(|| BoundaryScan::new(role));
+            let Some(at) = scan.find(
                 buf.get(pos..).unwrap_or(&[]),
                 super::conversation::at(off, pos),
             ) else {
@@ -55,7 +85,7 @@ impl Conversation {
             };
             s.scan = None;
             pos += at;
-            self.synced(d, side, off, pos, frame, ts);
+            self.synced(d, off, pos, frame, ts);
         }
         self.typed(d, buf, pos, off, frame, ts)
     }
@@ -88,8 +118,11 @@ impl Conversation {
                 }
             }
             // The frontend speaks first; with its start seen, the backend's is typed framing.
-            let typed = self.startup.is_some() || self.start_seen[d];
-            self.sides[d].state = if typed { State::Typed } else { State::Sync };
+            if self.startup.is_some() || self.start_seen[d] {
+                self.sides[d].state = State::Typed;
+            } else {
+                self.sides[d].state = State::Sync;
+            }
             return 0;
         }
         if buf.first() == Some(&0x16) {
@@ -99,11 +132,16 @@ impl Conversation {
         let (Some(ln), Some(code)) = (be32(buf, 0), be32(buf, 4)) else {
             return 0;
         };
-        let known =
-            matches!(code, SSL_REQUEST | GSSENC_REQUEST | CANCEL_REQUEST) || code >> 16 == 3;
-        if !known || !(8..=10_000).contains(&ln) {
+        if untyped_name(code, ln).is_none() {
             if self.start_seen[d] {
-                self.not_postgres(d, off, frame, StopReason::NotStartup, true);
+                let reason = match other_protocol(buf) {
+                    Some(o) => StopReason::OtherProtocol {
+                        protocol: o.protocol,
+                        seen: o.seen,
+                    },
+                    None => StopReason::NotStartup,
+                };
+                self.refuse(d, off, frame, reason);
             } else {
                 self.sides[d].state = State::Sync;
             }
@@ -113,29 +151,47 @@ impl Conversation {
         let Some(body) = buf.get(8..ln) else {
             return 0;
         };
-        self.roles_known = true;
-        self.sides[d].decoded = true;
+        self.untyped(d, code, body, None, frame, ts);
+        ln
+    }
+
+    /// An untyped first message of `code`, `body` after its 8 bytes (the start of it
+    /// when `cut` gives (length, captured): the snapshot length cut the rest).
+    pub(super) fn untyped(
+        &mut self,
+        d: usize,
+        code: u32,
+        body: &[u8],
+        cut: Option<(i64, i64)>,
+        frame: u64,
+        ts: f64,
+    ) {
+        let Some(name) = code_name(code) else {
+            return;
+        };
+        self.decided();
         self.decode_started_at.get_or_insert(StartedAt::Startup);
         if self.protocol == Protocol::Unknown {
             self.protocol = Protocol::Postgresql;
         }
+        if let Some((length, captured)) = cut {
+            self.events.push(Event::StartupCut {
+                message: name,
+                length,
+                captured,
+                frame,
+            });
+        }
         let s = &mut self.sides[d];
+        s.counts.count(Name::Known(name));
         match code {
-            SSL_REQUEST | GSSENC_REQUEST => {
-                let (name, asked) = if code == SSL_REQUEST {
-                    ("SSLRequest", EncryptionRequest::Ssl)
-                } else {
-                    ("GSSENCRequest", EncryptionRequest::Gssenc)
-                };
-                s.counts.count(Name::Known(name));
-                self.encryption_asked = Some(asked);
-            }
+            SSL_REQUEST => self.encryption_asked = Some(EncryptionRequest::Ssl),
+            GSSENC_REQUEST => self.encryption_asked = Some(EncryptionRequest::Gssenc),
             CANCEL_REQUEST => {
-                s.counts.count(Name::Known("CancelRequest"));
                 s.state = State::Typed;
                 // the backend's process id, then its secret key (4 bytes; up to 256 from
-                // protocol 3.2)
-                if let Some(backend_pid) = be32(body, 0) {
+                // protocol 3.2); a key the snaplen cut is no key
+                if let (Some(backend_pid), None) = (be32(body, 0), cut) {
                     self.cancel_request = Some(CancelRequest {
                         backend_pid,
                         key: body.get(4..).unwrap_or(&[]).to_vec(),
@@ -147,9 +203,14 @@ impl Conversation {
             _ => {
                 self.minor = Some((code & 0xffff) as u16);
                 let s = &mut self.sides[d];
-                s.counts.count(Name::Known("StartupMessage"));
                 s.state = State::Typed;
-                let parameters = startup_params(body);
+                // the parameters whose value's end was captured: a value cut short is
+                // unknown, not short
+                let whole = match cut {
+                    Some(_) => body.get(..whole_pairs(body)).unwrap_or(&[]),
+                    None => body,
+                };
+                let parameters = startup_params(whole);
                 let value = |key: &str| {
                     (parameters.iter())
                         .find(|p| p.0 == key)
@@ -161,6 +222,7 @@ impl Conversation {
                     application_name: value("application_name"),
                     protocol_version: format!("{}.{}", code >> 16, code & 0xffff),
                     parameters: Ordered(parameters),
+                    captured: cut.map(|(_, captured)| captured),
                 });
                 self.authentication = Some(Authentication {
                     method: None,
@@ -182,7 +244,42 @@ impl Conversation {
                 }
             }
         }
-        ln
+    }
+
+    /// The snapshot length cut the stream's first message after `buf` (its captured bytes,
+    /// at offset `base`) and the gap ends at `gap_end`: an untyped message whose first 8 bytes
+    /// came is read from them and the rest skipped; with fewer, the start is lost.
+    pub(super) fn start_cut(
+        &mut self,
+        d: usize,
+        buf: &[u8],
+        base: i64,
+        gap_end: i64,
+        frame: u64,
+        ts: f64,
+    ) {
+        let s = &self.sides[d];
+        if s.role == Role::Frontend && self.start_seen[d] && base == 0 && buf.first() != Some(&0x16)
+        {
+            if let (Some(ln), Some(code)) = (be32(buf, 0), be32(buf, 4)) {
+                if untyped_name(code, ln).is_some() {
+                    let end = i64::from(ln);
+                    if end >= gap_end {
+                        let captured = buf.len() as i64;
+                        let body = buf.get(8..).unwrap_or(&[]).to_vec();
+                        self.untyped(d, code, &body, Some((end, captured)), frame, ts);
+                        let s = &mut self.sides[d];
+                        s.keep(&[]);
+                        s.skip = end - gap_end;
+                        s.base = gap_end;
+                        return;
+                    }
+                }
+            }
+        }
+        // what the first message was is unknown: decoding starts at a boundary, if any
+        let s = &mut self.sides[d];
+        s.state = State::Sync;
     }
 
     /// PostgreSQL 17's direct TLS: a ClientHello offering ALPN "postgresql".
@@ -196,15 +293,14 @@ impl Conversation {
             _ => Vec::new(),
         };
         if names.iter().any(|n| *n == b"postgresql") {
-            self.roles_known = true;
-            self.sides[d].decoded = true;
+            self.decided();
             self.decode_started_at.get_or_insert(StartedAt::Startup);
             self.encrypted(Encryption::Tls, frame, None);
             return buf.len();
         }
         if self.start_seen[d] {
             let offered = names.iter().map(|n| ascii_text(n)).collect();
-            self.not_postgres(d, off, frame, StopReason::TlsWithoutAlpn { offered }, true);
+            self.refuse(d, off, frame, StopReason::TlsWithoutAlpn { offered });
         } else {
             self.sides[d].state = State::Sync;
         }
@@ -212,38 +308,16 @@ impl Conversation {
     }
 
     /// A boundary found mid-stream at buf[pos] (buf at stream offset off).
-    pub(super) fn synced(
-        &mut self,
-        d: usize,
-        side: Role,
-        off: i64,
-        pos: usize,
-        frame: u64,
-        ts: f64,
-    ) {
-        if !self.roles_known {
-            if side != self.sides[d].role {
-                let r = self.sides[0].role;
-                self.sides[0].role = self.sides[1].role;
-                self.sides[1].role = r;
-            }
-            self.roles_known = true;
-        }
+    pub(super) fn synced(&mut self, d: usize, off: i64, pos: usize, frame: u64, ts: f64) {
         self.lost_response(d, pos as i64, frame, ts);
+        let offset = super::conversation::at(off, pos);
         let s = &mut self.sides[d];
         s.lost = s.lost.saturating_add(pos as i64);
         s.state = State::Typed;
         let role = s.role;
-        if self.protocol == Protocol::Unknown {
-            self.protocol = Protocol::Postgresql;
-        }
         if self.decode_started_at.is_none() {
             self.decode_started_at = Some(StartedAt::MidStream);
-            self.events.push(Event::MidStream {
-                role,
-                offset: super::conversation::at(off, pos),
-                frame,
-            });
+            self.started = Some((role, offset, frame));
         }
         let other = &mut self.sides[1 - d];
         if other.state == State::Start {
@@ -251,27 +325,24 @@ impl Conversation {
         }
     }
 
-    /// No boundary with proof in a full window: accept one without, or give the side up.
+    /// No boundary in a full window: accept one at the buffer's end, or give the side up.
     pub(super) fn settle_sync(&mut self, d: usize, frame: u64, ts: f64) {
         let s = &mut self.sides[d];
         s.scan = None;
-        let Some((pos, side)) = find_boundary(&s.buf, s.role, false) else {
+        let Some(pos) = find_boundary(&s.buf, s.role) else {
             let skipped = s.buf.len() as i64;
             s.lost = s.lost.saturating_add(skipped);
             s.keep(&[]);
             let (base, lost) = (s.base, s.lost);
             self.lost_response(d, skipped, frame, ts);
-            if !self.sides.iter().any(|x| x.decoded) && self.protocol == Protocol::Unknown {
-                self.sides[d].state = State::Stopped;
-                if self.decode_stopped.is_none() {
-                    self.not_postgres(d, base, frame, StopReason::NoFraming { lost }, false);
-                }
+            if self.evidence.is_some() {
+                self.refuse(d, base, frame, StopReason::NoFraming { lost });
             }
             return;
         };
         let base = s.base;
         let buf = std::mem::take(&mut s.buf);
-        self.synced(d, side, base, pos, frame, ts);
+        self.synced(d, base, pos, frame, ts);
         let done = self.typed(d, &buf, pos, base, frame, ts);
         let s = &mut self.sides[d];
         s.buf = buf;
@@ -297,8 +368,45 @@ impl Conversation {
         });
     }
 
-    fn not_postgres(&mut self, d: usize, off: i64, frame: u64, reason: StopReason, stop: bool) {
+    /// What the connection is, settled by its start: no proof is looked for any more.
+    fn decided(&mut self) {
+        self.evidence = None;
+    }
+
+    /// The evidence proves the connection PostgreSQL: say why, once.
+    pub(super) fn prove(&mut self) {
+        let Some(ev) = self.evidence.take() else {
+            return;
+        };
+        self.protocol = Protocol::Postgresql;
+        let (Some(first), Some((role, offset, frame))) = (ev.first, self.started) else {
+            return;
+        };
+        self.events.insert(
+            0,
+            Event::MidStream {
+                role,
+                offset,
+                frame,
+                start_seen: self.start_seen.iter().any(|&s| s),
+                proof: Proof {
+                    request: frontend_name(first.request).unwrap_or("?"),
+                    request_frame: first.request_frame,
+                    response: backend_name(first.response).unwrap_or("?"),
+                    response_frame: first.response_frame,
+                    exchanges: ev.exchanges,
+                    closed_frame: ev.closed,
+                },
+            },
+        );
+    }
+
+    /// Not PostgreSQL as far as the capture shows: what was decoded on the way is dropped
+    /// (it was never proven), the reason kept, both sides stopped.
+    pub(super) fn refuse(&mut self, d: usize, off: i64, frame: u64, reason: StopReason) {
+        self.evidence = None;
         self.protocol = Protocol::Unknown;
+        self.forget();
         let role = self.sides[d].role;
         self.decode_stopped = Some(DecodeStopped {
             direction: role,
@@ -306,10 +414,10 @@ impl Conversation {
             frame,
             reason: reason.clone(),
         });
-        if stop {
-            for s in &mut self.sides {
-                s.state = State::Stopped;
-            }
+        for s in &mut self.sides {
+            s.state = State::Stopped;
+            s.keep(&[]);
+            s.skip = 0;
         }
         self.events.push(Event::NotPostgresql {
             role,
@@ -317,6 +425,36 @@ impl Conversation {
             frame,
             reason,
         });
+    }
+
+    /// The end of the capture, the connection still unproven.
+    pub(super) fn unproven(&mut self) {
+        let Some(ev) = self.evidence.as_ref() else {
+            return;
+        };
+        let lost: i64 = self.sides.iter().map(|s| s.lost).sum();
+        let reason = if !self.fed && lost == 0 {
+            return; // no payload either way: nothing to say
+        } else if !self.fed {
+            StopReason::NothingCaptured { bytes: lost }
+        } else if ev.messages == [0, 0] {
+            StopReason::NoFraming {
+                lost: self.sides.iter().map(|s| s.lost).sum(),
+            }
+        } else {
+            StopReason::Unproven {
+                frontend_messages: ev.messages[0],
+                backend_messages: ev.messages[1],
+                exchanges: ev.exchanges,
+                misfits: ev.misfits,
+            }
+        };
+        let (d, off) = match self.started {
+            Some((role, offset, _)) => (usize::from(role == Role::Backend), offset),
+            None if self.fed => (0, self.sides[0].base),
+            None => (0, 0),
+        };
+        self.refuse(d, off, 0, reason);
     }
 
     /// Why a header of this side is not PostgreSQL framing; None when it is.
@@ -347,6 +485,10 @@ impl Conversation {
     pub(super) fn malformed(&mut self, d: usize, reason: StopReason, at: i64, frame: u64) {
         let s = &mut self.sides[d];
         let role = s.role;
+        if self.evidence.is_some() {
+            self.refuse(d, at, frame, reason);
+            return;
+        }
         s.state = State::Stopped;
         self.decode_stopped = Some(DecodeStopped {
             direction: role,
@@ -354,10 +496,6 @@ impl Conversation {
             frame,
             reason: reason.clone(),
         });
-        if !self.sides.iter().any(|x| x.decoded) && self.queries_total == 0 {
-            self.protocol = Protocol::Unknown;
-            return;
-        }
         self.events.push(Event::Malformed {
             role,
             offset: at,

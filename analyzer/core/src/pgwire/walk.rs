@@ -3,8 +3,9 @@
 
 use super::conversation::{Conversation, State, KEEP_CAP};
 use super::facts::StopReason;
-use super::framing::{header, message_run};
+use super::framing::{header, message_run, MAX_MESSAGE};
 use super::messages::Role;
+use super::shape::fits;
 
 impl Conversation {
     /// Walk the messages of buf (stream offset `off` at buf[0]) from pos: where the bytes not
@@ -35,8 +36,18 @@ impl Conversation {
             let Some((t, ln)) = header(buf, pos) else {
                 break;
             };
+            let at = super::conversation::at(off, pos);
             if t == b'd' || Some(t) == big_d {
-                // the hot path: a run of DataRow or CopyData, counted, never parsed
+                // the hot path: a run of DataRow or CopyData, counted, never parsed (the
+                // first one's shape read while the connection is unproven)
+                if self.evidence.is_some() && (4..=MAX_MESSAGE).contains(&ln) {
+                    let body = buf
+                        .get(pos + 5..n.min(pos + 1 + ln as usize))
+                        .unwrap_or(&[]);
+                    if !self.evident(d, t, body, ln, at, frame) {
+                        return n;
+                    }
+                }
                 let run = message_run(buf, pos);
                 nbytes += (run.end - pos) as u64;
                 if t == b'D' {
@@ -82,13 +93,20 @@ impl Conversation {
                 }
                 // read up to KEEP_CAP, the rest skipped
                 let body = buf.get(body_at..n.min(body_at + KEEP_CAP)).unwrap_or(&[]);
+                if self.evidence.is_some() && !self.evident(d, t, body, ln, at, frame) {
+                    return n;
+                }
                 self.message(d, t, body, ln, frame, ts);
                 self.sides[d].skip = (end - n) as i64;
                 pos = n;
                 held = true;
                 break;
             }
-            self.message(d, t, buf.get(body_at..end).unwrap_or(&[]), ln, frame, ts);
+            let body = buf.get(body_at..end).unwrap_or(&[]);
+            if self.evidence.is_some() && !self.evident(d, t, body, ln, at, frame) {
+                return n;
+            }
+            self.message(d, t, body, ln, frame, ts);
             pos = end;
             if self.sides[d].state == State::Stopped {
                 return n;
@@ -103,13 +121,51 @@ impl Conversation {
         pos
     }
 
+    /// While the connection is unproven, a message is evidence (detect.rs): one whose length
+    /// or body does not fit its type refuses the connection (false); a type or length a side
+    /// never sends (`fault`) is left to `malformed`.
+    pub(super) fn evident(
+        &mut self,
+        d: usize,
+        t: u8,
+        body: &[u8],
+        ln: i64,
+        at: i64,
+        frame: u64,
+    ) -> bool {
+        let role = self.sides[d].role;
+        if self.fault(d, t, ln).is_some() {
+            return true;
+        }
+        if !fits(role, t, ln, body) {
+            let reason = StopReason::Misfit {
+                type_byte: t,
+                role,
+                length: ln,
+            };
+            self.refuse(d, at, frame, reason);
+            return false;
+        }
+        let leads = at == self.sides[d].seg_start;
+        let Some(ev) = self.evidence.as_mut() else {
+            return true;
+        };
+        match role {
+            Role::Frontend => ev.frontend(t, frame, leads),
+            Role::Backend => ev.backend(t, frame, leads),
+        }
+        if ev.proven() {
+            self.prove();
+        }
+        true
+    }
+
     /// DataRows and CopyDatas counted (rows, copies, their bytes, the rows' body bytes): the
     /// side's counts, and the query they answer (or, from the frontend, the query that asked
     /// for them: COPY FROM STDIN).
     fn bulk(&mut self, d: usize, run: (u64, u64, u64, u64), frame: u64, ts: f64) {
         let (rows, copies, nbytes, row_bytes) = run;
         let s = &mut self.sides[d];
-        s.decoded = true;
         if rows > 0 {
             s.counts.add_rows(rows);
         }

@@ -9,6 +9,7 @@ use super::direction::{DirectionRecord, HandshakeMs, TransferRecord};
 use super::numbers::round_to;
 use super::round_trips::{path_rtt_ms, RoundTrips};
 use super::values::{Inline, Maybe};
+use crate::capture::tunnel::Tunnel;
 use crate::pass::ConnectionReport;
 use crate::tcp::facts::{ClosedBy, ConnectionFacts, Endpoint, RoleSource};
 
@@ -27,15 +28,61 @@ impl From<&Endpoint> for EndpointRecord {
     }
 }
 
-/// Where the report's client and server roles come from.
+/// Where the report's client and server roles come from: TCP's, never the wire protocol's
+/// (the PostgreSQL decoder reads the client's bytes as a frontend's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RolesFrom {
     Handshake,
     SynAck,
     Port,
-    /// The wire protocol's frontend, where no handshake was seen.
-    Application,
+}
+
+/// The tunnel that carried a connection, as the report names it: its kind ("vxlan",
+/// "geneve", "gre", "erspan", "ipip") and what identifies it (a VNI, a GRE key, an ERSPAN
+/// version and session, IP-in-IP's inner and outer IP versions).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TunnelRecord {
+    pub kind: String,
+    pub vni: Maybe<u32>,
+    pub key: Maybe<u32>,
+    pub version: Maybe<u8>,
+    pub session: Maybe<u16>,
+    pub inner: Maybe<u8>,
+    pub outer: Maybe<u8>,
+}
+
+impl From<Tunnel> for TunnelRecord {
+    fn from(t: Tunnel) -> Self {
+        let kind = |k: &str| TunnelRecord {
+            kind: k.to_string(),
+            ..TunnelRecord::default()
+        };
+        match t {
+            Tunnel::Vxlan { vni } => TunnelRecord {
+                vni: Maybe(Some(vni)),
+                ..kind("vxlan")
+            },
+            Tunnel::Geneve { vni } => TunnelRecord {
+                vni: Maybe(Some(vni)),
+                ..kind("geneve")
+            },
+            Tunnel::Gre { key } => TunnelRecord {
+                key: Maybe(key),
+                ..kind("gre")
+            },
+            Tunnel::Erspan { version, session } => TunnelRecord {
+                version: Maybe(Some(version)),
+                session: Maybe(session),
+                ..kind("erspan")
+            },
+            Tunnel::Ipip { inner, outer } => TunnelRecord {
+                inner: Maybe(Some(inner)),
+                outer: Maybe(Some(outer)),
+                ..kind("ipip")
+            },
+        }
+    }
 }
 
 /// A connection's part in a relay.
@@ -67,6 +114,8 @@ pub struct ConnectionRecord {
     pub id: String,
     pub client: EndpointRecord,
     pub server: EndpointRecord,
+    /// The tunnel that carried it (absent when none did).
+    pub tunnel: Maybe<TunnelRecord>,
     pub handshake_seen: bool,
     pub roles_from: RolesFrom,
     pub start_s: f64,
@@ -86,9 +135,9 @@ pub struct ConnectionRecord {
     pub role: Maybe<Role>,
 }
 
-/// How the report orients a connection: whether it swaps the engine's client and server (the
-/// engine guessed by port, and the wire protocol's frontend says otherwise), and where its
-/// roles come from.
+/// How the report orients a connection: whether it swaps the engine's client and server, and
+/// where its roles come from. The roles TCP or the ports gave stand: the PostgreSQL decoder
+/// reads the engine's client as the frontend, so it never swaps them.
 /// `frontend`: the engine direction the wire protocol's frontend speaks on, when known.
 pub fn settle_roles(tcp: &ConnectionFacts, frontend: Option<u8>) -> (bool, RolesFrom) {
     let from = match tcp.role_source {
@@ -96,10 +145,7 @@ pub fn settle_roles(tcp: &ConnectionFacts, frontend: Option<u8>) -> (bool, Roles
         RoleSource::SynAck => RolesFrom::SynAck,
         RoleSource::Port => RolesFrom::Port,
     };
-    match frontend {
-        Some(d) if !tcp.handshake_seen => (d == 1, RolesFrom::Application),
-        _ => (false, from),
-    }
+    (frontend == Some(1), from)
 }
 
 impl ConnectionRecord {
@@ -143,6 +189,7 @@ impl ConnectionRecord {
             id: format!("c{}", tcp.number),
             client: client.into(),
             server: server.into(),
+            tunnel: Maybe(tcp.tunnel.map(TunnelRecord::from)),
             handshake_seen: tcp.handshake_seen,
             roles_from,
             start_s: round_to(tcp.start_ts - start, 6),

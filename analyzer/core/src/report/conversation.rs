@@ -110,6 +110,10 @@ pub struct StartupRecord {
     pub protocol_version: String,
     /// Every parameter the StartupMessage sent (the first 32), in order.
     pub parameters: Ordered<String>,
+    /// Only when the snapshot length cut the StartupMessage: the bytes of it captured; the
+    /// parameters past them are unknown (null above and not in `parameters`, not absent from
+    /// the message).
+    pub captured_bytes: Maybe<i64>,
 }
 
 /// A CancelRequest: the backend it names, when it was sent, and what it stopped (set once
@@ -223,7 +227,12 @@ pub struct QueryRecord {
 fn not_postgres(reason: &StopReason) -> bool {
     matches!(
         reason,
-        StopReason::NotStartup | StopReason::TlsWithoutAlpn { .. } | StopReason::NoFraming { .. }
+        StopReason::NotStartup
+            | StopReason::TlsWithoutAlpn { .. }
+            | StopReason::NoFraming { .. }
+            | StopReason::OtherProtocol { .. }
+            | StopReason::Unproven { .. }
+            | StopReason::NothingCaptured { .. }
     )
 }
 
@@ -237,6 +246,7 @@ impl ConversationRecord {
             encryption: facts.encryption,
             protocol_version: s.protocol_version,
             parameters: s.parameters,
+            captured_bytes: Maybe(s.captured),
         });
         ConversationRecord {
             protocol: facts.protocol,

@@ -58,6 +58,9 @@ pub struct DirectionRecord {
     pub window_scale: Option<u8>,
     pub window_scale_known: bool,
     pub window_scale_lower_bound: Option<u8>,
+    /// The frame of this side's SYN when the snapshot length cut its TCP options (absent
+    /// otherwise): the MSS and window scale it offered are unknown.
+    pub syn_options_cut_frame: Maybe<u64>,
     pub retransmitted_segments: u64,
     pub retransmitted_bytes: i64,
     pub out_of_order_segments: u64,
@@ -94,6 +97,7 @@ impl DirectionRecord {
             window_scale: d.window_scale,
             window_scale_known: d.window_scale_known,
             window_scale_lower_bound: d.window_scale_lower_bound,
+            syn_options_cut_frame: Maybe(d.syn_cut_frame),
             retransmitted_segments: d.retransmitted_segments,
             retransmitted_bytes: d.retransmitted_bytes,
             out_of_order_segments: d.out_of_order_segments,

@@ -17,7 +17,8 @@ use super::numbers::round_to;
 use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
 use super::words::{Finding, Verdict};
-use crate::capture::{CaptureStats, Format};
+use crate::capture::stats::TunnelCount;
+use crate::capture::{CaptureStats, Duplicates, Format, Timeline};
 use crate::relay::{LegExtras, RelayJudgement, RelayRecord, RelayStage};
 
 pub const SCHEMA: &str = "pktflow.report/1";
@@ -47,6 +48,13 @@ pub struct CaptureRecord {
     pub first_ts: Option<f64>,
     pub duration_s: f64,
     pub damage: Option<DamageRecord>,
+    /// TCP packets taken out of tunnels, and per tunnel (the first 64).
+    pub tunnelled_packets: u64,
+    pub tunnels: Vec<TunnelCount>,
+    /// TCP packets captured twice, the copies dropped: how many, and the first frames.
+    pub duplicates: Duplicates,
+    /// Where the records' times jumped (and were kept on one timeline) or stepped back.
+    pub timeline: Timeline,
 }
 
 impl CaptureRecord {
@@ -75,6 +83,10 @@ impl CaptureRecord {
                 offset: d.offset,
                 reason: damage_reason.unwrap_or_default(),
             }),
+            tunnelled_packets: stats.tunnelled_packets,
+            tunnels: stats.tunnels.clone(),
+            duplicates: stats.duplicates.clone(),
+            timeline: stats.timeline.clone(),
         }
     }
 }

@@ -6,6 +6,7 @@ use super::facts::{ClosedBy, ConnectionFacts, Endpoint, RoleSource};
 use super::observe::{Observed, PacketObserver, StreamSink, SACK_ABOVE, SACK_DUPLICATE};
 use super::options::{first_sack_block, parse_syn_options, proved_scale};
 use super::reassembly::Payload;
+use crate::capture::tunnel::Tunnel;
 use crate::packet::{TcpPacket, ACK, FIN, RST, SYN};
 
 /// What a connection's analyses are told when it is made.
@@ -18,6 +19,8 @@ pub struct ConnectionMeta {
     /// The first packet's time and frame.
     pub start_ts: f64,
     pub first_frame: u64,
+    /// The tunnel that carried its first packet (its key tells the tunnel's flows apart).
+    pub tunnel: Option<Tunnel>,
 }
 
 /// What a packet changed in how a connection closes (for the engine's queues).
@@ -113,6 +116,7 @@ impl<A> Connection<A> {
             server: self.meta.server,
             handshake_seen: self.handshake_seen,
             role_source: self.meta.role_source,
+            tunnel: self.meta.tunnel,
             start_ts: self.meta.start_ts,
             end_ts: self.end_ts,
             first_frame: self.meta.first_frame,
@@ -141,7 +145,8 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
         let (mine, peer) = if d == 0 { (c2s, s2c) } else { (s2c, c2s) };
 
         let (seq_rel, end) = if flags & SYN != 0 {
-            mine.syn = Some(parse_syn_options(p.options));
+            mine.syn = Some(parse_syn_options(p.options, p.options_cut));
+            mine.syn_cut_frame = p.options_cut.then_some(p.frame);
             mine.base = (i64::from(p.seq) + 1) & 0xFFFF_FFFF;
             mine.isn_seen = true;
             self.syn_frames.push(p.frame);

@@ -44,6 +44,8 @@ pub(crate) struct Direction {
     pub high_ts: f64,
     pub isn_seen: bool,
     pub syn: Option<SynOptions>,
+    /// The frame of this side's (last) SYN when the snapshot length cut its options.
+    pub syn_cut_frame: Option<u64>,
     /// Relative offset the FIN occupies.
     pub fin_at: Option<i64>,
     pub rst: bool,
@@ -93,6 +95,7 @@ impl Default for Direction {
             high_ts: 0.0,
             isn_seen: false,
             syn: None,
+            syn_cut_frame: None,
             fin_at: None,
             rst: false,
             buffer: BTreeMap::new(),
@@ -141,6 +144,11 @@ pub(crate) fn window_scale(
     mine: Option<SynOptions>,
     theirs: Option<SynOptions>,
 ) -> (Option<u8>, bool) {
+    // a SYN whose options were cut before a window scale says nothing of it
+    let unknown = |s: Option<SynOptions>| s.is_some_and(|s| s.cut && s.window_scale.is_none());
+    if unknown(mine) || unknown(theirs) {
+        return (None, false);
+    }
     match (mine, theirs) {
         (Some(a), Some(b)) => match (a.window_scale, b.window_scale) {
             (Some(s), Some(_)) => (Some(s), true),
@@ -204,6 +212,7 @@ impl Direction {
             bound_gaps: self.bound_gaps,
             isn_seen: self.isn_seen,
             syn: self.syn,
+            syn_cut_frame: self.syn_cut_frame,
             fin_seen: self.fin_at.is_some(),
             rst_seen: self.rst,
             ev_retrans: self.ev_retrans.clone(),
@@ -255,5 +264,19 @@ mod tests {
         assert_eq!(window_scale(None, with(7)), (None, false));
         assert_eq!(window_scale(None, without), (Some(0), true));
         assert_eq!(window_scale(None, None), (None, false));
+        // a SYN cut by the snapshot length inside its options: no proof either way
+        let cut = Some(SynOptions {
+            cut: true,
+            ..SynOptions::default()
+        });
+        assert_eq!(window_scale(cut, with(7)), (None, false));
+        assert_eq!(window_scale(with(7), cut), (None, false));
+        assert_eq!(window_scale(cut, None), (None, false));
+        let read_before_the_cut = Some(SynOptions {
+            cut: true,
+            window_scale: Some(7),
+            ..SynOptions::default()
+        });
+        assert_eq!(window_scale(read_before_the_cut, with(9)), (Some(7), true));
     }
 }

@@ -28,6 +28,7 @@ use super::connection::{Connection, ConnectionMeta};
 use super::facts::{Endpoint, EngineFacts, RoleSource};
 use super::observe::{PacketObserver, StreamSink};
 use super::table::{Gone, KeptPacket, Key, Waiting};
+use crate::capture::tunnel::Tunnel;
 use crate::packet::{TcpPacket, ACK, FIN, RST, SYN};
 
 /// Late packets whose frames are kept.
@@ -319,10 +320,11 @@ impl<H: Handler> TcpEngine<H> {
             role_source,
             start_ts: p.ts,
             first_frame: p.frame,
+            tunnel: p.tunnel,
         };
         self.made += 1;
         let id = self.made;
-        let key = Key(client.0, client.1, server.0, server.1);
+        let key = Key(client.0, client.1, server.0, server.1, Key::of(p).4);
         self.recent = [None, None];
         self.table.insert(key, (id, 0));
         self.table.insert(key.reverse(), (id, 1));
@@ -353,7 +355,14 @@ impl<H: Handler> TcpEngine<H> {
             return;
         };
         let meta = conn.meta();
-        let key = Key(meta.client.0, meta.client.1, meta.server.0, meta.server.1);
+        let tag = meta.tunnel.map_or(0, Tunnel::tag);
+        let key = Key(
+            meta.client.0,
+            meta.client.1,
+            meta.server.0,
+            meta.server.1,
+            tag,
+        );
         self.recent = [None, None];
         self.table.remove(&key);
         self.table.remove(&key.reverse());

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::options::SynOptions;
+use crate::capture::tunnel::Tunnel;
 use crate::packet::Addr;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -62,6 +63,9 @@ pub struct DirectionFacts {
     pub isn_seen: bool,
     /// The options of this side's (last) SYN.
     pub syn: Option<SynOptions>,
+    /// The frame of that SYN when the snapshot length cut its options (MSS and window scale
+    /// unknown unless read before the cut).
+    pub syn_cut_frame: Option<u64>,
     pub fin_seen: bool,
     pub rst_seen: bool,
     /// Evidence frames, the first MAX_EVIDENCE of each.
@@ -82,6 +86,8 @@ pub struct ConnectionFacts {
     /// Both SYN and SYN-ACK seen (the SYN first).
     pub handshake_seen: bool,
     pub role_source: RoleSource,
+    /// The tunnel that carried it, when one did.
+    pub tunnel: Option<Tunnel>,
     pub start_ts: f64,
     pub end_ts: f64,
     pub first_frame: u64,

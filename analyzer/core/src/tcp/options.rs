@@ -30,6 +30,8 @@ pub struct SynOptions {
     pub window_scale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: bool,
+    /// The snapshot length cut the options: an option not read may have been offered.
+    pub cut: bool,
 }
 
 /// A packet's options as (kind, body), in order. Malformed options end the reading, they are
@@ -68,9 +70,13 @@ fn options(raw: &[u8]) -> Options<'_> {
     Options { raw, i: 0 }
 }
 
-/// Read the options a SYN or SYN-ACK offers (malformed ones end the reading).
-pub fn parse_syn_options(raw: &[u8]) -> SynOptions {
-    let mut out = SynOptions::default();
+/// Read the options a SYN or SYN-ACK offers (malformed ones end the reading); `cut`: the
+/// snapshot length cut them, `raw` is their start.
+pub fn parse_syn_options(raw: &[u8], cut: bool) -> SynOptions {
+    let mut out = SynOptions {
+        cut,
+        ..SynOptions::default()
+    };
     for (kind, body) in options(raw) {
         match (kind, body) {
             (MSS, &[a, b]) => out.mss = Some(u16::from_be_bytes([a, b])),
@@ -121,7 +127,7 @@ mod tests {
 
     #[test]
     fn reads_what_linux_offers() {
-        let o = parse_syn_options(&linux(1460, 7));
+        let o = parse_syn_options(&linux(1460, 7), false);
         assert_eq!(o.mss, Some(1460));
         assert_eq!(o.window_scale, Some(7));
         assert!(o.sack_permitted && o.timestamps);
@@ -129,14 +135,17 @@ mod tests {
 
     #[test]
     fn shift_above_14_is_14() {
-        assert_eq!(parse_syn_options(&[3, 3, 200]).window_scale, Some(14));
+        assert_eq!(
+            parse_syn_options(&[3, 3, 200], false).window_scale,
+            Some(14)
+        );
     }
 
     #[test]
     fn wrong_lengths_are_skipped_and_cut_tails_end_the_reading() {
         // an MSS of length 3 is skipped; the window scale after it is read
         assert_eq!(
-            parse_syn_options(&[2, 3, 5, 3, 3, 2]),
+            parse_syn_options(&[2, 3, 5, 3, 3, 2], false),
             SynOptions {
                 window_scale: Some(2),
                 ..SynOptions::default()
@@ -144,16 +153,19 @@ mod tests {
         );
         let full = linux(1460, 7);
         for cut in 0..full.len() {
-            let o = parse_syn_options(&full[..cut]);
+            let o = parse_syn_options(&full[..cut], false);
             assert_eq!(o.mss.is_some(), cut >= 4);
             assert_eq!(o.window_scale.is_some(), cut == full.len());
         }
         // a length below 2 or past the end stops it; EOL stops it
         assert_eq!(
-            parse_syn_options(&[1, 1, 8, 1, 2, 4, 5, 0]),
+            parse_syn_options(&[1, 1, 8, 1, 2, 4, 5, 0], false),
             SynOptions::default()
         );
-        assert_eq!(parse_syn_options(&[0, 2, 4, 5, 180]), SynOptions::default());
-        assert_eq!(parse_syn_options(&[4]), SynOptions::default());
+        assert_eq!(
+            parse_syn_options(&[0, 2, 4, 5, 180], false),
+            SynOptions::default()
+        );
+        assert_eq!(parse_syn_options(&[4], false), SynOptions::default());
     }
 }

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use foldhash::HashSet;
 
+use crate::capture::tunnel::Tunnel;
 use crate::packet::{Addr, TcpPacket, ACK, FIN, RST, SYN};
 
 /// 4-tuples of connections retired after closing, remembered (both ways: two keys each).
@@ -13,15 +14,16 @@ pub const MAX_GONE: usize = 1 << 16;
 /// Handshake segments kept of a connection not made yet; one more makes it.
 pub const MAX_WAITING: usize = 16;
 
-/// (source address, source port, destination address, destination port).
+/// (source address, source port, destination address, destination port, what tells the
+/// tunnel that carried it from others: 0 untunnelled or an IP-in-IP tunnel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Key(pub Addr, pub u16, pub Addr, pub u16);
+pub(crate) struct Key(pub Addr, pub u16, pub Addr, pub u16, pub u64);
 
 impl std::hash::Hash for Key {
     /// One write of the packed tuple: the keyed hasher (hostile captures choose the keys)
     /// then costs a third of hashing it field by field.
     fn hash<S: std::hash::Hasher>(&self, state: &mut S) {
-        let mut buf = [0u8; 37];
+        let mut buf = [0u8; 45];
         let (src, dst) = buf.split_at_mut(16);
         for (to, from) in src.iter_mut().zip(self.0.octets()) {
             *to = *from;
@@ -32,17 +34,24 @@ impl std::hash::Hash for Key {
         buf[32..34].copy_from_slice(&self.1.to_be_bytes());
         buf[34..36].copy_from_slice(&self.3.to_be_bytes());
         buf[36] = u8::from(self.0.is_v6()) | u8::from(self.2.is_v6()) << 1;
+        buf[37..45].copy_from_slice(&self.4.to_be_bytes());
         state.write(&buf);
     }
 }
 
 impl Key {
     pub fn of(p: &TcpPacket<'_>) -> Self {
-        Key(p.src, p.sport, p.dst, p.dport)
+        Key(
+            p.src,
+            p.sport,
+            p.dst,
+            p.dport,
+            p.tunnel.map_or(0, Tunnel::tag),
+        )
     }
 
     pub fn reverse(self) -> Self {
-        Key(self.2, self.3, self.0, self.1)
+        Key(self.2, self.3, self.0, self.1, self.4)
     }
 }
 
@@ -85,6 +94,8 @@ pub(crate) struct KeptPacket {
     win: u16,
     options: [u8; 40],
     optlen: u8,
+    options_cut: bool,
+    tunnel: Option<Tunnel>,
 }
 
 impl KeptPacket {
@@ -107,6 +118,8 @@ impl KeptPacket {
             win: p.win,
             options,
             optlen: u8::try_from(n).unwrap_or(40),
+            options_cut: p.options_cut,
+            tunnel: p.tunnel,
         }
     }
 
@@ -129,6 +142,8 @@ impl KeptPacket {
                 .options
                 .get(..usize::from(self.optlen))
                 .unwrap_or_default(),
+            options_cut: self.options_cut,
+            tunnel: self.tunnel,
         }
     }
 }
@@ -170,17 +185,35 @@ mod tests {
     use super::*;
 
     fn key(port: u16) -> Key {
-        Key(Addr::v4([10, 0, 0, 1]), port, Addr::v4([10, 0, 0, 2]), 5432)
+        Key(
+            Addr::v4([10, 0, 0, 1]),
+            port,
+            Addr::v4([10, 0, 0, 2]),
+            5432,
+            0,
+        )
     }
 
     #[test]
     fn gone_forgets_the_oldest_and_keeps_a_key_added_again_in_its_place() {
         let mut g = Gone::default();
         for port in 0..MAX_GONE as u32 {
-            let k = Key(Addr::v4(port.to_be_bytes()), 1, Addr::v4([1, 1, 1, 1]), 2);
+            let k = Key(
+                Addr::v4(port.to_be_bytes()),
+                1,
+                Addr::v4([1, 1, 1, 1]),
+                2,
+                0,
+            );
             g.add(k);
         }
-        let first = Key(Addr::v4(0u32.to_be_bytes()), 1, Addr::v4([1, 1, 1, 1]), 2);
+        let first = Key(
+            Addr::v4(0u32.to_be_bytes()),
+            1,
+            Addr::v4([1, 1, 1, 1]),
+            2,
+            0,
+        );
         g.add(first); // already there: keeps its place, the oldest
         g.add(key(1));
         assert!(!g.contains(&first));
@@ -206,6 +239,8 @@ mod tests {
             plen: 0,
             payload: &[],
             options: &opts,
+            options_cut: false,
+            tunnel: None,
         };
         let k = KeptPacket::keep(&p);
         let again = k.packet();

@@ -57,6 +57,20 @@ fn link_types_and_ip_versions() {
 }
 
 #[test]
+fn link_type_field_with_fcs_bits_is_its_low_16_bits() {
+    // Ethernet frames ending in a 4-byte FCS: the field says so in its upper bits (present,
+    // length 2 x 16 bits), as libpcap writes it; the FCS is not payload
+    let mut frame = segment(b"abc", 1);
+    frame.extend([0xde, 0xad, 0xbe, 0xef]);
+    for link in [0x0400_0001, 0x2400_0001] {
+        let r = read(&pcap(&[rec(frame.clone())], link, false, false));
+        assert_eq!(payloads(&r), [b"abc".to_vec()], "{link:#x}");
+        assert_eq!(r.cap.stats().link_types, ["EN10MB"]);
+        assert_eq!(r.cap.outcome(), Ok(()));
+    }
+}
+
+#[test]
 fn unsupported_link_type_only() {
     let r = read(&pcap(&[rec(vec![0u8; 30])], 147, false, false));
     assert_eq!(r.cap.stats().non_tcp_packets, 1);
@@ -158,9 +172,10 @@ fn ipv4_variants() {
         [(b"tso".to_vec(), 3), (b"df".to_vec(), 2), (vec![], 0)]
     );
     let st = r.cap.stats();
+    // a UDP fragment may be a piece of a tunnel's datagram: a fragment too
     assert_eq!(
         (st.ip_fragments, st.non_tcp_packets, st.undecodable_packets),
-        (2, 1, 3)
+        (3, 0, 3)
     );
 }
 
@@ -183,4 +198,134 @@ fn snaplen_cut_keeps_the_wire_length() {
     assert_eq!((r.packets[0].2.len(), r.packets[0].3), (200 - 54, 1000));
     let st = r.cap.stats();
     assert_eq!((st.truncated_packets, st.undecodable_packets), (2, 1));
+}
+
+#[test]
+fn a_tcp_header_cut_inside_its_options_is_still_the_packet() {
+    // MSS, SACK permitted, timestamps, NOP, window scale: 20 option bytes, cut after 14
+    let opts = [
+        2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+    ];
+    let syn = ether(&ipv4(&tcp(b"", 1, &opts), 6, [0, 0], &[]), 0x0800, &[]);
+    let whole = syn.len() as u32;
+    let recs = [
+        Rec {
+            frame: syn[..68].to_vec(),
+            orig: whole,
+        },
+        Rec {
+            frame: syn[..54].to_vec(),
+            orig: whole,
+        },
+        Rec {
+            frame: syn[..53].to_vec(),
+            orig: whole,
+        },
+    ];
+    let mut cap =
+        Capture::from_bytes(&pcap(&recs, 1, false, false)).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut got = Vec::new();
+    while let Some(p) = cap.next_packet() {
+        got.push((
+            p.options.to_vec(),
+            p.options_cut,
+            p.payload.len(),
+            p.plen,
+            p.seq,
+        ));
+    }
+    assert_eq!(
+        got,
+        [
+            (opts[..14].to_vec(), true, 0, 0, 1),
+            (Vec::new(), true, 0, 0, 1)
+        ]
+    );
+    let st = cap.stats();
+    assert_eq!(
+        (st.tcp_packets, st.undecodable_packets, st.truncated_packets),
+        (2, 1, 3)
+    );
+}
+
+fn udp(payload: &[u8], dport: u16) -> Vec<u8> {
+    let mut u = 50000u16.to_be_bytes().to_vec();
+    u.extend(dport.to_be_bytes());
+    u.extend(((8 + payload.len()) as u16).to_be_bytes());
+    u.extend([0, 0]);
+    u.extend(payload);
+    u
+}
+
+#[test]
+fn tunnels_are_taken_off() {
+    use crate::capture::tunnel::Tunnel;
+    let inner_ip = ipv4(&tcp(b"hello", 1, &[]), 6, [0, 0], &[]);
+    let inner_eth = ether(&inner_ip, 0x0800, &[0x8100]);
+    let inner_v6 = ipv6(&tcp(b"hello", 1, &[]), &[]);
+    let outer = |proto: u8, l4: Vec<u8>| ether(&ipv4(&l4, proto, [0, 0], &[]), 0x0800, &[]);
+    let vxlan = [&[0x08u8, 0, 0, 0, 0, 0, 42, 0][..], &inner_eth].concat();
+    let geneve = [&[0u8, 0, 0x65, 0x58, 0, 0, 7, 0][..], &inner_eth].concat();
+    let gre_key = [&[0x20u8, 0, 0x08, 0x00, 0, 0, 0, 9][..], &inner_ip].concat();
+    let erspan = [
+        &[
+            0x10u8, 0, 0x88, 0xBE, 0, 0, 0, 1, 0x10, 0, 0x00, 0x05, 0, 0, 0, 0,
+        ][..],
+        &inner_eth,
+    ]
+    .concat();
+    let cases: [(Vec<u8>, Tunnel); 7] = [
+        (outer(17, udp(&vxlan, 4789)), Tunnel::Vxlan { vni: 42 }),
+        (outer(17, udp(&geneve, 6081)), Tunnel::Geneve { vni: 7 }),
+        (outer(47, gre_key), Tunnel::Gre { key: Some(9) }),
+        (
+            outer(47, erspan),
+            Tunnel::Erspan {
+                version: 1,
+                session: Some(5),
+            },
+        ),
+        (
+            outer(4, inner_ip.clone()),
+            Tunnel::Ipip { inner: 4, outer: 4 },
+        ),
+        (
+            outer(41, inner_v6.clone()),
+            Tunnel::Ipip { inner: 6, outer: 4 },
+        ),
+        // VXLAN carried in GRE (a mirror of an overlay): the innermost tunnel is the packet's
+        (
+            outer(
+                47,
+                [
+                    &[0u8, 0, 0x08, 0x00][..],
+                    &ipv4(&udp(&vxlan, 4789), 17, [0, 0], &[]),
+                ]
+                .concat(),
+            ),
+            Tunnel::Vxlan { vni: 42 },
+        ),
+    ];
+    for (frame, want) in cases {
+        let mut cap = Capture::from_bytes(&pcap(&[rec(frame)], 1, false, false))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        let p = cap
+            .next_packet()
+            .unwrap_or_else(|| panic!("{want:?}: no packet"));
+        assert_eq!(
+            (p.payload, p.plen, p.tunnel),
+            (&b"hello"[..], 5, Some(want))
+        );
+        let st = cap.stats();
+        assert_eq!((st.tunnelled_packets, st.tunnels.len()), (1, 1), "{want:?}");
+    }
+    // UDP to other ports, and VXLAN without its VNI flag, are not tunnels
+    for frame in [
+        outer(17, udp(&vxlan, 53)),
+        outer(17, udp(&[&[0u8; 8][..], &inner_eth].concat(), 4789)),
+    ] {
+        let r = read(&pcap(&[rec(frame)], 1, false, false));
+        assert!(r.packets.is_empty());
+        assert_eq!(r.cap.stats().non_tcp_packets, 1);
+    }
 }

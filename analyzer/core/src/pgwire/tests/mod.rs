@@ -3,13 +3,14 @@
 //! every kind of event; hostile bytes.
 
 mod bounds;
+mod detection;
 mod sessions;
 mod streams;
 mod trail;
 
 use super::conversation::{KEEP_CAP, MAX_ERROR_FINDINGS, MAX_QUERIES, SYNC_WINDOW};
 use super::facts::{
-    ConversationFacts, Encryption, EncryptionRequest, Event, Protocol, StartedAt, StopReason,
+    ConversationFacts, Encryption, EncryptionRequest, Event, Proof, Protocol, StartedAt, StopReason,
 };
 use super::messages::Role;
 use super::query::{QueryKind, RowCount};

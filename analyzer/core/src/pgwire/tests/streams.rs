@@ -56,7 +56,14 @@ fn http_on_5432_is_not_postgres() {
     let stopped = f.decode_stopped.unwrap();
     assert_eq!(
         (stopped.direction, stopped.offset, stopped.reason),
-        (Role::Frontend, 0, StopReason::NotStartup)
+        (
+            Role::Frontend,
+            0,
+            StopReason::OtherProtocol {
+                protocol: "HTTP",
+                seen: "\"GET / HTTP/1.1\"".into()
+            }
+        )
     );
     assert!(matches!(
         f.events[..],
@@ -86,40 +93,123 @@ fn garbage_without_start_is_given_up_after_a_window() {
     assert!(*lost > SYNC_WINDOW as i64);
 }
 
-#[test]
-fn mid_stream_roles_proven_by_types_even_when_guess_is_wrong() {
-    // A pooled server connection captured late: the engine guessed the server is direction 0.
+/// A pooled server connection captured late: the backend is in the middle of a response,
+/// then the pooler sends two queries.
+fn late_pool() -> (Vec<u8>, Vec<u8>) {
     let back = [
         rows(5)[7..].to_vec(),
         msg(b'C', &cstr("SELECT 9")),
         ready(),
         msg(b'T', &[0, 0]),
-        datarow(1),
-        msg(b'C', &cstr("SELECT 1")),
+        msg(b'C', &cstr("SELECT 0")),
+        ready(),
+        msg(b'C', &cstr("SET")),
         ready(),
     ]
     .concat();
-    let front = [msg(b'Q', &cstr("SELECT 1")), msg(b'Q', &cstr("SELECT 2"))].concat();
+    let front = [msg(b'Q', &cstr("SELECT 1")), msg(b'Q', &cstr("SET x=1"))].concat();
+    (front, back)
+}
+
+#[test]
+fn mid_stream_a_request_answered_and_closed_is_proof() {
+    let (front, back) = late_pool();
+    let q1 = msg(b'Q', &cstr("SELECT 1")).len();
+    let tail = rows(5).len() - 7 + msg(b'C', &cstr("SELECT 9")).len() + ready().len();
+    let answer = msg(b'T', &[0, 0]).len() + msg(b'C', &cstr("SELECT 0")).len() + ready().len();
+    let mut conv = Conversation::new();
+    conv.feed(1, &back[..tail], 0, 1, 1.0, false); // the end of an answer: nothing proven
+    conv.feed(0, &front[..q1], 0, 2, 1.1, false);
+    conv.feed(1, &back[tail..tail + answer], tail as i64, 3, 1.2, false);
+    assert_eq!(conv.protocol(), Protocol::Postgresql);
+    conv.feed(0, &front[q1..], q1 as i64, 4, 1.3, false);
+    conv.feed(
+        1,
+        &back[tail + answer..],
+        (tail + answer) as i64,
+        5,
+        1.4,
+        false,
+    );
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(
+        (f.frontend_direction, f.decode_started_at),
+        (Some(0), Some(StartedAt::MidStream))
+    );
+    assert_eq!(counts(&f, Role::Frontend), [("Query".into(), 2)]);
+    assert_eq!(count(&f, Role::Backend, "ReadyForQuery"), 3);
+    assert_eq!(f.queries.len(), 2);
+    assert_eq!(f.queries[0].command_tag.as_deref(), Some("SELECT 0"));
+    assert!(f.lost_bytes.backend > 0);
+    let Event::MidStream {
+        role: Role::Backend,
+        frame: 1,
+        start_seen: false,
+        proof,
+        ..
+    } = &f.events[0]
+    else {
+        panic!("{:?}", f.events);
+    };
+    assert_eq!(
+        proof,
+        &Proof {
+            request: "Query",
+            request_frame: 2,
+            response: "RowDescription",
+            response_frame: 3,
+            exchanges: 1,
+            closed_frame: Some(3),
+        }
+    );
+}
+
+#[test]
+fn mid_stream_roles_are_tcps_never_swapped() {
+    // the same bytes with the engine's guess the other way round: the backend's bytes are
+    // read as a frontend's, and they are not a frontend's
+    let (front, back) = late_pool();
     let mut conv = Conversation::new();
     conv.feed(0, &back, 0, 1, 1.0, false);
     conv.feed(1, &front, 0, 2, 1.0, false);
     conv.finish();
     let f = conv.facts();
     assert_eq!(
-        (f.frontend_direction, f.decode_started_at),
-        (Some(1), Some(StartedAt::MidStream))
+        (f.protocol, f.frontend_direction),
+        (Protocol::Unknown, None)
     );
-    assert_eq!(counts(&f, Role::Frontend), [("Query".into(), 2)]);
-    assert_eq!(count(&f, Role::Backend, "ReadyForQuery"), 2);
-    assert!(f.lost_bytes.backend > 0);
-    assert!(matches!(
-        f.events[0],
-        Event::MidStream {
-            role: Role::Backend,
-            frame: 1,
-            ..
-        }
-    ));
+    assert!(f.queries.is_empty() && f.messages.frontend.0.is_empty());
+    assert!(matches!(f.events[..], [Event::NotPostgresql { .. }]));
+}
+
+#[test]
+fn mid_stream_plausible_messages_without_an_exchange_are_not_proof() {
+    // the HTTPS case: a CloseComplete and a ParameterDescription frame, nothing
+    // answers anything
+    let back = [
+        msg(b'3', b""),
+        msg(b't', &[0, 1, 0, 0, 0, 23]),
+        msg(b'3', b""),
+    ]
+    .concat();
+    let front = msg(b'S', b"");
+    let mut conv = Conversation::new();
+    conv.feed(1, &back, 0, 1, 1.0, false);
+    conv.feed(0, &front, 0, 2, 1.0, false);
+    conv.finish();
+    let f = conv.facts();
+    assert_eq!(f.protocol, Protocol::Unknown);
+    assert!(f.messages.backend.0.is_empty() && f.events.len() == 1);
+    assert_eq!(
+        f.decode_stopped.map(|s| s.reason),
+        Some(StopReason::Unproven {
+            frontend_messages: 1,
+            backend_messages: 3,
+            exchanges: 0,
+            misfits: 0
+        })
+    );
 }
 
 #[test]
@@ -304,12 +394,24 @@ fn malformed_framing_is_an_event_with_its_offset() {
         assert_eq!(f.events, [want]);
         assert_eq!(f.decode_stopped.unwrap().offset, i as i64);
     }
-    // nothing decoded yet: not PostgreSQL, and no event
+    // nothing decoded yet: not PostgreSQL, and the event says why
     let mut conv = Conversation::new();
     conv.feed(1, b"?\x00\x00\x00\x04", 0, 1, 1.0, true);
     conv.feed(0, b"", 0, 2, 1.0, true);
     let f = conv.facts();
-    assert!(f.events.is_empty() && f.protocol == Protocol::Unknown);
+    assert_eq!(f.protocol, Protocol::Unknown);
+    assert_eq!(
+        f.events,
+        [Event::NotPostgresql {
+            role: Role::Backend,
+            offset: 0,
+            frame: 1,
+            reason: StopReason::NotRoleType {
+                type_byte: b'?',
+                role: Role::Backend
+            }
+        }]
+    );
 }
 
 #[test]
@@ -489,8 +591,9 @@ fn mysql_greeting(len: usize) -> Vec<u8> {
 #[test]
 fn a_mysql_server_greeting_is_not_postgres_and_no_error() {
     let login = [&[0x40u8, 0, 0, 1][..], &[0x85, 0xa6, 0x0f, 0], &[0u8; 60]].concat();
-    // 'I' (EmptyQueryResponse) of length 10: malformed at once; 'R' (Authentication) of
-    // length 10 frames, and the next bytes do not; 'E' (ErrorResponse) frames too
+    // 'I' (EmptyQueryResponse) of length 10 is no EmptyQueryResponse; 'R' (Authentication)
+    // and 'E' (ErrorResponse) of length 10 frame, but their bodies fit neither: the greeting
+    // itself (frame 4) refuses the connection, before the client's login
     for len in [0x49usize, 0x52, 0x45] {
         let greeting = mysql_greeting(len);
         assert_eq!(
@@ -504,7 +607,14 @@ fn a_mysql_server_greeting_is_not_postgres_and_no_error() {
         let f = conv.into_facts();
         assert_eq!(f.protocol, Protocol::Unknown, "{len:#x}");
         assert!(
-            matches!(f.events[..], [Event::NotPostgresql { frame: 6, .. }]),
+            matches!(
+                f.events[..],
+                [Event::NotPostgresql {
+                    role: Role::Backend,
+                    frame: 4,
+                    ..
+                }]
+            ),
             "{len:#x}: {:?}",
             f.events
         );

@@ -237,6 +237,7 @@ fn hostile_packets_never_panic() {
                 plen,
                 payload: vec![rng.below(256) as u8; cap],
                 options: options[rng.below(options.len() as u64) as usize].to_vec(),
+                options_cut: false,
             });
         }
         let sweep = seed % 2 == 0;

@@ -30,7 +30,8 @@ fn facts_serialise_with_the_report_names_and_shapes() {
     assert_eq!(c2s["ev_gap"], json!([]));
     assert_eq!(
         c2s["syn"],
-        json!({"mss": 1460, "window_scale": 7, "sack_permitted": true, "timestamps": true})
+        json!({"mss": 1460, "window_scale": 7, "sack_permitted": true, "timestamps": true,
+               "cut": false})
     );
     // a connection without handshake, and the engine's own facts
     let mut g = Flow::new();

@@ -23,6 +23,7 @@ pub struct Pkt {
     pub plen: u32,
     pub payload: Vec<u8>,
     pub options: Vec<u8>,
+    pub options_cut: bool,
 }
 
 impl Pkt {
@@ -41,6 +42,8 @@ impl Pkt {
             plen: self.plen,
             payload: &self.payload,
             options: &self.options,
+            options_cut: self.options_cut,
+            tunnel: None,
         }
     }
 }
@@ -133,6 +136,7 @@ impl Flow {
             plen: e.plen.unwrap_or(payload.len() as u32),
             payload: payload.to_vec(),
             options: e.options,
+            options_cut: false,
         };
         self.packets.push(p.clone());
         p

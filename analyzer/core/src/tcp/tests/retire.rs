@@ -126,6 +126,7 @@ fn syn_rst(n: u32, spacing: f64) -> Vec<Pkt> {
             plen: 0,
             payload: vec![],
             options: vec![],
+            options_cut: false,
         };
         out.push(pkt(2 * u64::from(i) + 1, c, s, port, 5432, 1000, 0, SYN));
         out.push(pkt(
@@ -171,6 +172,7 @@ fn the_oldest_retired_four_tuples_are_forgotten_first() {
             plen: 0,
             payload: vec![],
             options: vec![],
+            options_cut: false,
         };
         eng.feed(&p.packet());
     }
@@ -258,6 +260,7 @@ fn settled_connections_retired_by_reuse_do_not_count_as_waiting() {
             plen: 0,
             payload: vec![],
             options: vec![],
+            options_cut: false,
         };
         pkts.push(p.clone());
         if refused {
@@ -348,6 +351,7 @@ fn handshake_cases() -> Vec<Pkt> {
                     plen: payload.len() as u32,
                     payload: payload.clone(),
                     options: vec![],
+                    options_cut: false,
                 });
             }
         }
@@ -397,6 +401,7 @@ fn unanswered_syns_hold_no_analyses() {
             plen: 0,
             payload: vec![],
             options: vec![],
+            options_cut: false,
         });
     }
     pkts.sort_by(|a, b| a.ts.total_cmp(&b.ts));
