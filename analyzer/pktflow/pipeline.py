@@ -41,6 +41,8 @@ class Options(NamedTuple):
     # the report's connections and each relay's pairs read from the core as a renderer asks
     # (report.connections), not all made Python values at once
     lazy: bool = False
+    # every connection's packets kept by the core for a diagram (Report.core.drawing)
+    record: bool = False
 
 
 class Report(dict[str, Any]):
@@ -54,7 +56,8 @@ def open_pass(path: str, options: Options) -> Any:
     """The core's pass over `path`; a capture it cannot open is a PktflowError."""
     try:
         return _core.Pass(path, options.decode_postgres, options.transfer,
-                          _finite(options.linger_s), _finite(options.settled_linger_s))
+                          _finite(options.linger_s), _finite(options.settled_linger_s),
+                          options.record)
     except _core.OpenError as exc:
         raise open_error(exc, path) from None
 
