@@ -1,5 +1,5 @@
 """The capture reader end to end: formats, link types, IP variants, truncation and damaged files,
-as the report (analyze), the core's pass statistics and its per-packet events (_core.collect)
+as the report (analyze), the core's pass statistics and the packets it keeps for a diagram
 show them. The reader's own unit tests are beside it (analyzer/core/src/capture/tests.rs)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pktflow import _core
 from pktflow.judge import Judge
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode, NoFileError, NotACaptureError, UnsupportedCaptureError
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
 
 PAYLOADS = [b"Q\x00\x00\x00\x0dselect 1;\x00", b"x" * 1400, b""]
 
@@ -32,7 +32,8 @@ def three(linktype: int, **kw: object) -> list[bytes]:
 def events(path: Path) -> list[tuple[Any, ...]]:
     """Every packet of every connection as the engine saw it: (connection, direction, frame,
     ts, seq, end, ack, win, flags, kind), sequence numbers relative to the first seen."""
-    return _core.collect(str(path), list(range(1, 100)), 0.0, 1e12, 100_000)["events"]
+    report = analyze(str(path), Options(record=True))
+    return report.core.packets(list(range(1, 100)), 0.0, 1e12, 100_000)["events"]
 
 
 def stats(path: Path) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def test_text_highlights_the_differences() -> None:
 def test_a_lazy_report_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """compare reads a report as the CLI reads it (from the core, as asked for) in one pass,
     each connection decoded once, and finds what it finds in the whole reports."""
-    from pktflow.compare import compare, side
+    from pktflow.report.compare import compare, side
     from pktflow.pipeline import Options, analyze
     from pktflow.report.connections import Connections
 

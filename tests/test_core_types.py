@@ -46,7 +46,15 @@ class Stub:
                 self.dicts[node.name] = (params, fields, optional)
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
                     node.targets[0], ast.Name):
-                self.aliases[node.targets[0].id] = node.value
+                value = node.value
+                if isinstance(value, ast.Call) and ast.unparse(value.func) == "TypedDict" \
+                        and len(value.args) == 2 and isinstance(value.args[1], ast.Dict):
+                    # the call form, for keys that are keywords ("from")
+                    self.dicts[node.targets[0].id] = ([], {
+                        k.value: v for k, v in zip(value.args[1].keys, value.args[1].values)
+                        if isinstance(k, ast.Constant)}, set())
+                else:
+                    self.aliases[node.targets[0].id] = value
 
     def check(self, value: Any, ann: ast.expr, where: str,
               bound: dict[str, ast.expr] | None = None) -> None:
@@ -85,6 +93,11 @@ class Stub:
                 f"{where}: {value!r} not in {ast.unparse(ann)}"
         elif head == "list":
             assert isinstance(value, list), f"{where}: {type(value).__name__} is not a list"
+            for i, v in enumerate(value):
+                self.check(v, args[0], f"{where}[{i}]", bound)
+        elif head == "tuple" and len(args) == 2 and isinstance(args[1], ast.Constant) \
+                and args[1].value is Ellipsis:  # tuple[X, ...]
+            assert isinstance(value, tuple), f"{where}: {value!r} is not {ast.unparse(ann)}"
             for i, v in enumerate(value):
                 self.check(v, args[0], f"{where}[{i}]", bound)
         elif head == "tuple":
@@ -167,7 +180,7 @@ def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stu
                                                         tmp_path: Path) -> None:
     if capture.name == "tunnelled":
         capture = _tunnelled(tmp_path)
-    core = open_pass(str(capture), Options())
+    core = open_pass(str(capture), Options(record=True))
     judge = Recording()
     while core.step(judge) is not None:
         pass
@@ -191,8 +204,23 @@ def test_what_crosses_the_binding_is_what_the_stub_says(capture: Path, stub: Stu
         pairs = report.pairs(i, list(range(report.pair_count(i))))
         for k, pair in enumerate(pairs):
             stub.name(pair, "Pair", f"relay {i} pair {k}")
-    collected = _core.collect(str(capture), list(range(1, len(report) + 1)), 0.0, 1e12, 5000)
-    stub.name(collected, "Collected", "collected")
+    numbers = list(range(1, len(report) + 1))
+    kept = report.packets(numbers, 0.0, 1e12, 5000)
+    stub.name(kept, "Packets", "packets")
+    drawing = report.drawing(numbers, 0.0, 1e12, 5000,
+                             [(n, 0, 1, n % 2 == 0, False) for n in numbers], [], [0], True)
+    for i, row in enumerate(drawing.rows(0, len(drawing))):
+        stub.name(row, "DrawnRow", f"row {i}")
+    stub.name(drawing.totals(0, len(drawing)), "Totals", "totals")
+    for start, period, reps in drawing.items():
+        for k, sizes in enumerate(drawing.group_sizes(start, period, reps, 3)):
+            stub.name(sizes, "GroupSizes", f"group at {start} step {k}")
+    for i, b in enumerate(drawing.breakdown(0, len(drawing))):
+        stub.name(b, "Breakdown", f"breakdown {i}")
+    stub.name(drawing.plot(), "Plot", "plot")
+    stub.name(drawing.tcp_facts(4, 4, 500, 3, 2, (0.038, 0.25), 4), "TcpFacts", "tcp facts")
+    for what, v in drawing.walk_view(2, 10):
+        stub.name(v, "DrawnRow" if what == "row" else "BulkRun", f"walk {what}")
 
 
 def test_the_checker_can_fail(stub: Stub) -> None:

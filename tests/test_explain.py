@@ -440,7 +440,7 @@ def test_a_reordering_on_loopback_is_said_not_lost() -> None:
 
 @needs_tshark
 def test_times_that_go_back_are_said() -> None:
-    doc = flow_json(str(DUMP_POOLED))
+    doc = flow_json(str(DUMP_POOLED), "--expand")
     drawn = {r["frame"] for r in rows(doc)}
     back = tshark(DUMP_POOLED, ["frame.time_delta"], where="frame.time_delta < 0")
     (said,) = [n for n in doc["notes"] if "earlier than the frame before" in n]

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tsharkcheck import TSHARK
 
 from pktflow.cli import Env, main
 from pktflow.errors import ExitCode
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "captures"
@@ -45,9 +46,14 @@ def flow_json(*argv: str) -> dict[str, Any]:
 
 
 def rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows a diagram's JSON holds: alone, or every row of a group (a folded bulk
+    transfer, a `phase`, holds its totals, not its rows: --detail or --expand for those)."""
     out = []
     for it in doc["items"]:
-        out += it["group"]["rows"] if "group" in it else [it]
+        if "group" in it:
+            out += it["group"]["rows"]
+        elif "phase" not in it:
+            out.append(it)
     return out
 
 
@@ -97,7 +103,7 @@ def test_plain_and_styled_ladders_read_the_same(width: int) -> None:
     for capture, argv in ((POOLED, []), (CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap",
                                          ["--all"])):
         args = build_parser().parse_args(["flow", str(capture), *argv])
-        _, _, ladder = prepare(args, analyze)
+        _, ladder = prepare(args, lambda p: analyze(p, Options(record=True)))
         texts = []
         for record in (False, True):
             out = io.StringIO()
@@ -128,6 +134,24 @@ def test_transaction_pooled_clients_get_a_lane_each() -> None:
             assert ends == {lanes.index(fronts[r["connection"]]), pooler}, r
         else:
             assert ends == {pooler, 6}, r
+
+
+def test_the_poolers_lane_shows_its_port() -> None:
+    """The pooler's lane names the port it listens on, as a client's or a server's lane names
+    its own: with the client's leg drawn, and with only its server legs drawn (the relay's
+    port), in every format."""
+    report = analyze(str(POOLED))
+    (relay,) = report["relays"]
+    pooler = f"pooler {relay['host']}:{relay['front_port']}"
+    for legs in (relay["front_connections"], relay["back_connections"],
+                 relay["front_connections"] + relay["back_connections"]):
+        argv = [a for c in legs for a in ("--connection", c)]
+        assert pooler in flow_json(str(POOLED), *argv)["lanes"], legs
+        code, out, _ = cli("flow", str(POOLED), *argv, width=160)
+        assert code == 0 and pooler in out.splitlines()[1]
+    code, out, _ = cli("flow", str(CAPTURES / "pgbench-txn-pgbouncer-loopback.pcap"),
+                       "--connection", "c2", "--connection", "c7", "--format", "mermaid")
+    assert code == 0 and "participant L0 as pooler 127.0.0.1:6432" in out
 
 
 def test_many_clients_share_one_lane(tmp_path: Path) -> None:
@@ -175,7 +199,7 @@ def test_pooled_seqscan_has_three_lanes_and_shows_the_resplit() -> None:
 @pytest.mark.parametrize("path", [DIRECT, POOLED, POOLED_BRIDGE], ids=lambda p: p.name)
 def test_every_row_counted_once_messages_and_bytes_add_up(path: Path) -> None:
     report = analyze(str(path))
-    doc = flow_json(str(path), "--all")
+    doc = flow_json(str(path), "--all", "--detail")
     rs = rows(doc)
     frames = [r["frame"] for r in rs]
     assert frames == sorted(frames) and len(frames) == len(set(frames))
@@ -195,7 +219,7 @@ def test_every_row_counted_once_messages_and_bytes_add_up(path: Path) -> None:
 @pytest.mark.skipif(TSHARK is None, reason="tshark is not installed (Debian package tshark)")
 @pytest.mark.parametrize("path", [DIRECT, POOLED_BRIDGE], ids=lambda p: p.name)
 def test_data_rows_are_tsharks_payload_frames(path: Path) -> None:
-    doc = flow_json(str(path), "--all")
+    doc = flow_json(str(path), "--all", "--expand")
     ours = sorted(r["frame"] for r in rows(doc) if r["kind"] == "data")
     out = subprocess.run([TSHARK or "tshark", "-n", "-r", str(path), "-Y", "tcp.len > 0",
                           "-T", "fields", "-e", "frame.number"],
@@ -232,7 +256,7 @@ def test_svg_is_valid_and_draws_each_row(tmp_path: Path) -> None:
     root = ET.parse(out).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     arrows = [e for e in root.iter(f"{ns}line") if e.get("marker-end")]
-    assert len(arrows) == len(rows(flow_json(str(DIRECT))))
+    assert len(arrows) == len(rows(flow_json(str(DIRECT), "--expand")))
 
 
 def test_plots(tmp_path: Path) -> None:
@@ -328,3 +352,107 @@ def test_the_diagram_numbers_connections_as_the_analysis_does(tmp_path: Path) ->
     assert [(r["connection"], r["frame"]) for r in rows(drawn)] == [("c3", len(packets))]
     drawn = flow_json(str(path), "--connection", "c1")
     assert max(r["frame"] for r in rows(drawn)) == 6
+
+
+FOLD_CASES = [(CAPTURES / name, argv) for name, argv in (
+    ("seqscan-10k-direct-loopback.pcap", ()),
+    ("seqscan-10k-pgbouncer-bridge.pcap", ()),
+    ("extended-direct-loopback.pcap", ("--all",)),
+    ("pgbench-txn-pgbouncer-loopback.pcap", ("--all",)),
+)]
+FOLD_FLAGS = [(), ("--detail",), ("--expand",)]
+
+
+def _units_json(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for it in doc["items"]:
+        if "phase" in it:
+            out.append(("bulk", it["phase"]["first_frame"], it["phase"]["last_frame"]))
+        elif "group" in it:
+            g = it["group"]
+            out.append(("group", g["first_frame"], g["last_frame"], g["repetitions"]))
+        else:
+            out.append(("row", it["frame"]))
+    return out
+
+
+def _units_text(out: str) -> list[tuple[Any, ...]]:
+    units: list[tuple[Any, ...]] = []
+    inside = False
+    for line in out.splitlines():
+        if "╭─" in line:
+            inside = True
+            m = re.search(r"╭─ (?:× ([\d,]+)|bulk transfer): frames (\d+)-(\d+)", line)
+            assert m, line
+            units.append(("group", int(m[2]), int(m[3]), int(m[1].replace(",", "")))
+                         if m[1] else ("bulk", int(m[2]), int(m[3])))
+        elif "╰─" in line:
+            inside = False
+        elif not inside and (m := re.match(r"\s*-?[\d.]+ ms #(\d+)", line)):
+            units.append(("row", int(m[1])))
+    return units
+
+
+def _units_svg(text: str) -> list[tuple[Any, ...]]:
+    units: list[tuple[Any, ...]] = []
+    for m in re.finditer(r'class="(?:t|g|gn)"[^>]*>([^<]*)<', text):
+        said = unescape(m[1])
+        if (r := re.fullmatch(r"-?[\d.]+ ms  #(\d+)", said)):
+            units.append(("row", int(r[1])))
+        elif (g := re.match(r"× ([\d,]+): frames (\d+)-(\d+)", said)):
+            units.append(("group", int(g[2]), int(g[3]), int(g[1].replace(",", ""))))
+        elif (b := re.match(r"bulk transfer: frames (\d+)-(\d+)", said)):
+            units.append(("bulk", int(b[1]), int(b[2])))
+    return units
+
+
+def _units_mermaid(text: str) -> list[tuple[Any, ...]]:
+    units: list[tuple[Any, ...]] = []
+    bulk = (0, -1)  # the frames of the latest transfer: its marked rows are inside it
+    loop = False
+    for line in text.splitlines():
+        s = line.strip()
+        if (b := re.match(r"Note over \S+: bulk: frames (\d+)-(\d+)", s)):
+            bulk = (int(b[1]), int(b[2]))
+            units.append(("bulk", *bulk))
+        elif (g := re.match(r"loop x ([\d,]+) \((most repeated, )?frames (\d+)-(\d+)\)",
+                            s)):
+            loop = True
+            if not g[2]:
+                units.append(("group", int(g[3]), int(g[4]), int(g[1].replace(",", ""))))
+        elif s == "end":
+            loop = False
+        elif (r := re.search(r"\(frame (\d+)\)$", s)) and not loop \
+                and not bulk[0] <= int(r[1]) <= bulk[1]:
+            units.append(("row", int(r[1])))
+    return units
+
+
+@pytest.mark.parametrize("flags", FOLD_FLAGS, ids=lambda f: f[0] if f else "default")
+@pytest.mark.parametrize("case", FOLD_CASES, ids=lambda c: c[0].name)
+def test_every_format_folds_the_same(case: tuple[Path, tuple[str, ...]], flags: tuple[str, ...],
+                                     tmp_path: Path) -> None:
+    """One folding rule (issue 39, item 3): by default bulk transfers fold whole, --detail
+    folds each repeated block, --expand folds nothing, and text, JSON, SVG, the HTML page and
+    Mermaid draw the same units: the same rows alone, the same groups, the same transfers."""
+    path, argv = case
+    doc = flow_json(str(path), *argv, *flags)
+    want = _units_json(doc)
+    assert doc["fold"] == {(): "bulk", ("--detail",): "detail", ("--expand",): "expand"}[flags]
+    kinds = {u[0] for u in want}
+    if flags == ("--expand",):
+        assert kinds == {"row"}
+    elif not flags and "seqscan" in path.name:
+        assert "bulk" in kinds and len(want) < 30, want
+    code, out, _ = cli("flow", str(path), *argv, *flags, width=400)
+    assert code == 0 and _units_text(out) == want
+    svg = tmp_path / "f.svg"
+    assert cli("flow", str(path), *argv, *flags, "--format", "svg", "-o", str(svg))[0] == 0
+    assert _units_svg(svg.read_text()) == want
+    html = tmp_path / "f.html"
+    assert cli("flow", str(path), *argv, *flags, "--format", "html", "-o", str(html))[0] == 0
+    m = re.search(r"<script type='application/json' id='ladder'>(.*?)</script>",
+                  html.read_text(), re.S)
+    assert m and _units_json(json.loads(m[1])) == want
+    code, mmd, _ = cli("flow", str(path), *argv, *flags, "--format", "mermaid")
+    assert code == 0 and _units_mermaid(mmd) == want

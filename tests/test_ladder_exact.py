@@ -204,3 +204,33 @@ def test_tls_records_are_named_by_content_type_as_tshark_shows_them() -> None:
     legend = "\n".join(doc["legend"])
     assert "'S' (the single-byte answer to SSLRequest: TLS follows)" in legend
     assert "EncryptionAccepted" not in legend and "TLS-data = " in legend
+
+
+def test_a_folded_group_starts_with_its_request_and_says_the_odd_one_out() -> None:
+    """20 alike extended queries (issue 39, item 4): one group of 20 exchanges, each request
+    (P B D E S) drawn before its answer; the requests whose parameter has one digit less are
+    named, not a group of their own."""
+    path = str(CAPTURES / "extended-direct-loopback.pcap")
+    doc = flow_json(path, "--connection", "c2", "--detail")
+    groups = [it["group"] for it in doc["items"] if "group" in it]
+    assert [(g["repetitions"], g["period"]) for g in groups] == [(20, 2)]
+    (g,) = groups
+    first = g["rows"][0]
+    assert (first["from"], first["to"]) == (0, 1) and first["label"].endswith("P B D E S")
+    (sizes,) = g["sizes"]
+    assert sizes["step"] == 0 and sizes["alike"] + sizes["other_count"] == 20
+    assert sizes["alike"] > sizes["other_count"] > 0
+    odd = {frame: n for frame, n in sizes["others"]}
+    assert odd and all(n != sizes["bytes"] for n in odd.values())
+    assert {r["frame"]: r["bytes"] for r in g["rows"] if r["frame"] in odd} == odd
+    code, out, _ = cli("flow", path, "--connection", "c2", "--detail", width=160)
+    assert code == 0 and "× 20" in out
+    assert f"step 1 (P B D E S): {sizes['bytes']} B in {sizes['alike']} of 20" in out
+    # every group of every capture's requests starts with a request
+    for name in ("pgbench-txn-pgbouncer-loopback.pcap", "extended-direct-loopback.pcap"):
+        doc = flow_json(str(CAPTURES / name), "--all", "--detail")
+        for it in doc["items"]:
+            if "group" in it and any(r["from"] < r["to"] and r["messages"]
+                                     for r in it["group"]["rows"]):
+                r = it["group"]["rows"][0]
+                assert r["from"] < r["to"] and r["messages"], (name, r["frame"])

@@ -10,7 +10,7 @@ import pytest
 
 from pktflow.cli import build_parser
 from pktflow.flow.cli import prepare
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib")
 
@@ -20,11 +20,11 @@ POOLED = ROOT / "captures" / "seqscan-10k-pgbouncer-loopback.pcap"
 
 
 def figure(path: Path) -> tuple[Any, dict[str, Any]]:
-    from pktflow.flow.plots import figure as make
+    from pktflow.report.plots import figure as make
 
-    report, got, ladder = prepare(build_parser().parse_args(["plot", str(path), "-o", "x.png"]),
-                                  analyze)
-    return make(report, got, ladder.title), report
+    report, ladder = prepare(build_parser().parse_args(["plot", str(path), "-o", "x.png"]),
+                             lambda p: analyze(p, Options(record=True)), plots=True)
+    return make(report, ladder.drawing.plot(), ladder.title), report
 
 
 def test_time_axis_spans_the_query_not_the_teardown() -> None:

@@ -100,6 +100,50 @@ def test_the_answer_first_at_desktop_and_phone_widths(tmp_path: Path) -> None:
     assert (tmp_path / "report-1400.png").stat().st_size > 10_000
 
 
+# Each table cell's content width against the width its text takes on one line (canvas
+# measureText in the cell's own font) and 10 ems: a cell squeezed below both wraps its text a
+# few characters to a line.
+SQUEEZED = """JSON.stringify((() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll('td, th')].filter(c => c.offsetParent).map(c => {
+    const st = getComputedStyle(c);
+    ctx.font = st.font;
+    const before = getComputedStyle(c, '::before').content;
+    const label = before && before !== 'none' ? before.replace(/^"|"$/g, '') : '';
+    const natural = ctx.measureText(label + c.textContent).width;
+    const width = c.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+    const em = parseFloat(st.fontSize);
+    return [c.textContent.slice(0, 30), Math.round(width), Math.round(natural), em];
+  }).filter(([, width, natural, em]) => width + 1 < Math.min(natural, 10 * em));
+})())"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package "
+                                             "chromium)")
+def test_tables_stay_readable_at_desktop_tablet_and_phone_widths(tmp_path: Path) -> None:
+    """The queries' table at 1400, 700 and 390 px: no cell squeezed (at 400 px the SQL column
+    shrank to a character per line), no sideways scrolling of the page; on a phone each query
+    is a card, its SQL on lines of their own width."""
+    from cdp import Browser
+
+    page = tmp_path / "r.html"
+    report(PGDUMP_POOLED, page)
+    with Browser(CHROMIUM or "chromium", tmp_path) as b:
+        b.open(page.as_uri())
+        for width, height in ((1400, 1000), (700, 900), (390, 844)):
+            b.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                   deviceScaleFactor=1, mobile=width < 500)
+            time.sleep(0.3)
+            assert b.eval("document.querySelectorAll('#queries td').length") > 30
+            assert json.loads(b.eval(SQUEEZED)) == [], width
+            assert b.eval("document.documentElement.scrollWidth") <= width
+            sql = json.loads(b.eval("JSON.stringify([...document.querySelectorAll("
+                                    "'#queries td:nth-child(2)')].map(c => c.getBoundingClientRect()"
+                                    ".width))"))
+            assert min(sql) >= min(width - 60, 200), (width, min(sql))
+            b.screenshot(tmp_path / f"queries-{width}.png")
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian package "
                                              "chromium)")
 def test_step_through_and_read_what_each_arrow_carries(tmp_path: Path) -> None:

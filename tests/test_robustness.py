@@ -603,7 +603,7 @@ def test_text_overview_lists_the_busiest_connections_only(tmp_path: Path) -> Non
 def test_html_report_has_sections_for_the_busiest_connections_only(tmp_path: Path) -> None:
     """The HTML report's per-connection sections: the busiest 50, in capture order, and how
     many it left out (a pgbench -C capture of 20,000 connections made a 12 MB page)."""
-    from pktflow.flow.page import MAX_SECTIONS
+    from pktflow.report.page import MAX_SECTIONS
 
     capture = str(_syn_scan(tmp_path / "scan.pcap", MAX_SECTIONS + 7))
     out = tmp_path / "report.html"

@@ -152,7 +152,7 @@ def test_each_part_of_a_comparison_says_what_would_close_it() -> None:
     Each part names its change on the slower side and what it would save there: the server
     leg's transfer by its verdict's saving (at most the gap), the relay by going direct (all
     it added), the client leg by keeping up (all its time)."""
-    from pktflow.compare import compare
+    from pktflow.report.compare import compare
 
     a = report("seqscan-10k-direct-bridge-unshaped")
     b = report("seqscan-10k-pgbouncer-bridge-rcvbuf16384")

@@ -1,7 +1,8 @@
 """The TCP engine end to end: packets built with tcpfeed.Flow, written as a capture, analysed
 by the core. What the engine counts is read from the report; what it told each packet's
-analyses (payload class, scaled window, stream offset) from _core.collect; the reassembled
-streams from what the PostgreSQL decoder made of them (queries, messages, lost bytes).
+analyses (payload class, scaled window, stream offset) from the packets the core kept; the
+reassembled streams from what the PostgreSQL decoder made of them (queries, messages, lost
+bytes).
 The engine's internals are the Rust tests' (analyzer/core/src/tcp/tests)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tcpfeed import Flow, write_capture
 
 from pktflow import _core
 from pktflow._core import ACK, FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, RETRANS
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
 
 # -- PostgreSQL messages: the decoder shows what stream the engine delivered ------------------
 
@@ -62,9 +63,9 @@ def run(tmp: Path,
     analyses of its connection: (connection, direction, frame, ts, seq, end, ack, win,
     flags, kind), offsets relative to the direction's first byte, windows scaled."""
     path = write_capture(tmp / "flow.pcap", packets)
-    rep = analyze(str(path))
+    rep = analyze(str(path), Options(record=True))
     numbers = list(range(1, len(rep["connections"]) + 1))
-    events = _core.collect(str(path), numbers, 0.0, float("inf"), 1_000_000)["events"]
+    events = rep.core.packets(numbers, 0.0, float("inf"), 1_000_000)["events"]
     return rep, [tuple(e) for e in events]
 
 

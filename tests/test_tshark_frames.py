@@ -8,13 +8,28 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from tsharkcheck import TSHARK
 
 from pktflow._core import FILLS_HOLE, OUT_OF_ORDER, SYN
-from pktflow.flow.events import collect
-from pktflow.pipeline import analyze
+from pktflow.pipeline import Options, analyze
+
+class Event(NamedTuple):
+    """A packet as the engine handed it to the analyses (the core's kept packets)."""
+    conn: int
+    d: int
+    frame: int
+    ts: float
+    seq: int
+    end: int
+    ack: int
+    win: int
+    flags: int
+    kind: int
+    sack: int
+
 
 CAPTURES = sorted((Path(__file__).resolve().parent.parent / "captures").glob("*.pcap"))
 
@@ -41,15 +56,15 @@ def pktflow_frames(path: Path) -> tuple[dict[int, tuple[int, int | None]], set[i
     segment after a hole, the one filling it and the next; then a count from its own reordering
     state until the receiver acknowledges past it). pktflow keeps one definition throughout:
     highest byte sent minus last acknowledgement seen."""
-    report = analyze(str(path))
-    ids = {c["id"] for c in report["connections"]}
-    got = collect(str(path), ids, float("-inf"), float("inf"))
+    report = analyze(str(path), Options(record=True))
+    numbers = [int(c["id"][1:]) for c in report["connections"]]
+    got = report.core.packets(numbers, float("-inf"), float("inf"), 10_000_000)
     high: dict[tuple[str, int], int] = {}
     acked: dict[tuple[str, int], int] = {}
     frames = {}
     unsettled: dict[tuple[str, int], int] = {}  # direction -> ack that settles its reordering
     after: set[int] = set()
-    for ev in got.events:
+    for ev in (Event(*e) for e in got["events"]):
         mine, peer = (ev.conn, ev.d), (ev.conn, 1 - ev.d)
         if ev.ack >= 0 and not ev.flags & SYN:
             acked[peer] = max(acked.get(peer, ev.ack), ev.ack)

@@ -916,6 +916,13 @@ class Report:
     def numbers(self) -> list[int]: ...
     def payload(self) -> list[int]: ...
     def connection(self, i: int, queries: bool = ...) -> Connection: ...
+    def drawing(self, numbers: list[int], t0: float, t1: float, max_rows: int,
+                lanes: list[tuple[int, int, int, bool, bool]],
+                owners: list[tuple[int, int, str]], openers: list[int],
+                plots: bool = ...) -> Drawing: ...
+    def packets(self, numbers: list[int], t0: float, t1: float, max_rows: int) -> Packets: ...
+    def plot(self, numbers: list[int], t0: float, t1: float, max_rows: int,
+             lanes: list[tuple[int, int, int, bool, bool]]) -> Plot: ...
     def write_tables(self, sink: Callable[[ArrowBatch], object]) -> None: ...
 
 class LiveQuery(TypedDict):
@@ -956,7 +963,7 @@ def table_schema() -> list[tuple[str, list[tuple[str, str, str, str]]]]:
 class Pass:
     def __init__(self, path: str, decode_postgres: bool = ..., transfer: bool = ...,
                  linger_s: float | None = ..., settled_linger_s: float | None = ...,
-                 live: bool = ..., stop: Stopper | None = ...,
+                 record: bool = ..., live: bool = ..., stop: Stopper | None = ...,
                  follow: str | None = ...) -> None: ...
     def take_live(self) -> list[tuple[str, Any]]: ...
     def step(self, judge: Judge) -> list[int] | None: ...
@@ -968,8 +975,8 @@ class Pass:
     @property
     def records(self) -> int: ...
 
-# a packet as a diagram draws it (events.rs Event): connection number, engine direction,
-# frame, time, sequence, end, ack, window, flags, kind, first SACK block's place
+# a packet as a diagram draws it (drawing/record.rs Packet): connection number, engine
+# direction, frame, time, sequence, end, ack, window, flags, kind, first SACK block's place
 DiagramEvent = tuple[int, int, int, float, int, int, int, int, int, int, int]
 
 class Detail(TypedDict):
@@ -978,17 +985,186 @@ class Detail(TypedDict):
     code: str | None
     text: str
 
-class Collected(TypedDict):
-    """What a diagram draws of the connections chosen (events.rs)."""
+class Packets(TypedDict):
+    """The packets the pass kept of the connections chosen (Report.packets)."""
     events: list[DiagramEvent]
     labels: list[tuple[int, int, list[tuple[str, int]]]]
     details: list[tuple[int, int, list[Detail]]]
     partial: list[tuple[int, int]]
     swapped: list[tuple[int, bool]]
     cut: bool
-    records: int
 
-def collect(path: str, numbers: list[int], t0: float, t1: float, max_events: int,
-            linger_s: float | None = ..., settled_linger_s: float | None = ...) -> Collected: ...
+# a ladder row (flow.ladder.Row's fields): t, frame, connection, from lane, to lane, kind,
+# bytes, window, messages, partial, marks, window raw, details (name, SQLSTATE, text,
+# severity: legend.Detail), toward the server, what an ACK acknowledges, PSH, seq, ack
+DrawnRow = tuple[float, int, str, int, int, str, int, int, tuple[tuple[str, int], ...], bool,
+                 tuple[str, ...], bool, tuple[tuple[str, str | None, str, str | None], ...],
+                 bool, str, bool, int, int]
+
+# a span's messages carried one way between two lanes (drawing/fold.rs); "from" is a
+# keyword, hence the call form
+Leg = TypedDict("Leg", {"from": int, "to": int, "messages": dict[str, int]})
+
+class Totals(TypedDict):
+    """What a folded span of rows holds."""
+    rows: int
+    segments: int
+    bytes: int
+    acks: int
+    messages: dict[str, int]
+    legs: list[Leg]
+    first_frame: int
+    last_frame: int
+    t0: float
+    t1: float
+
+class GroupSizes(TypedDict):
+    """A step of a folded group whose rows differ in size: the size most have, the others
+    (frame, bytes; the first few) and how many."""
+    step: int
+    bytes: int
+    alike: int
+    others: list[tuple[int, int]]
+    other_count: int
+
+# per arrow direction of a span: its segments, the ACKs coming back
+Breakdown = TypedDict("Breakdown", {"from": int, "to": int, "segments": int, "bytes": int,
+                                    "segment_median": int, "acks": int,
+                                    "ack_median": int | None, "messages": dict[str, int]})
+
+class PlotSeries(TypedDict):
+    """A direction carrying data as the plots draw it (drawing/plot.rs), each series cut to
+    what a pixel column shows; times in ms from the capture's first packet."""
+    conn: int
+    from_client: bool
+    base: int
+    raw_window: bool
+    segments: list[tuple[float, int, int]]
+    seg_ends: list[tuple[float, int]]
+    retransmissions: list[tuple[float, int, int]]
+    retrans_ends: list[tuple[float, int]]
+    acks: list[tuple[float, int]]
+    windows: list[tuple[float, int]]
+    zero_windows: list[tuple[float, int]]
+    in_flight: list[tuple[float, int]]
+    advertised: list[tuple[float, int]]
+    throughput: list[tuple[float, float]]
+    rtt: list[tuple[float, float]]
+    ack_sizes: list[tuple[int, int]]
+    progress: list[tuple[float, int]]
+
+class Plot(TypedDict):
+    series: list[PlotSeries]
+    span: tuple[float, float] | None
+    packets: int
+
+class BulkRun(TypedDict):
+    """Plain bulk segments past the first rows of their run, summed up (drawing/teach.rs)."""
+    conn: int
+    src: int
+    dst: int
+    to_server: bool
+    rows: int
+    frames: list[int]
+    last_frame: int
+    messages: dict[str, int]
+    partial_datarow: bool
+    partial_empty: bool
+
+class Held(TypedDict):
+    frame: int
+    bytes: int
+    segments: int
+    win_before: int
+    win: int
+    raw: bool
+    update: tuple[int, float] | None
+
+class Coalesced(TypedDict):
+    frame: int
+    bytes: int
+    opened: int
+
+class Way(TypedDict):
+    """A direction carrying data, as teaching mode's TCP notes read it."""
+    conn: int
+    src: int
+    dst: int
+    to_server: bool
+    segments: int
+    common: int
+    acks: int
+    pairs: int
+    pair_frames: list[int]
+    held: Held | None
+    write: tuple[list[int], int] | None
+    coalesced: Coalesced | None
+    copy_data: bool
+    tls_size: int
+    tls_runs: int
+
+class Hole(TypedDict):
+    frame: int
+    fill_frame: int
+    us: float
+    sack: int | None
+
+class LossExample(TypedDict):
+    frame: int
+    original: int
+    dups: int
+    dup_frames: list[int]
+    ms: float
+
+class Losses(TypedDict):
+    resent: int
+    counts: list[int]
+    delays: list[float]
+    example: LossExample | None
+
+class Delayed(TypedDict):
+    frame: int
+    bytes: int
+    ms: float
+    data_frame: int
+
+class TcpFacts(TypedDict):
+    """What teaching mode's TCP notes read (drawing/teach.rs)."""
+    ways: list[Way]
+    acks: bool
+    zero_windows: int
+    zero_frames: list[int]
+    zero_lanes: list[tuple[int, int]]
+    window_updates: bool
+    dupacks: bool
+    raw_windows: bool
+    hole: Hole | None
+    losses: Losses
+    delayed: Delayed | None
+
+class Drawing:
+    """A selection's ladder, held by the core: its rows, how they fold, their totals."""
+    def __len__(self) -> int: ...
+    def rows(self, start: int, end: int) -> list[DrawnRow]: ...
+    def marked(self, start: int, end: int, limit: int) -> tuple[list[DrawnRow], int]: ...
+    def items(self) -> list[tuple[int, int, int]]: ...
+    def phases(self) -> list[tuple[str, int, int, int | tuple[int, int, int] | None]]: ...
+    def totals(self, start: int, end: int) -> Totals | None: ...
+    def group_sizes(self, start: int, period: int, reps: int,
+                    listed: int) -> list[GroupSizes]: ...
+    def breakdown(self, start: int, end: int) -> list[Breakdown]: ...
+    def legs(self, start: int, end: int) -> list[Leg]: ...
+    def symbols(self) -> tuple[list[tuple[bool, str]], list[str]]: ...
+    def times_back(self) -> list[tuple[int, int]]: ...
+    def kinds(self) -> list[str]: ...
+    def plot(self) -> Plot | None: ...
+    def walk_view(self, keep: int, cap: int) -> list[tuple[str, Any]]: ...
+    def tcp_facts(self, max_ways: int, min_segments: int, max_losses: int, held_factor: int,
+                  coalesced_factor: int, delayed_s: tuple[float, float],
+                  frames: int) -> TcpFacts: ...
+    def rounds(self, conn: int, src: int, dst: int, gap_ms: float) -> list[tuple[int, int]]: ...
+    @property
+    def cut(self) -> bool: ...
+
 def sql_key(sql: str) -> str:
     """A statement as relay matching compares it."""

@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("b", metavar="B")
     cmp_.add_argument("--format", choices=("text", "json"), default="text")
     from pktflow.flow.cli import add_subparser as add_flow
+    from pktflow.report.commands import add_subparser as add_report
 
+    add_report(sub)
     add_flow(sub)
     _add_lab(sub)
     return parser
@@ -91,8 +93,11 @@ def _progress_bar(env: Env, label: str) -> Any:
                     TimeElapsedColumn(), console=Console(file=env.stderr), transient=True)
 
 
-def _analyze_one(path: str, args: argparse.Namespace, env: Env, own_bar: bool = True) -> Report:
-    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True)
+def _analyze_one(path: str, args: argparse.Namespace, env: Env, own_bar: bool = True,
+                 record: bool = False) -> Report:
+    """`record`: the core keeps every connection's packets, for a diagram."""
+    opts = Options(decode_postgres=not getattr(args, "no_postgres", False), lazy=True,
+                   record=record)
     if path == STDIN:
         return _analyze_stdin(opts, args, env)
     bar = _progress_bar(env, path) if own_bar else None
@@ -253,12 +258,13 @@ class Damages:
     """Analyses for a command that reads whole reports (flow, plot, report, compare), noting
     each damaged capture so that the command says so once it has written what it could."""
 
-    def __init__(self, args: argparse.Namespace, env: Env) -> None:
-        self.args, self.env = args, env
+    def __init__(self, args: argparse.Namespace, env: Env, record: bool = False) -> None:
+        """`record`: the core keeps every connection's packets, for a diagram."""
+        self.args, self.env, self.record = args, env, record
         self.damaged: list[tuple[str, dict[str, Any]]] = []
 
     def analyze(self, path: str) -> Report:
-        report = _analyze_one(path, self.args, self.env)
+        report = _analyze_one(path, self.args, self.env, record=self.record)
         damage = report["capture"]["damage"]
         if damage is not None:
             self.damaged.append((path, damage))
@@ -292,8 +298,7 @@ def _one(job: Any, args: argparse.Namespace, env: Env, own_bar: bool = True) -> 
 def cmd_compare(args: argparse.Namespace, env: Env) -> int:
     from rich.console import Console
 
-    from pktflow.compare import compare, side
-    from pktflow.report.compare import render as render_compare
+    from pktflow.report.compare import compare, render as render_compare, side
 
     # each report read once, then dropped: what compare reads of it stays
     reports = Damages(args, env)
@@ -318,13 +323,14 @@ def main(argv: list[str] | None = None, env: Env | None = None) -> int:
             return cmd_compare(args, env)
         if args.command in ("flow", "report", "plot"):
             from pktflow.flow import cli as flow_cli
+            from pktflow.report import commands
 
             if args.output is not None:  # before the analysis, not after a long run
                 output.check(args.output)
-            cmd = {"flow": flow_cli.run, "report": flow_cli.run_report,
-                   "plot": flow_cli.run_plot}[args.command]
-            # a diagram decodes the connections it draws
-            reports = Damages(args, env)
+            cmd = {"flow": flow_cli.run, "report": commands.run_report,
+                   "plot": commands.run_plot}[args.command]
+            # one pass: the report, and the packets a diagram draws
+            reports = Damages(args, env, record=True)
             return reports.exit_code(cmd(args, env, reports.analyze))
         from pktflow.lab.cli import run as run_lab
 

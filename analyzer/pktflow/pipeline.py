@@ -41,6 +41,8 @@ class Options(NamedTuple):
     # the report's connections and each relay's pairs read from the core as a renderer asks
     # (report.connections), not all made Python values at once
     lazy: bool = False
+    # every connection's packets kept by the core for a diagram (Report.core.drawing)
+    record: bool = False
 
 
 class Report(dict[str, Any]):
@@ -72,7 +74,8 @@ def open_pass(path: str, options: Options, stream: Stream | None = None,
         extra = {"live": stream.live, "stop": stream.stop, "follow": stream.follow}
     try:
         return _core.Pass(path, options.decode_postgres, options.transfer,
-                          _finite(options.linger_s), _finite(options.settled_linger_s), **extra)
+                          _finite(options.linger_s), _finite(options.settled_linger_s),
+                          options.record, **extra)
     except _core.OpenError as exc:
         raise open_error(exc, name or path) from None
 

@@ -1,6 +1,7 @@
 //! pktflow._core: the Rust core's facts as Python values. No rule lives here: a pass is
 //! opened, stepped through, and each connection's facts converted as they come.
 
+mod drawing;
 mod errors;
 mod producer;
 mod pyvalue;
@@ -14,7 +15,6 @@ use std::sync::Arc;
 
 use errors::{CoreBug, SpoolError};
 use pktflow_core::capture::Stream;
-use pktflow_core::events::Selection;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pktflow_core::relay::RelayWords;
 use pktflow_core::report::json;
@@ -168,7 +168,8 @@ impl Pass {
     /// `follow` ("json" or "values"): each query is said once final and each connection once
     /// judged (`take_live`), and no connection is kept for the report.
     #[new]
-    #[pyo3(signature = (path, decode_postgres=true, transfer=true, linger_s=None, settled_linger_s=None, live=false, stop=None, follow=None))]
+    /// `record`: keep every connection's packets, for a diagram (Report.drawing).
+    #[pyo3(signature = (path, decode_postgres=true, transfer=true, linger_s=None, settled_linger_s=None, record=false, live=false, stop=None, follow=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -177,6 +178,7 @@ impl Pass {
         transfer: bool,
         linger_s: Option<f64>,
         settled_linger_s: Option<f64>,
+        record: bool,
         live: bool,
         stop: Option<PyRef<'_, Stopper>>,
         follow: Option<&str>,
@@ -196,6 +198,7 @@ impl Pass {
             transfer,
             linger: linger_s,
             settled_linger: settled_linger_s,
+            record,
         };
         let stop = stop.map_or_else(Arc::default, |s| Arc::clone(&s.flag));
         let opened = if path.as_os_str() == "-" {
@@ -337,9 +340,11 @@ impl Pass {
             .take()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
         let stats = &self.now.stats;
-        Ok(report::Report::new(guard(|| {
-            assembly.finish(stats, words)
-        })?))
+        let recording = self.pass()?.recording();
+        Ok(report::Report::new(
+            guard(|| assembly.finish(stats, words))?,
+            recording,
+        ))
     }
 
     /// After the last step: raises OpenError for a capture with records but none it could
@@ -401,41 +406,6 @@ impl Stopper {
     }
 }
 
-/// The packets of connections `numbers` within capture times [t0, t1] (see core's events).
-#[pyfunction]
-#[pyo3(signature = (path, numbers, t0, t1, max_events, linger_s=None, settled_linger_s=None))]
-#[allow(clippy::too_many_arguments)]
-fn collect(
-    py: Python<'_>,
-    path: PathBuf,
-    numbers: Vec<u64>,
-    t0: f64,
-    t1: f64,
-    max_events: usize,
-    linger_s: Option<f64>,
-    settled_linger_s: Option<f64>,
-) -> PyResult<Py<PyAny>> {
-    let got = py.detach(|| {
-        guard(|| {
-            pktflow_core::events::collect(
-                &path,
-                &Selection {
-                    numbers: &numbers,
-                    t0,
-                    t1,
-                    max_events,
-                    linger: linger_s,
-                    settled_linger: settled_linger_s,
-                },
-            )
-        })
-    })?;
-    match got {
-        Ok(c) => to_py(py, &c),
-        Err(problem) => Err(errors::open_error(py, problem)),
-    }
-}
-
 /// A statement as relay matching compares it (whitespace runs as one space, trailing
 /// semicolons dropped): `compare` pairs queries across captures by the same key.
 #[pyfunction]
@@ -449,7 +419,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Pass>()?;
     m.add_class::<Stopper>()?;
     m.add_class::<report::Report>()?;
-    m.add_function(wrap_pyfunction!(collect, m)?)?;
+    m.add_class::<drawing::Drawing>()?;
     m.add_function(wrap_pyfunction!(sql_key, m)?)?;
     m.add_function(wrap_pyfunction!(tables::table_schema, m)?)?;
     m.add_class::<tables::ArrowBatch>()?;

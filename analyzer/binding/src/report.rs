@@ -3,25 +3,76 @@
 
 use std::io::Write;
 
+use pktflow_core::drawing::{Drawing as CoreDrawing, Drawn, Lanes, Map, Shared};
 use pktflow_core::relay::RelayRecord;
 use pktflow_core::report::{Report as CoreReport, ReportError};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::drawing::Drawing;
 use crate::errors::CoreBug;
 use crate::{guard, spool_error, to_py};
 
 #[pyclass(unsendable, module = "pktflow._core")]
 pub struct Report {
     inner: CoreReport,
+    /// Every connection's packets, when the pass kept them for a diagram.
+    recording: Option<Shared>,
 }
 
 impl Report {
-    pub fn new(inner: CoreReport) -> Self {
-        Report { inner }
+    pub fn new(inner: CoreReport, recording: Option<Shared>) -> Self {
+        Report { inner, recording }
+    }
+
+    /// The packets of connections `numbers` within capture times [t0, t1], at most `max`.
+    fn drawn(&self, numbers: &[u64], t0: f64, t1: f64, max: usize) -> PyResult<Drawn> {
+        let recording = (self.recording.as_ref()).ok_or_else(|| {
+            PyValueError::new_err("the pass kept no packets (open it with record=True)")
+        })?;
+        let recording = recording
+            .lock()
+            .map_err(|_| CoreBug::new_err("the recording's lock was poisoned"))?;
+        guard(|| recording.read(numbers, t0, t1, max))?.map_err(spool_error)
     }
 }
+
+/// Hands back to the system the memory a drawing's build used and freed (the packets read
+/// back, the plots' series before they were cut to what pixels show): glibc keeps freed
+/// memory for the process otherwise, and a page and its plots are made after it.
+pub(crate) fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+        }
+        // SAFETY: malloc_trim takes no pointer and only releases memory that is free
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
+/// Each connection's lanes, as Python gives them: (number, client lane, server lane, client's
+/// window raw, server's window raw).
+fn lanes_map(lanes: Vec<(u64, u16, u16, bool, bool)>) -> Map<u64, Lanes> {
+    (lanes.into_iter())
+        .map(|(n, client, server, client_raw, server_raw)| {
+            let lane = Lanes {
+                client,
+                server,
+                client_raw,
+                server_raw,
+            };
+            (n, lane)
+        })
+        .collect()
+}
+
+/// A diagram's packet as Python's tests read it: connection, engine direction, frame, time,
+/// seq, end, ack, window, flags, payload class, first SACK block's place.
+type PacketTuple = (u64, u8, u64, f64, i64, i64, i64, i64, u8, u8, u8);
 
 pub(crate) fn report_error(e: ReportError) -> PyErr {
     match e {
@@ -202,6 +253,113 @@ impl Report {
     /// Each connection's payload bytes both ways, in the report's order.
     fn payload(&self) -> Vec<i64> {
         self.inner.payload()
+    }
+
+    /// The ladder of connections `numbers` within capture times [t0, t1], at most `max_rows`
+    /// packets: `lanes` gives each connection's (number, client lane, server lane, client's
+    /// window raw, server's window raw), `owners` a pooler's marks on its requests
+    /// ((connection, frame, mark)); `openers`: the lanes whose requests open exchanges (a
+    /// group of repeated rows starts with one); `plots`: measure what the plots show too.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (numbers, t0, t1, max_rows, lanes, owners, openers, plots=false))]
+    fn drawing(
+        &self,
+        numbers: Vec<u64>,
+        t0: f64,
+        t1: f64,
+        max_rows: usize,
+        lanes: Vec<(u64, u16, u16, bool, bool)>,
+        owners: Vec<(u64, u64, String)>,
+        openers: Vec<u16>,
+        plots: bool,
+    ) -> PyResult<Drawing> {
+        let drawn = self.drawn(&numbers, t0, t1, max_rows)?;
+        let lanes = lanes_map(lanes);
+        let mut marks: Map<(u64, u64), Vec<String>> = Map::default();
+        for (conn, frame, mark) in owners {
+            let m = marks.entry((conn, frame)).or_default();
+            if !m.contains(&mark) {
+                m.push(mark);
+            }
+        }
+        let start = self.inner.capture.first_ts.unwrap_or(0.0);
+        let drawing = guard(|| CoreDrawing::new(drawn, &lanes, &marks, start, &openers, plots))?;
+        trim();
+        Ok(Drawing::new(drawing))
+    }
+
+    /// The plots of connections `numbers` within capture times [t0, t1] (at most `max_rows`
+    /// packets), drawn as `lanes` says (see `drawing`), without the ladder's rows.
+    fn plot(
+        &self,
+        py: Python<'_>,
+        numbers: Vec<u64>,
+        t0: f64,
+        t1: f64,
+        max_rows: usize,
+        lanes: Vec<(u64, u16, u16, bool, bool)>,
+    ) -> PyResult<Py<PyAny>> {
+        let drawn = self.drawn(&numbers, t0, t1, max_rows)?;
+        let lanes = lanes_map(lanes);
+        let start = self.inner.capture.first_ts.unwrap_or(0.0);
+        let plot = guard(|| {
+            pktflow_core::drawing::plot::plot(&drawn.packets, &lanes, &drawn.swapped, start)
+        })?;
+        drop(drawn);
+        trim();
+        to_py(py, &plot)
+    }
+
+    /// The packets kept of connections `numbers` within capture times [t0, t1], at most
+    /// `max_rows`, as the engine saw them (tests compare them with other tools').
+    fn packets(
+        &self,
+        py: Python<'_>,
+        numbers: Vec<u64>,
+        t0: f64,
+        t1: f64,
+        max_rows: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let d = self.drawn(&numbers, t0, t1, max_rows)?;
+        let events: Vec<PacketTuple> = (d.packets.iter())
+            .map(|(n, p)| {
+                let t = (p.d, p.frame, p.ts, p.seq, p.end, p.ack, p.win);
+                (
+                    *n, t.0, t.1, t.2, t.3, t.4, t.5, t.6, p.flags, p.kind, p.sack,
+                )
+            })
+            .collect();
+        let table = &d.label_table;
+        let mut labels: Vec<_> = (d.labels.iter())
+            .filter_map(|(&(n, f), &l)| Some((n, f, table.get(l as usize)?.clone())))
+            .collect();
+        labels.sort_by_key(|x| (x.0, x.1));
+        let mut details: Vec<_> = d.details.into_iter().map(|((n, f), l)| (n, f, l)).collect();
+        details.sort_by_key(|x| (x.0, x.1));
+        let mut partial: Vec<(u64, u64)> = d.partial.into_iter().collect();
+        partial.sort_unstable();
+        let mut swapped: Vec<(u64, bool)> = d.swapped.into_iter().collect();
+        swapped.sort_unstable();
+        #[derive(serde::Serialize)]
+        struct Packets<'a> {
+            events: &'a [PacketTuple],
+            labels: &'a [(u64, u64, pktflow_core::drawing::Label)],
+            details: &'a [(u64, u64, Vec<pktflow_core::drawing::Detail>)],
+            partial: &'a [(u64, u64)],
+            swapped: &'a [(u64, bool)],
+            cut: bool,
+        }
+        to_py(
+            py,
+            &Packets {
+                events: &events,
+                labels: &labels,
+                details: &details,
+                partial: &partial,
+                swapped: &swapped,
+                cut: d.cut,
+            },
+        )
     }
 
     /// Connection `i` (in the report's order); without its listed queries (`queries` empty,

@@ -1,6 +1,6 @@
 //! Time the whole pass on a capture, without Python: `cargo run --release --example
-//! pass_bench -- CAPTURE [tcp|pgwire|transfer|all|report]`. Prints CPU-bound wall time and
-//! connections; `report` also builds each connection's judgement and record, spools them,
+//! pass_bench -- CAPTURE [tcp|pgwire|transfer|all|report|draw]`. Prints CPU-bound wall time
+//! and connections; `draw` is `all` keeping every packet for a diagram; `report` also builds each connection's judgement and record, spools them,
 //! finds the relays and writes the report's JSON to /dev/null (no words: Python's part),
 //! timing each stage.
 use std::path::Path;
@@ -12,15 +12,16 @@ use pktflow_core::report::{judge_and_record, Assembly, CaptureWords, Judged};
 fn main() {
     let mut args = std::env::args().skip(1);
     let Some(path) = args.next() else {
-        eprintln!("usage: pass_bench CAPTURE [tcp|pgwire|transfer|all]");
+        eprintln!("usage: pass_bench CAPTURE [tcp|pgwire|transfer|all|report|draw]");
         std::process::exit(2);
     };
     let what = args.next().unwrap_or_else(|| "all".into());
     let options = PassOptions {
-        decode_postgres: matches!(what.as_str(), "pgwire" | "all" | "report"),
-        transfer: matches!(what.as_str(), "transfer" | "all" | "report"),
+        decode_postgres: matches!(what.as_str(), "pgwire" | "all" | "report" | "draw"),
+        transfer: matches!(what.as_str(), "transfer" | "all" | "report" | "draw"),
         linger: Some(30.0),
         settled_linger: Some(2.0),
+        record: what == "draw",
     };
     let t = Instant::now();
     let mut pass = match Pass::open(Path::new(&path), options) {
@@ -98,5 +99,49 @@ fn main() {
         "{what}: {:.3} s, {conns} connections, {} packets, facts JSON {json} bytes",
         t.elapsed().as_secs_f64(),
         pass.records()
+    );
+    if let Some(recording) = pass.recording() {
+        draw(&recording, conns);
+    }
+}
+
+/// Every connection drawn from the packets kept: reading them back, the rows and folds, the
+/// plots' series, timed.
+fn draw(recording: &pktflow_core::drawing::Shared, conns: usize) {
+    use pktflow_core::drawing::{Drawing, Lanes, Map};
+    let Ok(recording) = recording.lock() else {
+        return;
+    };
+    let numbers: Vec<u64> = (1..=conns as u64).collect();
+    let t = Instant::now();
+    let drawn = match recording.read(&numbers, f64::NEG_INFINITY, f64::INFINITY, 1_000_000) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{e}");
+            return;
+        }
+    };
+    let t_read = t.elapsed().as_secs_f64();
+    let lanes: Map<u64, Lanes> = numbers
+        .iter()
+        .map(|&n| {
+            let l = Lanes {
+                client: 0,
+                server: 1,
+                client_raw: false,
+                server_raw: false,
+            };
+            (n, l)
+        })
+        .collect();
+    let t1 = Instant::now();
+    let drawing = Drawing::new(drawn, &lanes, &Map::default(), 0.0, &[0], true);
+    println!(
+        "drawing: read {t_read:.3} s, plots, rows and folds {:.3} s ({} rows, {} items, {} \
+         series)",
+        t1.elapsed().as_secs_f64(),
+        drawing.rows.rows.len(),
+        drawing.items.len(),
+        drawing.plot.as_ref().map_or(0, |p| p.series.len()),
     );
 }

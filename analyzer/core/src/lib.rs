@@ -6,7 +6,7 @@
 //! them per connection and hands out each connection's facts once it is done).
 
 pub mod capture;
-pub mod events;
+pub mod drawing;
 pub mod histogram;
 pub mod packet;
 pub mod pass;

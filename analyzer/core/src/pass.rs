@@ -1,14 +1,18 @@
 //! One pass over a capture: the reader's packets into the TCP engine, each connection's
 //! analyses (PostgreSQL decoder, transfer measurements) fed by it, and each connection's facts
-//! handed out once the engine retires it. Memory follows the connections open at once.
+//! handed out once the engine retires it. Memory follows the connections open at once. When a
+//! diagram is to be drawn, every connection's packets are kept too (drawing::record), on disk.
 
 use std::path::Path;
 
 use serde::Serialize;
 
 use crate::capture::{Capture, CaptureStats, Item, OpenError, Stream};
+use crate::drawing::{Recorder, Recording, Shared};
 use crate::pgwire::conversation::FinalQuery;
+use crate::pgwire::facts::Encryption;
 use crate::pgwire::{Conversation, ConversationFacts, LiveQueries};
+use crate::report::connection::settle_roles;
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
@@ -21,18 +25,24 @@ pub struct PassOptions {
     pub linger: Option<f64>,
     /// The same after a RST or once both FINs are acknowledged.
     pub settled_linger: Option<f64>,
+    /// Keep every connection's packets for a diagram (drawing::record).
+    pub record: bool,
 }
 
 /// What one connection's analyses are: each optional, as the options ask.
 pub struct Analyses {
     conversation: Option<Conversation>,
     transfer: Option<TransferAnalyzer>,
+    recorder: Option<Recorder>,
 }
 
 impl PacketObserver for Analyses {
     fn on_packet(&mut self, p: &Observed) {
         if let Some(t) = self.transfer.as_mut() {
             t.on_packet(p);
+        }
+        if let Some(r) = self.recorder.as_mut() {
+            r.packet(p);
         }
     }
 
@@ -54,13 +64,20 @@ impl StreamSink for Analyses {
                     c.set_clock(clock);
                 }
             }
+            let tls_before = c.encryption() == Encryption::Tls;
             c.feed(d, data, offset, frame, ts, start_seen);
+            if let Some(r) = self.recorder.as_mut() {
+                r.fed(c, d, data, frame, tls_before);
+            }
         }
     }
 
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
         if let Some(c) = self.conversation.as_mut() {
             c.gap(d, offset, length, frame, ts);
+            if let Some(r) = self.recorder.as_mut() {
+                r.gap(c, d);
+            }
         }
     }
 
@@ -75,6 +92,7 @@ struct Factory {
     options: PassOptions,
     /// Following a stream: where each conversation says its queries once final.
     live: Option<LiveQueries>,
+    recording: Option<Shared>,
 }
 
 impl Handler for Factory {
@@ -85,9 +103,15 @@ impl Handler for Factory {
             Some(l) => Conversation::following(meta.number, l.clone()),
             None => Conversation::new(),
         };
+        let recorder = (self.recording.as_ref()).map(|r| Recorder::new(meta.number, r.clone()));
+        let mut conversation = (self.options.decode_postgres).then(|| conversation(&self.live));
+        if let (Some(c), Some(_)) = (conversation.as_mut(), recorder.as_ref()) {
+            c.record_trail(); // what each segment completed, for the diagram
+        }
         Analyses {
-            conversation: (self.options.decode_postgres).then(|| conversation(&self.live)),
+            conversation,
             transfer: self.options.transfer.then(TransferAnalyzer::new),
+            recorder,
         }
     }
 }
@@ -111,6 +135,7 @@ pub struct Pass {
     capture: Capture,
     engine: TcpEngine<Factory>,
     done: bool,
+    recording: Option<Shared>,
 }
 
 impl Pass {
@@ -133,15 +158,18 @@ impl Pass {
     }
 
     fn over(capture: Capture, options: PassOptions) -> Pass {
+        let recording = options.record.then(Recording::shared);
         let factory = Factory {
             options,
             live: None,
+            recording: recording.clone(),
         };
         let engine = TcpEngine::new(factory, options.linger, options.settled_linger);
         Pass {
             capture,
             engine,
             done: false,
+            recording,
         }
     }
 
@@ -154,6 +182,12 @@ impl Pass {
     /// (following only).
     pub fn take_final_queries(&mut self) -> Vec<FinalQuery> {
         (self.engine.handler().live.as_ref()).map_or_else(Vec::new, LiveQueries::take)
+    }
+
+    /// Every connection's packets kept for a diagram (with `PassOptions::record`); complete
+    /// once the pass is done.
+    pub fn recording(&self) -> Option<Shared> {
+        self.recording.clone()
     }
 
     /// Feed the next batch of packets (the engine is swept where the reader ends a batch);
@@ -224,7 +258,13 @@ impl Pass {
 
 fn report(conn: Box<Connection<Analyses>>) -> ConnectionReport {
     let tcp = conn.facts();
-    let analyses = conn.into_analyses();
+    let mut analyses = conn.into_analyses();
+    if let Some(r) = analyses.recorder.take() {
+        let front = (analyses.conversation.as_ref())
+            .and_then(Conversation::frontend_direction)
+            .and_then(|d| u8::try_from(d).ok());
+        r.close(settle_roles(&tcp, front).0);
+    }
     ConnectionReport {
         tcp,
         postgres: analyses.conversation.map(Conversation::into_facts),

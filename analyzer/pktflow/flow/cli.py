@@ -1,4 +1,5 @@
-"""`pktflow flow`: the ladder diagram of a query, a relay or a time span."""
+"""`pktflow flow`: the ladder diagram of a query, a relay or a time span; the selection's
+arguments and the drawing `report` and `plot` share (report/commands.py)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,14 @@ from pktflow.errors import UsageError
 FORMATS = ("text", "json", "svg", "html", "mermaid", "plantuml")
 
 
-def _path(arg: str) -> Path:
+def path_arg(arg: str) -> Path:
     """argparse type: pathlib loads only when a command takes a path (not for analyze)."""
     from pathlib import Path
 
     return Path(arg)
 
 
-def _selection_args(p: Any) -> None:
+def selection_args(p: Any) -> None:
     p.add_argument("capture", metavar="CAPTURE")
     p.add_argument("--query", metavar="CONN#INDEX",
                    help="one query, e.g. c2#0 (as in the analyze report); a relayed query "
@@ -40,20 +41,12 @@ def _selection_args(p: Any) -> None:
 
 
 def add_subparser(sub: Any) -> None:
-    rep = sub.add_parser("report", help="one self-contained HTML report: summary, findings, "
-                         "queries, verdicts, the ladder and plots")
-    _selection_args(rep)
-    rep.add_argument("-o", "--output", type=_path, required=True, help="the .html file to write")
-    pl = sub.add_parser("plot", help="time-sequence and in-flight plots (PNG or SVG)")
-    _selection_args(pl)
-    pl.add_argument("-o", "--output", type=_path, required=True,
-                    help="file to write; its suffix (.png or .svg) picks the format")
     fl = sub.add_parser(
         "flow", help="ladder (sequence) diagram of a query, a relay's legs or a time span",
         description="Draw packets as arrows between client, pooler and server, labelled with "
                     "bytes, PostgreSQL messages and ACKs; repeated round trips fold into one "
                     "group. Default: the biggest query (through the relay, both legs, if any).")
-    _selection_args(fl)
+    selection_args(fl)
     fl.add_argument("--detail", action="store_true",
                     help="fold each block of repeated round trips, not whole bulk transfers")
     fl.add_argument("--expand", action="store_true",
@@ -61,16 +54,13 @@ def add_subparser(sub: Any) -> None:
     fl.add_argument("--explain", action="store_true",
                     help="teaching mode: one sentence on each message type and ACK pattern shown")
     fl.add_argument("--format", choices=FORMATS, default="text")
-    fl.add_argument("-o", "--output", type=_path,
+    fl.add_argument("-o", "--output", type=path_arg,
                     help="write to this file (default: stdout)")
 
 
-def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None
-            ) -> tuple[dict[str, Any], Any, Any]:
-    """The analysis report, the selective pass over the chosen span, and its ladder, with up
-    to `side_lanes` client (or server) lanes drawn apart (a drawing's default without)."""
-    from pktflow.flow.events import collect
-    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
+def select_span(args: argparse.Namespace, analyze: Any) -> tuple[Any, Any, float, float]:
+    """The analysis report (`analyze`: a pass that keeps the packets for a diagram), the
+    selection the arguments ask for, and its span in capture times."""
     from pktflow.flow.select import select
 
     report = analyze(args.capture)
@@ -86,12 +76,27 @@ def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = Non
         exc.file = exc.file or args.capture  # name the file, as every error does
         raise
     start = report["capture"]["first_ts"] or 0.0
-    got = collect(args.capture, sel.conn_ids, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6)
-    if not got.events:
-        # a diagram of nothing is a selection that missed: say which, as an error
-        raise UsageError(f"no packets in the selection ({sel.title})", file=args.capture)
-    return report, got, build(report, got, sel.conn_ids, sel.title,
-                              MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes)
+    return report, sel, start + sel.t0 - 2e-6, start + sel.t1 + 2e-6
+
+
+def nothing_drawn(args: argparse.Namespace, title: str) -> UsageError:
+    """A diagram of nothing is a selection that missed: say which, as an error."""
+    return UsageError(f"no packets in the selection ({title})", file=args.capture)
+
+
+def prepare(args: argparse.Namespace, analyze: Any, side_lanes: int | None = None,
+            plots: bool = False) -> tuple[Any, Any]:
+    """The analysis report and the ladder of the selection, with up to `side_lanes` client (or
+    server) lanes drawn apart (a drawing's default without); `plots`: what the plots show
+    measured too."""
+    from pktflow.flow.ladder import MAX_DRAWN_SIDE_LANES, build
+
+    report, sel, t0, t1 = select_span(args, analyze)
+    ladder = build(report, sel.conn_ids, t0, t1, sel.title,
+                   MAX_DRAWN_SIDE_LANES if side_lanes is None else side_lanes, plots)
+    if not ladder.rows:
+        raise nothing_drawn(args, sel.title)
+    return report, ladder
 
 
 def _terminal_side_lanes(width: int) -> int:
@@ -103,51 +108,6 @@ def _terminal_side_lanes(width: int) -> int:
     return max(MAX_SIDE_LANES, (width - GUTTER) // LANE_MIN + 1 - 2)
 
 
-def _plots_available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def run_report(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    from pktflow.flow.page import html
-
-    report, got, ladder = prepare(args, analyze)
-    figures = []
-    if _plots_available():
-        from pktflow.flow.plots import render
-
-        import base64
-
-        # a picture, not SVG: an SVG's size grows with the segments drawn (0.9 MB for a
-        # 20,000-row pg_dump), a PNG's with the figure's size only
-        png = base64.b64encode(render(report, got, ladder.title, "png")).decode()
-        alt = ("time-sequence graphs, bytes in flight, throughput and round-trip time over "
-               "time of the drawn span")
-        figures.append((alt, f"<img src='data:image/png;base64,{png}' alt='{alt}'>"))
-    else:
-        ladder.notes.append("plots need matplotlib (pip install matplotlib)")
-    output.write_text(args.output, html(ladder, report, figures))
-    print(f"wrote {args.output}", file=env.stderr)
-    return 0
-
-
-def run_plot(args: argparse.Namespace, env: Any, analyze: Any) -> int:
-    fmt = args.output.suffix.lstrip(".").lower()
-    if fmt not in ("png", "svg"):
-        raise UsageError(f"{args.output}: the plot's file name must end in .png or .svg")
-    if not _plots_available():
-        raise UsageError("plots need matplotlib", hint="pip install matplotlib")
-    from pktflow.flow.plots import render
-
-    report, got, ladder = prepare(args, analyze)
-    output.write_bytes(args.output, render(report, got, ladder.title, fmt))
-    print(f"wrote {args.output}", file=env.stderr)
-    return 0
-
-
 def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
     fmt = args.format
     side_lanes = None
@@ -157,7 +117,9 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
         width = env.width or 120 if args.output else Console(file=env.stdout,
                                                              width=env.width).width
         side_lanes = _terminal_side_lanes(width)
-    report, got, ladder = prepare(args, analyze, side_lanes)
+    report, ladder = prepare(args, analyze, side_lanes)
+    # one folding for every format
+    ladder.fold = "expand" if args.expand else "detail" if args.detail else "bulk"
     if args.explain:
         from pktflow.flow.explain import teach
 
@@ -178,10 +140,10 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 
         out = json.dumps(to_json(ladder), indent=2) + "\n"
     elif fmt in ("svg", "html"):
-        from pktflow.flow.page import html
+        from pktflow.report.page import html
         from pktflow.flow.svg import svg
 
-        out = svg(ladder, expand=args.expand) if fmt == "svg" else html(ladder, report,
+        out = svg(ladder) if fmt == "svg" else html(ladder, report,
                                                                         ladder_open=True)
     else:
         from pktflow.flow.sequence import mermaid, plantuml
@@ -197,4 +159,4 @@ def run(args: argparse.Namespace, env: Any, analyze: Any) -> int:
 def render_text(ladder: Any, console: Console, args: argparse.Namespace) -> None:
     from pktflow.flow.text import render
 
-    render(ladder, console, expand=args.expand, detail=args.detail)
+    render(ladder, console)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pktflow.flow.ladder import Ladder, Row
+from pktflow.flow.ladder import Ladder, Row, Run
 from pktflow.flow.legend import MEANING, code, family
 from pktflow.flow.tcpnotes import tcp_notes
-from pktflow.flow.tcpsteps import tcp_steps
+from pktflow.flow.tcpsteps import tcp_steps, tls13
 from pktflow.flow.walk import Exchange, exchanges, fold, lines, message_steps, who_text
 
 PAGE_STEPS = 200  # steps the page lists and steps through
@@ -52,7 +52,7 @@ MESSAGES = {
 }
 
 
-def _message(name: str, xs: list[Exchange], rows: list[Row], lanes: list[str]) -> str:
+def _message(name: str, xs: list[Exchange], view: list[Row | Run], lanes: list[str]) -> str:
     """The sentence for one message type, with what this drawing shows of it."""
     sent = {n for x in xs for n in x.sent}
     if name == "StartupMessage":
@@ -94,17 +94,20 @@ def _message(name: str, xs: list[Exchange], rows: list[Row], lanes: list[str]) -
                 parts.append("in a simple Query the rest of its string is abandoned and "
                             "ReadyForQuery follows")
         return "; ".join(dict.fromkeys(parts)) + "."
+    rows = [r for r in view if isinstance(r, Row)]
+    runs = [r for r in view if isinstance(r, Run)]
     if name == "DataRow":
         said = "from the server, one row of a result."
         if any(r.partial and any(n == "DataRow" for n, _ in r.msgs) or
-               r.partial and r.msgs == () for r in rows if not r.to_server and r.kind == "data"):
+               r.partial and r.msgs == () for r in rows if not r.to_server and r.kind == "data") \
+                or any(not r.to_server and (r.partial_datarow or r.partial_empty) for r in runs):
             said += (" The server packs its messages into an 8,192-byte send buffer and writes "
                      "it when full, so rows are cut across segments (… marks a segment ending "
                      "inside a row; the row is counted in the segment that ends it).")
         return said
     if name == "CopyData":
-        out = any(not r.to_server and any(n == "CopyData" for n, _ in r.msgs) for r in rows)
-        into = any(r.to_server and any(n == "CopyData" for n, _ in r.msgs) for r in rows)
+        out = any(not r.to_server and any(n == "CopyData" for n, _ in r.msgs) for r in view)
+        into = any(r.to_server and any(n == "CopyData" for n, _ in r.msgs) for r in view)
         parts = []
         if out:
             parts.append("from the server, one message per row of COPY TO STDOUT (what pg_dump "
@@ -142,28 +145,36 @@ def _message(name: str, xs: list[Exchange], rows: list[Row], lanes: list[str]) -
     return MEANING.get(name, "") + "."
 
 
-def notes(ladder: Ladder, report: dict[str, Any] | None = None) -> list[str]:
-    """The sentences on each message type drawn, then on the TCP patterns drawn."""
-    xs = exchanges(ladder)
+def notes(ladder: Ladder, view: list[Row | Run], xs: list[Exchange],
+          report: dict[str, Any] | None = None) -> list[str]:
+    """The sentences on each message type drawn, then on the TCP patterns drawn (`view`: the
+    rows the walk reads, `xs`: their exchanges)."""
     names: list[str] = []
-    for r in ladder.rows:
+    for r in view:
         for name, _ in r.msgs:
             if family(name) not in names:
                 names.append(family(name))
     # the server's single-byte answers have no documented name: keyed by their byte alone
     out = [f"{code(n)}  " + ("" if n.startswith("Encryption") else f"{n}: ")
-           + _message(n, xs, ladder.rows, ladder.lanes) for n in names
+           + _message(n, xs, view, ladder.lanes) for n in names
            if not n.startswith("TLS")]
-    return out + tcp_notes(ladder, report)
+    by_conn: dict[str, list[Row]] = {}
+    for r in view:
+        if isinstance(r, Row) and r.details:
+            by_conn.setdefault(r.conn, []).append(r)
+    tls = {conn: tls13(rows) for conn, rows in by_conn.items()}
+    return out + tcp_notes(ladder, report, tls)
 
 
 def teach(ladder: Ladder, report: dict[str, Any] | None = None) -> None:
     """The walk and the notes, into the ladder (its explain lines, and its steps for the
     page's step-through)."""
-    folded = fold(tcp_steps(ladder) + message_steps(ladder, report))
+    view = ladder.walk(PAGE_FRAMES)
+    xs = exchanges(view)
+    folded = fold(tcp_steps(ladder, view) + message_steps(ladder, view, xs, report))
     # the page's step-through keeps a bounded walk: its size follows the conversation's
     # shape, not a storm's 20,000 handshakes
     ladder.steps = [(f"{s.kind} ({who_text(who)})" + (f" ×{n}" if n > 1 else ""),
                      s.sentence, sorted(s.frames)[:PAGE_FRAMES])
                     for s, who, n in folded[:PAGE_STEPS]]
-    ladder.explain = lines(folded) + notes(ladder, report)
+    ladder.explain = lines(folded) + notes(ladder, view, xs, report)

@@ -1,25 +1,36 @@
 """The ladder (sequence) diagram as data: lanes, one row per packet, and repeated round trips
 collapsed into groups. Every renderer (terminal, SVG/HTML, Mermaid, PlantUML) draws this model.
+
+The core makes the rows from the packets its pass kept and folds them (drawing/rows.rs,
+fold.rs); here they are named for Python: lanes, the pooler's marks, and the rows a renderer
+reads, made Python values a slice at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from functools import cached_property
+from typing import Any, NamedTuple, overload
 
-from pktflow._core import (ACK, FILLS_HOLE, FIN, KEEPALIVE, OUT_OF_ORDER, PARTIAL_RETRANS,
-                           PSH, RETRANS, RST, SACK_ABOVE, SYN)
-from pktflow.flow.events import Collected
+from pktflow import _core
 from pktflow.flow.legend import Detail, code, legend, tokens
 from pktflow.report.connections import by_id
 
-MAX_PERIOD = 12  # longest repeating block (rows) looked for when collapsing
+# Packets a diagram keeps (its rows are held by the core, about 100 bytes each); past it the
+# diagram says it was cut.
+MAX_ROWS = 500_000
 # Client (or server) endpoints drawn on lanes of their own; more share one lane, with a note.
 # A drawing (SVG, HTML, JSON, Mermaid) has room for a pooler's clients in transaction mode,
 # each on its lane so that the multiplexing shows; a terminal fits what its width allows
 # (flow/cli.py), at least MAX_SIDE_LANES.
 MAX_SIDE_LANES = 3
 MAX_DRAWN_SIDE_LANES = 12
+MARKED_ROWS = 6  # retransmissions, zero windows... drawn of a folded bulk transfer
+# How every format draws a ladder: bulk transfers folded to their most repeated step (the
+# default), each repeated block folded (--detail), or every packet (--expand).
+FOLDS = ("bulk", "detail", "expand")
+ODD_LISTED = 6  # frames named of a folded group's rows that differ in size
 
 
 class Row(NamedTuple):
@@ -42,12 +53,6 @@ class Row(NamedTuple):
     push: bool = False  # PSH: Linux sets it on the last segment of each write
     seq: int = 0  # where the payload starts in its direction's stream (relative)
     ack: int = -1  # the next byte the sender expects of the other direction's stream
-
-    @property
-    def signature(self) -> tuple[Any, ...]:
-        """What makes two rows "the same step": counts of messages and windows may differ."""
-        return (self.src, self.dst, self.kind, self.nbytes, tuple(c for c, _ in self.msgs),
-                self.partial, self.marks)
 
 
 @dataclass
@@ -73,19 +78,185 @@ class Phase:
     dominant: Group | None
 
 
+class Rows(Sequence[Row]):
+    """The core's rows, made Row values a chunk at a time as they are read; two chunks are
+    kept (a renderer reads a folded drawing's rows here and there)."""
+
+    CHUNK = 1024
+    KEPT = 2
+
+    def __init__(self, drawing: _core.Drawing) -> None:
+        self._drawing = drawing
+        self._n = len(drawing)
+        self._chunks: dict[int, list[Row]] = {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _chunk(self, k: int) -> list[Row]:
+        got = self._chunks.get(k)
+        if got is None:
+            got = [_row(t) for t in self._drawing.rows(k * self.CHUNK, (k + 1) * self.CHUNK)]
+            if len(self._chunks) >= self.KEPT:
+                del self._chunks[next(iter(self._chunks))]
+            self._chunks[k] = got
+        return got
+
+    @overload
+    def __getitem__(self, i: int) -> Row: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Row]: ...
+
+    def __getitem__(self, i: int | slice) -> Row | list[Row]:
+        if isinstance(i, slice):
+            start, stop, step = i.indices(self._n)
+            if step != 1:
+                return [self[k] for k in range(start, stop, step)]
+            if stop - start > self.CHUNK:
+                return [_row(t) for t in self._drawing.rows(start, stop)]
+            return [self[k] for k in range(start, stop)]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._chunk(i // self.CHUNK)[i % self.CHUNK]
+
+    def __iter__(self) -> Iterator[Row]:
+        for k in range(0, self._n, self.CHUNK):
+            yield from (_row(t) for t in self._drawing.rows(k, k + self.CHUNK))
+
+
+def _row(t: tuple[Any, ...]) -> Row:
+    """A core row (Row's fields in order, each detail a tuple) as a Row."""
+    if t[12]:
+        return Row._make((*t[:12], tuple(Detail(*d) for d in t[12]), *t[13:]))
+    return Row._make(t)
+
+
+class Run(NamedTuple):
+    """Plain bulk segments of one connection one way (rows of DataRow, CopyData or TLS data
+    and nothing else), past the first RUN_ROWS of their run, summed up: what teaching mode's
+    walk reads of them."""
+
+    conn: str
+    src: int
+    dst: int
+    to_server: bool
+    rows: int
+    frames: list[int]  # the first (at most the cap asked for), and `last_frame`
+    last_frame: int
+    messages: dict[str, int]
+    partial_datarow: bool  # one ends inside a DataRow
+    partial_empty: bool  # one ends inside a message it completes none of
+
+    @property
+    def msgs(self) -> tuple[tuple[str, int], ...]:
+        return tuple(self.messages.items())
+
+
+# A run of plain bulk segments keeps this many rows before the rest are summed up: the walk
+# names an exchange's first four arrows.
+RUN_ROWS = 4
+
+
 @dataclass
 class Ladder:
     title: str
     lanes: list[str]
-    rows: list[Row]
-    items: list[Row | Group] = field(default_factory=list)  # rows and collapsed groups, in order
-    phases: list[Row | Group | Phase] = field(default_factory=list)  # items with bulk folded
+    rows: Sequence[Row]
+    drawing: Any = None  # the core's (pktflow._core.Drawing): how the rows fold, their totals
     cut: bool = False
     notes: list[str] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)  # teaching mode's sentences
     legend: list[str] = field(default_factory=list)  # every symbol drawn, explained
     # teaching mode's walk as steps: (title, sentence, frames), for the page's step-through
     steps: list[tuple[str, str, list[int]]] = field(default_factory=list)
+    fold: str = "bulk"  # one of FOLDS: the same for text, SVG, HTML, JSON, Mermaid, PlantUML
+
+    def shown(self) -> Iterator[Row | Group | Phase]:
+        """What every format draws, in order, as `fold` says: a Row is one arrow, a Group
+        its block once with the repetitions, a Phase its totals and most repeated step."""
+        if self.fold == "expand":
+            for i in range(len(self.rows)):
+                yield self.rows[i]
+        else:
+            yield from (self.phases if self.fold == "bulk" else self.items)
+
+    def _item(self, start: int, period: int, reps: int) -> Row | Group:
+        return self.rows[start] if reps == 1 else Group(start, period, reps)
+
+    @cached_property
+    def items(self) -> list[Row | Group]:
+        """Rows and groups of repeated blocks, in order."""
+        return [self._item(*it) for it in self.drawing.items()]
+
+    @cached_property
+    def phases(self) -> list[Row | Group | Phase]:
+        """The items with bulk transfers folded."""
+        out: list[Row | Group | Phase] = []
+        for kind, a, b, c in self.drawing.phases():
+            if kind == "phase":
+                out.append(Phase(a, b, None if c is None else Group(*c)))
+            else:
+                out.append(self._item(a, b, c))
+        return out
+
+    def walk(self, cap: int) -> list[Row | Run]:
+        """The rows teaching mode's walk reads, in order: every row but ACKs with nothing of
+        their own, runs of plain bulk segments past their first RUN_ROWS summed up (at most
+        `cap` of their frames listed)."""
+        out: list[Row | Run] = []
+        for what, v in self.drawing.walk_view(RUN_ROWS, cap):
+            if what == "row":
+                out.append(_row(v))
+            else:
+                out.append(Run(f"c{v['conn']}", v["src"], v["dst"], v["to_server"], v["rows"],
+                               v["frames"], v["last_frame"], v["messages"],
+                               v["partial_datarow"], v["partial_empty"]))
+        return out
+
+    def totals(self, start: int, end: int) -> dict[str, Any]:
+        """What rows[start:end] hold: rows, segments, bytes, ACKs, messages (per leg too),
+        first and last frame and time."""
+        return self.drawing.totals(start, end)  # type: ignore[no-any-return]
+
+    def group_totals(self, g: Group) -> dict[str, Any]:
+        return self.totals(g.start, g.end)
+
+    def group_sizes(self, g: Group) -> list[_core.GroupSizes]:
+        """The steps of a group whose repetitions differ in size (a request alike but for a
+        parameter's digits): the size most have, and the odd ones out."""
+        return self.drawing.group_sizes(g.start, g.period, g.reps,  # type: ignore[no-any-return]
+                                        ODD_LISTED)
+
+    def odd_ones(self, g: Group) -> list[str]:
+        """What group_sizes says, a sentence per step: "step 1 (P B D E S): 108 B in 17 of
+        20; 107 B at frames 47, 57, 59"."""
+        out = []
+        for s in self.group_sizes(g):
+            r = self.rows[g.start + s["step"]]
+            what = " ".join(tokens(r.msgs)) or r.kind
+            sizes: dict[int, list[int]] = {}
+            for frame, n in s["others"]:
+                sizes.setdefault(n, []).append(frame)
+            more = s["other_count"] - len(s["others"])
+            listed = "; ".join(f"{n:,} B at frame{'s' if len(fs) > 1 else ''} "
+                               f"{', '.join(map(str, fs))}" for n, fs in sizes.items())
+            out.append(f"step {s['step'] + 1} ({what}): {s['bytes']:,} B in {s['alike']:,} of "
+                       f"{g.reps:,}; {listed}" + (f" and {more:,} more" if more else ""))
+        return out
+
+    def marked(self, start: int, end: int, limit: int) -> tuple[list[Row], int]:
+        """The rows of rows[start:end] with a mark: the first `limit`, and how many."""
+        first, n = self.drawing.marked(start, end, limit)
+        return [_row(t) for t in first], n
+
+    def breakdown(self, start: int, end: int) -> list[dict[str, Any]]:
+        """Per arrow direction in a span: segments and their median size, ACKs and their
+        median bytes. On a relay this shows the re-split: 8,192 B in from the server, ~4 KB
+        out."""
+        return self.drawing.breakdown(start, end)  # type: ignore[no-any-return]
 
 
 def label(row: Row, *, windows: bool = True) -> str:
@@ -112,18 +283,23 @@ def label(row: Row, *, windows: bool = True) -> str:
     return text
 
 
-def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES
+def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES,
+                listening: dict[str, int] | None = None
                 ) -> tuple[list[str], dict[str, tuple[int, int]], list[str]]:
     """Lanes in order client(s) | pooler | server(s); per connection, its (client, server) lanes;
-    notes on lanes merged. `sel`: the connections drawn."""
+    notes on lanes merged. `sel`: the connections drawn; `listening`: per relayed connection,
+    the port its pooler listens on (the relay's, so that a server leg drawn alone names it)."""
 
     def endpoint(ep: dict[str, Any]) -> str:
         return f"{ep['ip']}:{ep['port']}"
 
     pooler = None
     if any(c.get("role") in ("front", "back") for c in sel):
-        # one lane for the pooler: its listening port(s), or its address seen from the back
-        ports = sorted({c["server"]["port"] for c in sel if c.get("role") == "front"})
+        # one lane for the pooler, named by its address and the port(s) it listens on, as a
+        # server's lane is
+        ports = sorted({c["server"]["port"] for c in sel if c.get("role") == "front"}
+                       | {(listening or {})[c["id"]] for c in sel
+                          if c["id"] in (listening or {})})
         host = next(c["server"]["ip"] if c.get("role") == "front" else c["client"]["ip"]
                     for c in sel if c.get("role") in ("front", "back"))
         pooler = f"pooler {host}" + (f":{','.join(map(str, ports))}" if ports else "")
@@ -151,10 +327,13 @@ def _lane_names(sel: list[dict[str, Any]], side_lanes: int = MAX_SIDE_LANES
                    for k, (a, b) in ends.items()}, notes
 
 
-def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str,
-          side_lanes: int = MAX_SIDE_LANES) -> Ladder:
-    # what is drawn of each connection: a stored report's are decoded one at a time (a
-    # storm's 20,000, decoded and kept, were 600 MB)
+def lanes_of(report: Any, conn_ids: set[str], side_lanes: int = MAX_SIDE_LANES
+             ) -> tuple[list[str], list[tuple[int, int, int, bool, bool]], list[str]]:
+    """The lanes' names, each connection's as the core draws it (number, client lane, server
+    lane, whether the client's and the server's window scale is unknown: windows raw), and
+    notes on lanes shared."""
+    # what is drawn of each connection: the report's are read one at a time (a storm's
+    # 20,000, read and kept, were 600 MB)
     drawn: list[dict[str, Any]] = []
     raw: set[tuple[str, bool]] = set()  # (conn, sender is client): windows raw, scale unknown
     for c in by_id(report["connections"], conn_ids):
@@ -162,105 +341,38 @@ def build(report: dict[str, Any], got: Collected, conn_ids: set[str], title: str
                       "server": c["server"]})
         raw.update((c["id"], side == "client_to_server") for side, d in c["directions"].items()
                    if not d.get("window_scale_known"))
-    lanes, ends, lane_notes = _lane_names(drawn, side_lanes)
-    owners = _owners(report, conn_ids)
-    start = report["capture"]["first_ts"] or 0.0
-    rows: list[Row] = []
-    last_ack: dict[tuple[str, int], int] = {}  # (conn, data direction) -> highest ack seen
-    sent_end: dict[tuple[str, int], int] = {}
-    last_win: dict[tuple[str, int], int] = {}
-    first_seq: dict[tuple[str, int], int] = {}  # where the drawn data of a direction begins
-    fin_acked: set[tuple[str, int]] = set()
-    syn_acked: set[tuple[str, int]] = set()
-    syn_seen: set[tuple[str, int]] = set()  # (conn, direction) whose SYN was drawn
-    fin_at: dict[tuple[str, int], int] = {}  # (conn, direction) -> its FIN's sequence number
-    for ev in got.events:
-        if ev.conn not in ends:
-            continue
-        client_lane, server_lane = ends[ev.conn]
-        from_client = (ev.d == 0) != got.swapped.get(ev.conn, False)
-        src, dst = (client_lane, server_lane) if from_client else (server_lane, client_lane)
-        t = round(ev.ts - start, 6)
-        marks: list[str] = []
-        win_raw = (ev.conn, from_client) in raw
-        here, peer = (ev.conn, ev.d), (ev.conn, 1 - ev.d)
+    listening = {cid: relay["front_port"] for relay in report.get("relays") or []
+                 for cid in (*relay["front_connections"], *relay["back_connections"])}
+    lanes, ends, notes = _lane_names(drawn, side_lanes, listening)
+    return lanes, [(int(cid[1:]), a, b, (cid, True) in raw, (cid, False) in raw)
+                   for cid, (a, b) in ends.items()], notes
 
-        def row(kind: str, nbytes: int = 0, **kw: Any) -> None:
-            rows.append(Row(t, ev.frame, ev.conn, src, dst, kind, nbytes, ev.win,
-                            kw.pop("msgs", ()), kw.pop("partial", False), tuple(marks),
-                            win_raw, to_server=from_client, seq=ev.seq, ack=ev.ack, **kw))
 
-        if ev.win == 0 and not ev.flags & (SYN | RST):
-            marks.append("zero window")
-        if ev.sack:
-            marks.append("SACK" if ev.sack == SACK_ABOVE else "D-SACK")
-        if ev.flags & SYN:
-            syn_seen.add(here)
-            row("syn-ack" if ev.flags & ACK else "syn")
-            continue
-        if ev.flags & RST:
-            marks.clear()
-            row("rst")
-            continue
-        # what an ACK acknowledges: bytes of data, the peer's SYN-ACK (the handshake's last
-        # step) or its FIN (one sequence number each, not bytes)
-        acked, of = 0, ""
-        if ev.flags & ACK and ev.ack >= 0:
-            fin = fin_at.get(peer)
-            data_ack = ev.ack - 1 if fin is not None and ev.ack > fin else ev.ack
-            prev = last_ack.get(peer, first_seq.get(peer))
-            if prev is not None and data_ack > prev:
-                acked = data_ack - prev
-            if prev is None or data_ack > prev:
-                last_ack[peer] = data_ack
-            if fin is not None and ev.ack == fin + 1 and here not in fin_acked:
-                fin_acked.add(here)
-                of = "FIN"
-            elif ev.ack == 0 and peer in syn_seen and here not in syn_acked:
-                syn_acked.add(here)
-                of = "SYN-ACK" if from_client else "SYN"
-        if ev.end > ev.seq and not ev.kind & KEEPALIVE:
-            if ev.kind & (RETRANS | PARTIAL_RETRANS):
-                marks.append("retransmission")
-            if ev.kind & FILLS_HOLE:
-                marks.append("out of order")
-            elif ev.kind & OUT_OF_ORDER:
-                marks.append("after a hole")
-            if ev.flags & FIN:
-                marks.append("FIN")
-                fin_at[here] = ev.end
-            key = (ev.conn, ev.frame)
-            # a pooler's request: on whose behalf it went to the server
-            marks += owners.get(key, ())
-            first_seq.setdefault(here, ev.seq)
-            sent_end[here] = max(sent_end.get(here, 0), ev.end)
-            row("data", ev.end - ev.seq, msgs=got.labels.get(key, ()),
-                partial=key in got.partial, details=got.details.get(key, ()),
-                push=bool(ev.flags & PSH))
-        elif ev.kind & KEEPALIVE or (ev.end == ev.seq and ev.seq == sent_end.get(here, 0) - 1
-                                     and not ev.flags & FIN):
-            # one sequence number back, empty or one byte: a keep-alive (tshark's rule), or
-            # while the peer's window is zero the sender's window probe
-            row("probe" if last_win.get(peer) == 0 else "keepalive")
-        elif ev.flags & FIN:
-            fin_at[here] = ev.seq
-            row("fin")
-        elif acked or of:
-            row("ack", acked, acks=of)
-        else:
-            wkey = here
-            if last_win.get(wkey) is not None and ev.win != last_win[wkey]:
-                row("window")
-            elif sent_end.get(peer, 0) > last_ack.get(peer, 0):
-                row("dupack")
-            else:
-                row("ack")  # ACK-only: nothing new acknowledged, the same window
-        last_win[here] = ev.win
-    ladder = Ladder(title, lanes, rows, cut=got.cut, notes=lane_notes + _time_notes(rows))
-    ladder.legend = symbols(rows)
-    ladder.items = collapse(rows)
-    ladder.phases = phases(rows, ladder.items)
-    if got.cut:
+def numbers(conn_ids: set[str]) -> list[int]:
+    """The core's numbers of connections "c1", "c2"..."""
+    return [int(c[1:]) for c in conn_ids if c[1:].isdigit()]
+
+
+def build(report: Any, conn_ids: set[str], t0: float, t1: float, title: str,
+          side_lanes: int = MAX_SIDE_LANES, plots: bool = False) -> Ladder:
+    """The ladder of connections `conn_ids` within capture times [t0, t1], from the packets
+    the report's pass kept (`report`: pipeline.Report, its core holding them); `plots`: what
+    the plots show measured too (ladder.drawing.plot())."""
+    lanes, drawn_as, lane_notes = lanes_of(report, conn_ids, side_lanes)
+    owners = [(int(conn[1:]), frame, mark)
+              for (conn, frame), marks in _owners(report, conn_ids).items() for mark in marks]
+    # a repeated block starts with a request: a client's, or the pooler's when only its
+    # server legs are drawn
+    openers = [i for i, name in enumerate(lanes) if name.startswith("client")] or \
+        [i for i, name in enumerate(lanes) if name.startswith("pooler")]
+    drawing = report.core.drawing(numbers(conn_ids), t0, t1, MAX_ROWS, drawn_as, owners,
+                                  openers, plots)
+    rows = Rows(drawing)
+    ladder = Ladder(title, lanes, rows, drawing, cut=drawing.cut,
+                    notes=lane_notes + _time_notes(drawing.times_back()))
+    used, kinds = drawing.symbols()
+    ladder.legend = legend(used, kinds)
+    if drawing.cut:
         ladder.notes.append("the diagram was cut: more packets than it keeps; select a query "
                             "or a time range")
     return ladder
@@ -293,9 +405,9 @@ def _owners(report: dict[str, Any], conn_ids: set[str]) -> dict[tuple[str, int],
     return out
 
 
-def _time_notes(rows: list[Row]) -> list[str]:
-    """Say where printed times go backwards: rows keep the capture's order."""
-    back = [(r.frame, round((p.t - r.t) * 1e6)) for p, r in zip(rows, rows[1:]) if r.t < p.t]
+def _time_notes(back: list[tuple[int, int]]) -> list[str]:
+    """Say where printed times go backwards (`back`: frame and microseconds of each row
+    earlier than the one before it): rows keep the capture's order."""
     if not back:
         return []
     frames = ", ".join(str(f) for f, _ in back[:6]) + (" …" if len(back) > 6 else "")
@@ -303,166 +415,6 @@ def _time_notes(rows: list[Row]) -> list[str]:
             f"a timestamp up to {max(us for _, us in back)} µs earlier than the frame before: "
             f"the rows keep the capture's order (as tshark numbers the frames), so the "
             f"printed times go back there"]
-
-
-def ack_key(r: Row) -> str:
-    """The legend's key of an ACK without data: of a SYN-ACK, of a FIN, bare, or of bytes."""
-    if r.nbytes:
-        return "ack"
-    return {"SYN-ACK": "ack-syn", "SYN": "ack-syn", "FIN": "ack-fin"}.get(r.acks, "ack-only")
-
-
-def symbols(rows: list[Row]) -> list[str]:
-    """The legend of these rows: each message letter by sender, each kind of packet, each
-    mark, in the order first drawn."""
-    used: dict[tuple[bool, str], None] = {}
-    kinds: dict[str, None] = {}
-    for r in rows:
-        for name, _ in r.msgs:
-            used.setdefault((r.to_server, name))
-        kinds.setdefault(ack_key(r) if r.kind == "ack" else r.kind)
-        for m in r.marks:
-            kinds.setdefault("for" if m.startswith("for ") else m)
-        if r.win_raw and r.kind in ("ack", "window"):
-            kinds.setdefault("raw")
-    return legend(used, kinds)
-
-
-def collapse(rows: list[Row]) -> list[Row | Group]:
-    """Replace runs of a repeating block of rows (period 1..MAX_PERIOD, at least 3 repetitions)
-    with a Group; greedy from the top, preferring the block that covers the most rows."""
-    sigs = [r.signature for r in rows]
-    n = len(sigs)
-    items: list[Row | Group] = []
-    i = 0
-    while i < n:
-        best: tuple[int, int] | None = None  # (covered rows, period)
-        for k in range(1, MAX_PERIOD + 1):
-            if i + 2 * k > n:
-                break
-            block, reps = sigs[i:i + k], 1
-            while i + (reps + 1) * k <= n and sigs[i + reps * k:i + (reps + 1) * k] == block:
-                reps += 1
-            if reps >= 3 or (reps == 2 and k >= 2):
-                covered = reps * k
-                if best is None or covered > best[0]:
-                    best = (covered, k)
-        if best is None:
-            items.append(rows[i])
-            i += 1
-            continue
-        covered, k = best
-        items.append(Group(i, k, covered // k))
-        i += covered
-    return items
-
-
-BULK = frozenset({"DataRow", "CopyData", "TLSApplicationData"})
-MIN_PHASE_ROWS = 8
-
-
-def _bulk_direction(r: Row) -> bool | None:
-    """For a row that can be part of a bulk phase: the direction of its data (True: toward a
-    lower lane, as responses flow) or None for an ACK; raises KeyError if it cannot."""
-    if r.kind == "data":
-        if any(c not in BULK for c, _ in r.msgs):
-            raise KeyError(r.frame)
-        return r.dst < r.src
-    if r.kind in ("ack", "window", "dupack", "keepalive", "probe"):
-        return None
-    raise KeyError(r.frame)
-
-
-def phases(rows: list[Row], items: list[Row | Group]) -> list[Row | Group | Phase]:
-    out: list[Row | Group | Phase] = []
-    run: list[Row | Group] = []
-    run_start = 0
-    way: bool | None = None
-    pos = 0  # items cover the rows in order: the index of the current item's first row
-
-    def flush(end: int) -> None:
-        nonlocal run, way
-        # a transfer moves data: a run of ACKs alone (a round trip late) is not one
-        if run and end - run_start >= MIN_PHASE_ROWS and len(run) >= 2 and way is not None:
-            groups = [g for g in run if isinstance(g, Group)]
-            dom = max(groups, key=lambda g: g.reps * g.period) if groups else None
-            out.append(Phase(run_start, end, dom))
-        else:
-            out.extend(run)
-        run, way = [], None
-
-    for it in items:
-        size = it.end - it.start if isinstance(it, Group) else 1
-        span = rows[pos:pos + size]
-        try:
-            dirs = {d for d in (_bulk_direction(r) for r in span) if d is not None}
-        except KeyError:
-            flush(pos)
-            out.append(it)
-            pos += size
-            continue
-        if len(dirs) > 1 or (dirs and way is not None and dirs != {way}):
-            flush(pos)
-        if not run:
-            run_start = pos
-        if dirs:
-            way = next(iter(dirs))
-        run.append(it)
-        pos += size
-    flush(pos)
-    return out
-
-
-def breakdown(rows: list[Row], start: int, end: int) -> list[dict[str, Any]]:
-    """Per arrow direction in a span: segments and their median size, ACKs and their median
-    bytes. On a relay this shows the re-split: 8,192 B in from the server, ~4 KB out."""
-    data: dict[tuple[int, int], list[int]] = {}
-    acks: dict[tuple[int, int], list[int]] = {}
-    for r in rows[start:end]:
-        if r.kind == "data":
-            data.setdefault((r.src, r.dst), []).append(r.nbytes)
-        elif r.kind == "ack":
-            acks.setdefault((r.dst, r.src), []).append(r.nbytes)  # keyed by the data's way
-    msgs = {(leg["from"], leg["to"]): leg["messages"] for leg in legs(rows, start, end)}
-    out = []
-    for (src, dst), sizes in data.items():
-        sizes.sort()
-        back = sorted(acks.get((src, dst), []))
-        out.append({"from": src, "to": dst, "segments": len(sizes), "bytes": sum(sizes),
-                    "segment_median": sizes[len(sizes) // 2],
-                    "acks": len(back), "ack_median": back[len(back) // 2] if back else None,
-                    "messages": msgs.get((src, dst), {})})
-    return out
-
-
-def legs(rows: list[Row], start: int, end: int) -> list[dict[str, Any]]:
-    """The messages of a span per arrow direction (a leg of a relay, one way), by name: a
-    relayed result crosses two legs, and its rows are counted on each, never added up."""
-    out: dict[tuple[int, int], dict[str, int]] = {}
-    for r in rows[start:end]:
-        if r.kind == "data" and r.msgs:
-            leg = out.setdefault((r.src, r.dst), {})
-            for name, k in r.msgs:
-                leg[name] = leg.get(name, 0) + k
-    return [{"from": a, "to": b, "messages": m} for (a, b), m in out.items()]
-
-
-def span_totals(rows: list[Row], start: int, end: int) -> dict[str, Any]:
-    return group_totals(rows, Group(start, end - start, 1))
-
-
-def group_totals(rows: list[Row], g: Group) -> dict[str, Any]:
-    span = rows[g.start:g.end]
-    data = [r for r in span if r.kind == "data"]
-    msgs: dict[str, int] = {}
-    for r in data:
-        for c, k in r.msgs:
-            msgs[c] = msgs.get(c, 0) + k
-    return {"rows": len(span), "segments": len(data), "bytes": sum(r.nbytes for r in data),
-            "acks": sum(1 for r in span if r.kind == "ack"), "messages": msgs,
-            "legs": legs(rows, g.start, g.end),
-            "first_frame": span[0].frame, "last_frame": span[-1].frame,
-            "t0": span[0].t, "t1": span[-1].t}
 
 
 def row_json(r: Row) -> dict[str, Any]:
@@ -478,16 +430,32 @@ def row_json(r: Row) -> dict[str, Any]:
             "partial": r.partial, "marks": list(r.marks), "label": label(r)}
 
 
+def phase_json(ladder: Ladder, it: Phase) -> dict[str, Any]:
+    """A folded bulk transfer: its totals, per arrow direction its segments and ACKs, its
+    marked rows (the first MARKED_ROWS) and its most repeated block."""
+    marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+    g = it.dominant
+    return {**ladder.totals(it.start, it.end),
+            "breakdown": ladder.breakdown(it.start, it.end),
+            "marked": [row_json(r) for r in marked], "marked_more": n - len(marked),
+            "dominant": None if g is None else {
+                "repetitions": g.reps, "period": g.period,
+                "rows": [row_json(r) for r in ladder.rows[g.start:g.start + g.period]]}}
+
+
 def to_json(ladder: Ladder) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
-    for it in ladder.items:
-        if isinstance(it, Group):
+    for it in ladder.shown():
+        if isinstance(it, Phase):
+            items.append({"phase": phase_json(ladder, it)})
+        elif isinstance(it, Group):
             items.append({"group": {"repetitions": it.reps, "period": it.period,
-                                    **group_totals(ladder.rows, it),
+                                    **ladder.group_totals(it),
+                                    "sizes": ladder.group_sizes(it),
                                     "rows": [row_json(r)
                                              for r in ladder.rows[it.start:it.end]]}})
         else:
             items.append(row_json(it))
     return {"schema": "pktflow.flow/1", "title": ladder.title, "lanes": ladder.lanes,
-            "items": items, "cut": ladder.cut, "notes": ladder.notes,
+            "fold": ladder.fold, "items": items, "cut": ladder.cut, "notes": ladder.notes,
             "explain": ladder.explain, "legend": ladder.legend}

@@ -171,23 +171,37 @@ def _drawn(report: dict[str, Any], conn: str, first: int, last: int, title: str
 def _lesson(report: dict[str, Any]) -> Selection | None:
     """Where no response is a transfer: the exchange that shows what the capture is about,
     or None (then the biggest query is drawn)."""
-    candidates: list[tuple[str, list[dict[str, Any]]]] = []
-    for c in report["connections"]:
+    # per test, the earliest query passing it (by its sending, then by its connection's first
+    # sending): a place each, not every connection's queries (a storm's 80,000 were 80 MB)
+    Found = tuple[float, float, int, str, int]  # sent, connection's first, order, id, index
+    best: dict[str, Found] = {}
+
+    def offer(test: str, found: Found) -> None:
+        if test not in best or found < best[test]:
+            best[test] = found
+
+    for order, c in enumerate(report["connections"]):
         qs = c.get("queries") or []
         if any((q.get("response_bytes") or 0) >= BULK_BYTES for q in qs):
             return None
-        if qs and c.get("role") != "back":  # a client's own conversation, not a pooler's
-            candidates.append((c["id"], qs))
-    candidates.sort(key=lambda cq: min(q["sent_s"] for q in cq[1]))
+        if not qs or c.get("role") == "back":  # a client's own conversation, not a pooler's
+            continue
+        opened = min(q["sent_s"] for q in qs)
+        for i, q in enumerate(qs):
+            at: Found = (q["sent_s"], opened, order, c["id"], i)
+            if q.get("error") is not None:
+                offer("failed", at)
+            if (q.get("sql") or "").lstrip().upper().startswith(BEGINS):
+                offer("opened", at)
+            if q.get("kind") == "extended":
+                offer("extended", at)
 
-    def first(test: Any) -> tuple[str, int, list[dict[str, Any]]] | None:
-        found = [(qs[i]["sent_s"], conn, i, qs) for conn, qs in candidates
-                 for i in range(len(qs)) if test(qs, i)]
-        return min(found, key=lambda f: f[0])[1:] if found else None
+    def queries(conn: str) -> list[dict[str, Any]]:
+        return next((c.get("queries") or [] for c in by_id(report["connections"], {conn})), [])
 
-    failed = first(lambda qs, i: qs[i].get("error") is not None)
-    if failed is not None:
-        conn, i, qs = failed
+    if "failed" in best:
+        *_, conn, i = best["failed"]
+        qs = queries(conn)
         # from the first query of its batch (sent in the same segment) to the answer of the
         # next one sent after it: the session goes on
         start = min(k for k in range(len(qs)) if qs[k]["sent_frame"] == qs[i]["sent_frame"])
@@ -196,9 +210,9 @@ def _lesson(report: dict[str, Any]) -> Selection | None:
         return _drawn(report, conn, start, i if nxt is None else nxt,
                       f"{short_sql(qs[i].get('sql'), TITLE_SQL)}  ({conn}#{i}, failed)"
                       + ("" if nxt is None else ", and the next query"))
-    opened = first(lambda qs, i: (qs[i].get("sql") or "").lstrip().upper().startswith(BEGINS))
-    if opened is not None:
-        conn, i, qs = opened
+    if "opened" in best:
+        *_, conn, i = best["opened"]
+        qs = queries(conn)
         end = next((k for k in range(i + 1, len(qs))
                     if (qs[k].get("sql") or "").lstrip().upper().startswith(ENDS)), None)
         if end is not None:
@@ -206,9 +220,9 @@ def _lesson(report: dict[str, Any]) -> Selection | None:
                           f"a transaction: {conn}#{i}-{end} ("
                           f"{short_sql(qs[i].get('sql'), 20)} … "
                           f"{short_sql(qs[end].get('sql'), 20)})")
-    extended = first(lambda qs, i: qs[i].get("kind") == "extended")
-    if extended is not None:
-        conn, i, qs = extended
+    if "extended" in best:
+        *_, conn, i = best["extended"]
+        qs = queries(conn)
         return _drawn(report, conn, i, i,
                       f"{short_sql(qs[i].get('sql'), TITLE_SQL)}  ({conn}#{i})")
     return None

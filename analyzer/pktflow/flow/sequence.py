@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pktflow.flow.ladder import Group, Ladder, Phase, Row, breakdown, label, span_totals
+from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, Row, label
 
 
 def _ids(ladder: Ladder) -> list[str]:
     return [f"L{i}" for i in range(len(ladder.lanes))]
-
-
-def _items(ladder: Ladder) -> list[Row | Group | Phase]:
-    return ladder.phases or list(ladder.items)
 
 
 def _clean(text: str) -> str:
@@ -24,25 +20,32 @@ def _walk(ladder: Ladder, arrow: Callable[[Row], str], note: Callable[[int, int,
           loop: str, end: str, indent: str) -> list[str]:
     """The body shared by both dialects: arrows, notes for bulk phases, loops for repeats."""
     rows, out = ladder.rows, []
-    for it in _items(ladder):
+    for it in ladder.shown():
         if isinstance(it, Phase):
-            tot = span_totals(rows, it.start, it.end)
+            tot = ladder.totals(it.start, it.end)
             out.append(note(0, len(ladder.lanes) - 1,
                             f"bulk: frames {tot['first_frame']}-{tot['last_frame']}, "
                             f"{tot['segments']:,} segments, {tot['bytes']:,} B, "
                             f"{tot['acks']:,} ACKs"))
-            for b in breakdown(rows, it.start, it.end):
+            for b in ladder.breakdown(it.start, it.end):
                 out.append(note(min(b["from"], b["to"]), max(b["from"], b["to"]),
                                 f"{b['segments']:,} segments, median {b['segment_median']:,} B"))
+            marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+            out += [arrow(r) for r in marked]
+            if n > len(marked):
+                out.append(note(0, len(ladder.lanes) - 1,
+                                f"{n - len(marked):,} more marked packets (--detail)"))
             block = it.dominant
-            title = " (most repeated)"
+            title = "most repeated, "
         elif isinstance(it, Group):
             block, title = it, ""
+            out += [note(0, len(ladder.lanes) - 1, odd) for odd in ladder.odd_ones(it)]
         else:
             out.append(arrow(it))
             continue
         if block is not None:
-            out.append(f"{loop} x {block.reps:,}{title}")
+            first, last = rows[block.start].frame, rows[block.end - 1].frame
+            out.append(f"{loop} x {block.reps:,} ({title}frames {first}-{last})")
             out += [indent + arrow(r) for r in rows[block.start:block.start + block.period]]
             out.append(end)
     return out

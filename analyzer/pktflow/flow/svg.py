@@ -1,10 +1,10 @@
-"""The ladder as a static SVG (print quality); the interactive HTML page is flow/page.py."""
+"""The ladder as a static SVG (print quality); the interactive HTML page is report/page.py."""
 
 from __future__ import annotations
 
 from html import escape
 
-from pktflow.flow.ladder import Group, Ladder, Row, group_totals, label
+from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, Row, label
 
 ROW_H = 20
 TOP = 56
@@ -22,7 +22,8 @@ def _color(r: Row) -> str:
     return COLORS.get(r.kind, "#333")
 
 
-def svg(ladder: Ladder, *, expand: bool = False) -> str:
+def svg(ladder: Ladder) -> str:
+    """The ladder folded as `ladder.fold` says (Ladder.shown), as every format draws it."""
     lanes = ladder.lanes
     xs = [LEFT + 40 + i * LANE_GAP for i in range(len(lanes))]
     width = xs[-1] + 180 if xs else 400
@@ -45,9 +46,35 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
             f'<text x="{(a + b) / 2}" y="{y - 4}" class="l" fill="{col}">{escape(label(r))}'
             f'</text></g>')
 
-    for it in ladder.items:
-        if isinstance(it, Group) and not expand:
-            tot = group_totals(ladder.rows, it)
+    def note(text: str) -> None:
+        nonlocal y
+        y += 14
+        lines.append(f'<text x="{LEFT + 4}" y="{y}" class="g">{escape(text)}</text>')
+
+    for it in ladder.shown():
+        if isinstance(it, Phase):
+            tot = ladder.totals(it.start, it.end)
+            top = y + 6
+            note(f"bulk transfer: frames {tot['first_frame']}-{tot['last_frame']}, "
+                 f"{tot['segments']:,} segments, {tot['bytes']:,} B, {tot['acks']:,} ACKs")
+            for b in ladder.breakdown(it.start, it.end):
+                note(f"{lanes[b['from']]} → {lanes[b['to']]}: {b['segments']:,} segments, "
+                     f"median {b['segment_median']:,} B; {b['acks']:,} ACKs back")
+            marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+            for r in marked:
+                arrow(r, f"! #{r.frame}")
+            if n > len(marked):
+                note(f"... {n - len(marked):,} more marked packets (--detail)")
+            g = it.dominant
+            if g is not None:
+                note(f"most repeated: these {g.period} step(s) × {g.reps:,} in a row")
+                for r in ladder.rows[g.start:g.start + g.period]:
+                    arrow(r, f"×{g.reps:,}")
+            y += 8
+            lines.append(f'<rect x="{LEFT}" y="{top}" width="{width - LEFT - 10}" '
+                         f'height="{y - top}" class="box"/>')
+        elif isinstance(it, Group):
+            tot = ladder.group_totals(it)
             top = y + 6
             lines.append(f'<text x="8" y="{top + 12}" class="g">× {it.reps:,}</text>')
             for r in ladder.rows[it.start:it.start + it.period]:
@@ -59,9 +86,8 @@ def svg(ladder: Ladder, *, expand: bool = False) -> str:
                 f'class="box"/><text x="{width - 16}" y="{y - 2}" class="gn">× {it.reps:,}: '
                 f'frames {tot["first_frame"]}-{tot["last_frame"]}, {tot["bytes"]:,} B'
                 f'{", " + escape(msgs) if msgs else ""}</text>')
-        elif isinstance(it, Group):
-            for r in ladder.rows[it.start:it.end]:
-                arrow(r, f"{(r.t - t0) * 1000:.3f} ms  #{r.frame}")
+            for odd in ladder.odd_ones(it):
+                note(odd)
         else:
             arrow(it, f"{(it.t - t0) * 1000:.3f} ms  #{it.frame}")
     y += 20

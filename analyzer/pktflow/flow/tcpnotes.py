@@ -1,71 +1,58 @@
 """Teaching mode's sentences on TCP as it happened in the drawing: how Linux acknowledged and
 whether the sender waited for it, writes against segments, a window closing and reopening,
 segments reordered or lost and what reported it, slow start round by round, TLS records.
-Each is said only where the frames show it, with the frames and numbers that do."""
+Each is said only where the frames show it, with the frames and numbers that do.
+
+The core measures what they rest on over every row of the drawing (drawing/teach.rs), at
+the thresholds set here; the rules and the words are these."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from pktflow.flow.ladder import Ladder, Row
+from pktflow.flow.ladder import Ladder
 from pktflow.flow.tcpsteps import TAG16, tls13
 from pktflow.report.connections import by_id
 
-Way = tuple[str, int, int]  # (connection, sender lane, receiver lane)
 MIN_SEGMENTS = 4  # segments of one size before it is "the" size of a direction
 MAX_WAYS = 4  # directions a note speaks of, the busiest (a storm has thousands)
 MAX_LOSSES = 500  # retransmissions read for the losses' note
 TLS_OVERHEAD = 5 + 1 + 16  # TLS 1.3 record: header, inner content type, AEAD tag
+FRAMES_LISTED = 4  # frames a note names of a kind
+# An ACK held while the reader lags acknowledges this many median segments or more.
+HELD_SEGMENTS = 3
+# A segment coalesced after the window reopened is this many of the direction's size or more.
+COALESCED = 2
+# An ACK the delayed-ACK timer sent comes this long after the data (Linux's timer is 40 ms at
+# least, 200 ms at most; a little below 40 for the capture point's clock).
+DELAYED_S = (0.038, 0.25)
+
+Way = dict[str, Any]  # the core's facts of a direction (drawing/teach.rs Way)
 
 
-def _frames(frames: list[int], most: int = 4) -> str:
-    return ", ".join(str(f) for f in frames[:most]) + (" …" if len(frames) > most else "")
+def _listed(first: list[int], total: int, most: int = FRAMES_LISTED) -> str:
+    return ", ".join(str(f) for f in first[:most]) + (" …" if total > most else "")
 
 
-class Drawing:
-    """The rows indexed once: per connection, per data direction (its segments, and the ACKs
-    of new data coming back), so that a note costs a pass, not a pass per direction (a storm
-    draws 40,000 directions)."""
-
-    def __init__(self, ladder: Ladder) -> None:
-        self.ladder = ladder
-        self.by_conn: dict[str, list[Row]] = {}
-        self.ways: dict[Way, list[Row]] = {}
-        self.acks: dict[Way, list[Row]] = {}
-        for r in ladder.rows:
-            self.by_conn.setdefault(r.conn, []).append(r)
-            if r.kind == "data" and "retransmission" not in r.marks:
-                self.ways.setdefault((r.conn, r.src, r.dst), []).append(r)
-            elif r.kind == "ack" and r.nbytes:
-                self.acks.setdefault((r.conn, r.dst, r.src), []).append(r)
-        self.top = sorted(self.ways.items(), key=lambda kv: -len(kv[1]))[:MAX_WAYS]
-
-    def busiest(self) -> list[tuple[Way, list[Row]]]:
-        """The directions that carried the most segments: the ones a note speaks of."""
-        return self.top
-
-
-def _common(segments: list[Row]) -> int:
-    """The direction's habitual segment size (0 when no size repeats enough)."""
-    size, n = Counter(r.nbytes for r in segments).most_common(1)[0] if segments else (0, 0)
-    return size if n >= MIN_SEGMENTS else 0
-
-
-def _limits(report: dict[str, Any] | None, ways: list[tuple[Way, list[Row]]]
-            ) -> dict[Way, dict[str, Any]]:
+def _limits(report: dict[str, Any] | None, ways: list[Way]
+            ) -> dict[tuple[int, int, int], dict[str, Any]]:
     """What analyze said limited each of these directions: its limits, verdict and RTT."""
-    out: dict[Way, dict[str, Any]] = {}
+    out: dict[tuple[int, int, int], dict[str, Any]] = {}
     if report is None or not ways:
         return out
-    for c in by_id(report["connections"], {w[0] for w, _ in ways}):
-        for way, segments in ways:
-            if way[0] == c["id"]:
-                d = c["directions"]["client_to_server" if segments[0].to_server
+    for c in by_id(report["connections"], {f"c{w['conn']}" for w in ways}):
+        for w in ways:
+            if f"c{w['conn']}" == c["id"]:
+                d = c["directions"]["client_to_server" if w["to_server"]
                                     else "server_to_client"]
-                out[way] = {"limits": d.get("limits") or {}, "verdict": d.get("verdict") or {},
-                            "rtt": (d.get("rtt_ms") or {}).get("median")}
+                out[_key(w)] = {"limits": d.get("limits") or {},
+                                "verdict": d.get("verdict") or {},
+                                "rtt": (d.get("rtt_ms") or {}).get("median")}
     return out
+
+
+def _key(w: Way) -> tuple[int, int, int]:
+    return (w["conn"], w["src"], w["dst"])
 
 
 RULE = ("ACK n B  how Linux acknowledges: at once when more than one segment's worth has "
@@ -78,23 +65,20 @@ RULE = ("ACK n B  how Linux acknowledges: at once when more than one segment's w
         "segment.")
 
 
-def _ack_notes(d: Drawing, report: dict[str, Any] | None) -> list[str]:
+def _ack_notes(f: dict[str, Any], limits: dict[tuple[int, int, int], dict[str, Any]]
+               ) -> list[str]:
     out: list[str] = []
-    if d.acks:
+    if f["acks"]:
         out.append(RULE)
-    busiest = d.busiest()
-    limits = _limits(report, busiest)
-    for way, segments in busiest:
-        acks = d.acks.get(way, [])
-        common = _common(segments)
-        if len(acks) < MIN_SEGMENTS or not common:
+    for w in f["ways"]:
+        common = w["common"]
+        if w["acks"] < MIN_SEGMENTS or not common:
             continue
-        pairs = [a for a in acks if a.nbytes == 2 * common]
-        if len(pairs) >= len(acks) / 3:
+        if w["pairs"] >= w["acks"] / 3:
             out.append(f"ACK {2 * common:,} B  here one ACK per two {common:,}-byte segments "
-                       f"({len(pairs):,} of {len(acks):,} ACKs; frames "
-                       f"{_frames([a.frame for a in pairs])})")
-            got = limits.get(way, {})
+                       f"({w['pairs']:,} of {w['acks']:,} ACKs; frames "
+                       f"{_listed(w['pair_frames'], w['pairs'])})")
+            got = limits.get(_key(w), {})
             seconds = got.get("limits", {}).get("seconds") or {}
             transfer = got.get("limits", {}).get("transfer_s") or 0.0
             if transfer and got.get("verdict", {}).get("limit") not in (None, "none"):
@@ -111,178 +95,108 @@ def _ack_notes(d: Drawing, report: dict[str, Any] | None) -> list[str]:
                                    "; the rest of the time it did not wait for these ACKs."))
                 continue
             out[-1] += "."
-    return out + _held(d)
+    return out + _held(f)
 
 
-def _held(d: Drawing) -> list[str]:
+def _held(f: dict[str, Any]) -> list[str]:
     """ACKs of many segments at once while the receiver's window shrank: its application had
     not read, so the kernel held the ACK."""
     out = []
-    for way, segments in d.busiest():
-        conn, src, dst = way
-        rows = d.by_conn[conn]
-        sizes = sorted(r.nbytes for r in segments)
-        median = sizes[len(sizes) // 2] if sizes else 0
-        win = None
-        for i, r in enumerate(rows):
-            if r.src != dst or r.kind not in ("ack", "window"):
-                continue
-            if r.kind == "ack" and r.nbytes >= 3 * median > 0 and win is not None \
-                    and r.win < win:
-                n = sum(1 for s in segments if s.frame < r.frame
-                        and r.ack - r.nbytes <= s.seq and s.seq + s.nbytes <= r.ack)
-                raw = " raw" if r.win_raw else ""
-                said = (f"ACK {r.nbytes:,} B  (frame {r.frame}) one ACK for {n} segments, with "
-                        f"the window down from {win:,} to {r.win:,}{raw}: the receiving "
-                        f"application had read less than arrived, so the window it could offer "
-                        f"was smaller than the last one, and Linux did not acknowledge every "
-                        f"second segment: the ACK waited")
-                update = next((u for u in rows[i + 1:] if u.src == dst
-                               and u.kind == "window" and u.win > r.win), None)
-                if update is not None:
-                    said += (f"; the window update (frame {update.frame}, "
-                             f"{(update.t - r.t) * 1000:,.3f} ms later) shows it reading again")
-                if any(n == "CopyData" for s in segments for n, _ in s.msgs) and \
-                        segments[0].to_server:
-                    said += ("; in a COPY FROM STDIN the server reads the CopyData only as "
-                             "fast as it writes their rows into the table")
-                out.append(said + ".")
-                break
-            win = r.win
+    for w in f["ways"]:
+        h = w["held"]
+        if h is None:
+            continue
+        raw = " raw" if h["raw"] else ""
+        said = (f"ACK {h['bytes']:,} B  (frame {h['frame']}) one ACK for {h['segments']} "
+                f"segments, with the window down from {h['win_before']:,} to {h['win']:,}{raw}: "
+                f"the receiving application had read less than arrived, so the window it could "
+                f"offer was smaller than the last one, and Linux did not acknowledge every "
+                f"second segment: the ACK waited")
+        if h["update"] is not None:
+            frame, ms = h["update"]
+            said += (f"; the window update (frame {frame}, {ms:,.3f} ms later) shows it reading "
+                     f"again")
+        if w["copy_data"] and w["to_server"]:
+            said += ("; in a COPY FROM STDIN the server reads the CopyData only as fast as it "
+                     "writes their rows into the table")
+        out.append(said + ".")
     return out
 
 
-def _writes(d: Drawing) -> list[str]:
+def _writes(f: dict[str, Any]) -> list[str]:
     """Segments are not writes: Linux ends each write with PSH; a write larger than the MSS
     leaves as full segments and a tail."""
-    out = []
-    for _, segments in d.busiest():
-        shapes: Counter[tuple[int, ...]] = Counter()
-        run: list[int] = []
-        for r in segments:
-            run.append(r.nbytes)
-            if r.push:
-                shapes[tuple(run)] += 1
-                run = []
-        if not shapes:
+    for w in f["ways"]:
+        if w["write"] is None:
             continue
-        shape, n = shapes.most_common(1)[0]
+        shape, n = w["write"]
         full, tail = shape[0], shape[-1]
         if n < 3 or len(shape) < 2 or any(s != full for s in shape[:-1]) or tail >= full:
             continue
-        out.append(f"{tail:,} B  segments are not writes: here a {sum(shape):,}-byte write "
-                   f"leaves as {len(shape) - 1} × {full:,} + {tail:,} bytes ({n:,} times), the "
-                   f"last with PSH (Linux marks the end of each write): the {tail:,}-byte "
-                   f"segment is a write's tail.")
-        break
-    return out
-
-
-def _coalesced(d: Drawing) -> list[str]:
-    """A segment much larger than the direction's habit right after the receiver's window
-    reopened: the writes queued while it was closed left together."""
-    for (conn, src, dst), segments in d.busiest():
-        common = _common(segments)
-        if not common:
-            continue
-        zero, opened = False, None
-        for r in d.by_conn[conn]:
-            if r.src == dst and r.kind in ("ack", "window", "dupack"):
-                if r.win == 0:
-                    zero, opened = True, None
-                elif zero:
-                    zero, opened = False, r  # the first window above zero
-            elif r.src == src and r.kind == "data":
-                if opened is not None and r.nbytes >= 2 * common:
-                    return [f"{r.nbytes:,} B  (frame {r.frame}) one segment, the first after "
-                            f"the window reopened (frame {opened.frame}), against {common:,} B, "
-                            f"its most frequent size: what the sender wrote while the window "
-                            f"was closed waited in its buffer and left together."]
-                opened = None
+        return [f"{tail:,} B  segments are not writes: here a {sum(shape):,}-byte write leaves "
+                f"as {len(shape) - 1} × {full:,} + {tail:,} bytes ({n:,} times), the last "
+                f"with PSH (Linux marks the end of each write): the {tail:,}-byte segment is a "
+                f"write's tail."]
     return []
 
 
-def _windows(ladder: Ladder) -> list[str]:
+def _coalesced(f: dict[str, Any]) -> list[str]:
+    """A segment much larger than the direction's habit right after the receiver's window
+    reopened: the writes queued while it was closed left together."""
+    for w in f["ways"]:
+        c = w["coalesced"]
+        if c is not None:
+            return [f"{c['bytes']:,} B  (frame {c['frame']}) one segment, the first after the "
+                    f"window reopened (frame {c['opened']}), against {w['common']:,} B, its "
+                    f"most frequent size: what the sender wrote while the window was closed "
+                    f"waited in its buffer and left together."]
+    return []
+
+
+def _windows(f: dict[str, Any], lanes: list[str]) -> list[str]:
     out = []
-    zero = [r for r in ladder.rows if "zero window" in r.marks]
-    if zero:
+    if f["zero_windows"]:
         said = ("zero window  the receiver's buffer is full: the sender must stop until a "
-                "window update (frames " + _frames([r.frame for r in zero]) + ")")
-        lanes = ladder.lanes
-        if any(lanes[r.src].startswith("pooler") and lanes[r.dst].startswith("server")
-               for r in zero):
+                "window update (frames " + _listed(f["zero_frames"], f["zero_windows"]) + ")")
+        if any(lanes[a].startswith("pooler") and lanes[b].startswith("server")
+               for a, b in f["zero_lanes"]):
             said += ("; here the pooler's window to the server closes: it reads the server "
                      "only as fast as it drains to the client")
         out.append(said + ".")
-    if any(r.kind == "window" for r in ladder.rows):
+    if f["window_updates"]:
         out.append("window update  an ACK with nothing new acknowledged and a larger window: "
                    "the application read data and freed buffer space.")
     return out
 
 
-def _holes(d: Drawing) -> list[str]:
+def _holes(f: dict[str, Any]) -> list[str]:
     """A segment beyond a hole, and the one that filled it: reordered (sent once) or lost."""
-    for rows in d.by_conn.values():
-        said = _hole(rows)
-        if said:
-            return [said]
-    return []
+    h = f["hole"]
+    if h is None:
+        return []
+    said = (f"[after a hole]  frame {h['frame']} came before the bytes ahead of it, which came "
+            f"{h['us']:,.0f} µs later in frame {h['fill_frame']} ([out of order]), sent once, "
+            f"not retransmitted: the segments were reordered, nothing was lost")
+    if h["sack"] is not None:
+        said += (f"; the receiver saw them in this order too: its ACK (frame {h['sack']}) "
+                 f"reports the hole with a SACK block")
+    return [said + "."]
 
 
-def _hole(rows: list[Row]) -> str:
-    for i, r in enumerate(rows):
-        if "after a hole" not in r.marks:
-            continue
-        fill = next((f for f in rows[i + 1:] if f.src == r.src and f.kind == "data"
-                     and f.seq < r.seq), None)
-        if fill is None or "retransmission" in fill.marks:
-            continue
-        said = (f"[after a hole]  frame {r.frame} came before the bytes ahead of it, which "
-                f"came {(fill.t - r.t) * 1e6:,.0f} µs later in frame {fill.frame} ([out of "
-                f"order]), sent once, not retransmitted: the segments were reordered, nothing "
-                f"was lost")
-        sack = next((a for a in rows[i + 1:] if a.src == r.dst and "SACK" in a.marks
-                     and a.ack <= fill.seq), None)
-        if sack is not None:
-            said += (f"; the receiver saw them in this order too: its ACK (frame {sack.frame}) "
-                     f"reports the hole with a SACK block")
-        return said + "."
-    return ""
-
-
-def _losses(d: Drawing) -> list[str]:
+def _losses(f: dict[str, Any]) -> list[str]:
     """Each retransmission, the original the capture saw, and the duplicate ACKs with SACK
     blocks that reported the loss (the first MAX_LOSSES read)."""
-    resent = [(rows, i, r) for rows in d.by_conn.values() for i, r in enumerate(rows)
-              if "retransmission" in r.marks]
-    if not resent:
+    lost = f["losses"]
+    counts, delays, ex = lost["counts"], lost["delays"], lost["example"]
+    if not lost["resent"] or not counts:
         return []
-    counts: list[int] = []
-    delays: list[float] = []
-    example = ""
-    for rows, i, r in resent[:MAX_LOSSES]:
-        at = next((k for k in range(i - 1, -1, -1) if rows[k].src == r.src
-                   and rows[k].kind == "data" and rows[k].seq == r.seq), None)
-        if at is None:
-            continue
-        original = rows[at]
-        dups = [a for a in rows[at + 1:i] if a.src == r.dst and a.ack == r.seq
-                and "SACK" in a.marks]
-        counts.append(len(dups))
-        if dups:
-            delays.append(r.t - dups[0].t)
-        if not example and dups:
-            example = (f"frame {r.frame} resends the bytes of frame {original.frame}, which "
-                       f"the capture saw go by: they were lost past the capture point. The "
-                       f"receiver's {len(dups)} ACKs after them (frames "
-                       f"{_frames([a.frame for a in dups])}) each acknowledged only up to "
-                       f"these bytes, with a SACK block for what came after; the sender "
-                       f"resent them {(r.t - dups[0].t) * 1000:,.3f} ms after the first")
-    if not counts:
-        return []
-    said = f"[retransmission]  {len(resent):,} segments sent again"
-    if example:
-        said += f"; {example}"
+    said = f"[retransmission]  {lost['resent']:,} segments sent again"
+    if ex is not None:
+        said += (f"; frame {ex['frame']} resends the bytes of frame {ex['original']}, which the "
+                 f"capture saw go by: they were lost past the capture point. The receiver's "
+                 f"{ex['dups']} ACKs after them (frames {_listed(ex['dup_frames'], ex['dups'])})"
+                 f" each acknowledged only up to these bytes, with a SACK block for what came "
+                 f"after; the sender resent them {ex['ms']:,.3f} ms after the first")
     reported = [c for c in counts if c]
     if len(counts) > 1 and delays:
         said += (f". Of the {len(counts):,} losses, {len(reported):,} were reported by "
@@ -294,20 +208,15 @@ def _losses(d: Drawing) -> list[str]:
     return [said + "."]
 
 
-def _slow_start(d: Drawing, report: dict[str, Any] | None) -> list[str]:
+def _slow_start(ladder: Ladder, f: dict[str, Any],
+                limits: dict[tuple[int, int, int], dict[str, Any]]) -> list[str]:
     """Rounds of segments a round trip apart: slow start's growth, as it happened."""
-    busiest = d.busiest()
-    limits = _limits(report, busiest)
-    for way, segments in busiest:
-        rtt = limits.get(way, {}).get("rtt") or 0.0
-        if rtt < 1.0 or len(segments) < 20:
+    for w in f["ways"]:
+        rtt = limits.get(_key(w), {}).get("rtt") or 0.0
+        if rtt < 1.0 or w["segments"] < 20:
             continue
-        rounds = [[segments[0]]]
-        for a, b in zip(segments, segments[1:]):
-            if (b.t - a.t) * 1000 >= rtt / 2:
-                rounds.append([])
-            rounds[-1].append(b)
-        every = [len(r) for r in rounds]
+        rounds = ladder.drawing.rounds(w["conn"], w["src"], w["dst"], rtt / 2)
+        every = [n for n, _ in rounds]
 
         def run(i: int) -> int:  # rounds from i on that double the one before
             k = i + 1
@@ -323,40 +232,31 @@ def _slow_start(d: Drawing, report: dict[str, Any] | None) -> list[str]:
         return [f"slow start  round by round, {', '.join(str(n) for n in sizes[:8])}"
                 f"{' …' if len(sizes) > 8 else ''} segments, each round a round trip after the "
                 f"one before (RTT median {rtt:,.3f} ms; rounds begin at frames "
-                f"{_frames([r[0].frame for r in rounds], 6)}): the first {doubling} double, "
-                f"as the congestion window grows by a segment for each segment acknowledged."]
+                f"{_listed([fr for _, fr in rounds], len(rounds), 6)}): the first {doubling} "
+                f"double, as the congestion window grows by a segment for each segment "
+                f"acknowledged."]
     return []
 
 
-def _delayed(ladder: Ladder) -> list[str]:
+def _delayed(f: dict[str, Any]) -> list[str]:
     """An ACK alone, 40 ms or more after the data it acknowledges: the delayed-ACK timer."""
-    last: dict[tuple[str, int], Row] = {}  # (connection, sender lane) -> its last data
-    for r in ladder.rows:
-        if r.kind == "data":
-            last[(r.conn, r.src)] = r
-        elif r.kind == "ack" and r.nbytes:
-            data = last.get((r.conn, r.dst))
-            mine = last.get((r.conn, r.src))
-            if data is not None and 0.038 <= r.t - data.t < 0.25 and \
-                    (mine is None or mine.t < data.t):
-                return [f"ACK {r.nbytes:,} B  (frame {r.frame}) {(r.t - data.t) * 1000:,.1f} ms "
-                        f"after the data it acknowledges (frame {data.frame}): the receiver had "
-                        f"nothing to send with it, and Linux's delayed-ACK timer (40 ms at "
-                        f"least) ran out."]
-    return []
+    d = f["delayed"]
+    if d is None:
+        return []
+    return [f"ACK {d['bytes']:,} B  (frame {d['frame']}) {d['ms']:,.1f} ms after the data it "
+            f"acknowledges (frame {d['data_frame']}): the receiver had nothing to send with "
+            f"it, and Linux's delayed-ACK timer (40 ms at least) ran out."]
 
 
-def _tls_records(d: Drawing) -> list[str]:
+def _tls_records(f: dict[str, Any], tls: dict[str, list[str] | None]) -> list[str]:
     """Consecutive segments each completing one TLS 1.3 record of one size: the records'
-    size, and what of it is the plaintext."""
-    one = (("TLSApplicationData", 1),)
-    for (conn, _, _), segments in d.busiest():
-        chose = tls13(d.by_conn[conn])
+    size, and what of it is the plaintext (`tls`: per connection, what its ServerHello
+    chose when it chose TLS 1.3)."""
+    for w in f["ways"]:
+        chose = tls.get(f"c{w['conn']}")
         if chose is None or len(chose) < 2 or chose[1] not in TAG16:
             continue
-        size = _common([r for r in segments if r.msgs == one])
-        runs = sum(1 for a, b in zip(segments, segments[1:]) if a.msgs == b.msgs == one
-                   and a.nbytes == b.nbytes == size)
+        size, runs = w["tls_size"], w["tls_runs"]
         if not size or not runs:
             continue
         plain = size - TLS_OVERHEAD
@@ -369,21 +269,26 @@ def _tls_records(d: Drawing) -> list[str]:
     return []
 
 
-def tcp_notes(ladder: Ladder, report: dict[str, Any] | None) -> list[str]:
-    d = Drawing(ladder)
-    out = _ack_notes(d, report)
+def tcp_notes(ladder: Ladder, report: dict[str, Any] | None,
+              tls: dict[str, list[str] | None] | None = None) -> list[str]:
+    """The notes on TCP (`tls`: per connection, the TLS 1.3 its ServerHello chose)."""
+    f = ladder.drawing.tcp_facts(MAX_WAYS, MIN_SEGMENTS, MAX_LOSSES, HELD_SEGMENTS,
+                                 COALESCED, DELAYED_S, FRAMES_LISTED)
+    limits = _limits(report, f["ways"])
+    out = _ack_notes(f, limits)
     if report is not None and any(r.get("forward_write") == 4096 and r.get("server_write")
                                   == 8192 for r in report.get("relays") or []) and \
             any(name.startswith("pooler") for name in ladder.lanes):
         out.append("~4 KiB segments from the pooler  the server writes 8,192 bytes at a time "
                    "and the pooler forwards them in 4,096-byte writes: PgBouncer reads at most "
                    "pkt_buf bytes (4,096 by default) before it writes to the other side.")
-    out += _writes(d) + _coalesced(d) + _windows(ladder)
-    if any(r.kind == "dupack" for r in ladder.rows):
+    out += _writes(f) + _coalesced(f) + _windows(f, ladder.lanes)
+    if f["dupacks"]:
         out.append("dup ACK  the same acknowledgement again while data is outstanding: the "
                    "receiver got bytes beyond a hole.")
-    out += _holes(d) + _losses(d) + _slow_start(d, report) + _delayed(ladder) + _tls_records(d)
-    if any("raw" in name for name in ladder.lanes) or any(r.win_raw for r in ladder.rows):
+    out += _holes(f) + _losses(f) + _slow_start(ladder, f, limits) + _delayed(f) + \
+        _tls_records(f, tls or {})
+    if any("raw" in name for name in ladder.lanes) or f["raw_windows"]:
         out.append("win … raw  the connection began before the capture, so the window-scale "
                    "factor (sent only in the SYNs) is unknown: the raw 16-bit value is shown.")
     return out

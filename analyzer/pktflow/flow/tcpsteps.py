@@ -4,7 +4,7 @@ FIN first, whether a RST answered data sent after a FIN)."""
 
 from __future__ import annotations
 
-from pktflow.flow.ladder import Ladder, Row
+from pktflow.flow.ladder import Ladder, Row, Run
 from pktflow.flow.walk import Step
 
 # PostgreSQL's ssl_ecdh_curve picks the server's key exchange group; prime256v1 by default
@@ -111,21 +111,28 @@ def _close(ladder: Ladder, rows: list[Row]) -> tuple[str, list[int]]:
     return "; ".join(parts), sorted(set(frames))
 
 
-def tcp_steps(ladder: Ladder) -> list[Step]:
-    """The handshakes, TLS sessions and closes: one step each per connection."""
+def tcp_steps(ladder: Ladder, view: list[Row | Run]) -> list[Step]:
+    """The handshakes, TLS sessions and closes: one step each per connection (`view`: the
+    rows the walk reads, Ladder.walk)."""
     opened: dict[str, list[int]] = {}
     tls: dict[str, list[Row]] = {}
+    tls_frames: dict[str, list[int]] = {}
     closing: dict[str, list[Row]] = {}
-    for r in ladder.rows:
+    for r in view:
+        if isinstance(r, Run):  # bulk segments past their run's first: TLS records' frames
+            if any(n.startswith("TLS") for n in r.messages):
+                tls_frames.setdefault(r.conn, []).extend(
+                    r.frames + ([r.last_frame] if r.last_frame not in r.frames else []))
+            continue
         if r.kind in ("syn", "syn-ack") or (r.kind == "ack" and r.acks in ("SYN-ACK", "SYN")):
             opened.setdefault(r.conn, []).append(r.frame)
         if r.conn in closing or r.kind in ("fin", "rst") or "FIN" in r.marks:
             closing.setdefault(r.conn, []).append(r)
         if any(n.startswith("TLS") for n, _ in r.msgs):
             tls.setdefault(r.conn, []).append(r)
+            tls_frames.setdefault(r.conn, []).append(r.frame)
     out = [Step("TCP handshake", c, _handshake(f), f) for c, f in opened.items()]
-    out += [Step("TLS", c, _tls(ladder, rows), [r.frame for r in rows])
-            for c, rows in tls.items()]
+    out += [Step("TLS", c, _tls(ladder, rows), tls_frames[c]) for c, rows in tls.items()]
     for c, rows in closing.items():
         said, frames = _close(ladder, rows)
         if said:

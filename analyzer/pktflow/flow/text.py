@@ -9,8 +9,7 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
-from pktflow.flow.ladder import (Group, Ladder, Phase, Row, breakdown, group_totals, label,
-                                  span_totals)
+from pktflow.flow.ladder import MARKED_ROWS, Group, Ladder, Phase, Row, label
 
 GUTTER = 20  # "  12.345 ms  #12345 " before the lanes
 LANE_MIN = 24  # columns between two lanes at least: past it the diagram is wider than asked
@@ -168,10 +167,8 @@ def _totals_line(tot: dict, prefix: str, lanes: list[str]) -> str:  # type: igno
             + (f", {msgs}" if msgs else ""))
 
 
-def render(ladder: Ladder, console: Console, *, expand: bool = False,
-           detail: bool = False) -> None:
-    """Default: bulk phases folded to their most repeated step; `detail`: every repeated block
-    folded; `expand`: every packet."""
+def render(ladder: Ladder, console: Console) -> None:
+    """The ladder folded as `ladder.fold` says (Ladder.shown)."""
     canvas = _Canvas(ladder.lanes, console.width)
     console.print(Text(ladder.title, "bold"))
     if GUTTER + canvas.width > console.width:
@@ -185,22 +182,20 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
         out.flush()
         return
     rows, t0 = ladder.rows, ladder.rows[0].t
-    items = ladder.items if expand or detail else ladder.phases
-    for it in items:
+    for it in ladder.shown():
         if isinstance(it, Phase):
-            _phase(out, canvas, rows, it, t0, ladder.lanes)
-        elif isinstance(it, Group) and not expand:
-            tot = group_totals(rows, it)
+            _phase(out, canvas, ladder, it, t0)
+        elif isinstance(it, Group):
+            tot = ladder.group_totals(it)
             out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                                 _totals_line(tot, f"╭─ × {it.reps:,}: ", ladder.lanes),
                                 "bold yellow"))
+            for odd in ladder.odd_ones(it):
+                out.add(canvas.note("", f"│  {odd}", "yellow"))
             for r in rows[it.start:it.start + it.period]:
                 out.add(canvas.arrow(r, f"     ×{it.reps:,}"))
             out.add(canvas.note(f"{(tot['t1'] - t0) * 1000:9.3f} ms", "╰─",
                                 "bold yellow"))
-        elif isinstance(it, Group):
-            for r in rows[it.start:it.end]:
-                out.add(canvas.arrow(r, _lead(r, t0)))
         else:
             out.add(canvas.arrow(it, _lead(it, t0)))
     out.flush()
@@ -225,22 +220,22 @@ def render(ladder: Ladder, console: Console, *, expand: bool = False,
             console.print(shown)
 
 
-def _phase(out: _Lines, canvas: _Canvas, rows: list[Row], it: Phase, t0: float,
-           lanes: list[str]) -> None:
-    tot = span_totals(rows, it.start, it.end)
+def _phase(out: _Lines, canvas: _Canvas, ladder: Ladder, it: Phase, t0: float) -> None:
+    rows, lanes = ladder.rows, ladder.lanes
+    tot = ladder.totals(it.start, it.end)
     out.add(canvas.note(f"{(tot['t0'] - t0) * 1000:9.3f} ms",
                         _totals_line(tot, "╭─ bulk transfer: ", lanes), "bold yellow"))
-    for b in breakdown(rows, it.start, it.end):
+    for b in ladder.breakdown(it.start, it.end):
         ack = (f"; {b['acks']:,} ACKs back, median {b['ack_median']:,} B"
                if b["acks"] else "; no ACKs back in this span")
         out.add(canvas.note("", f"│  {lanes[b['from']]} → {lanes[b['to']]}: "
                             f"{b['segments']:,} segments, median "
                             f"{b['segment_median']:,} B{ack}", "yellow"))
-    marked = [r for r in rows[it.start:it.end] if r.marks]
-    for r in marked[:6]:
+    marked, n = ladder.marked(it.start, it.end, MARKED_ROWS)
+    for r in marked:
         out.add(canvas.arrow(r, f"  ! #{r.frame}"))
-    if len(marked) > 6:
-        out.add(canvas.note("", f"│  ... {len(marked) - 6:,} more marked packets "
+    if n > len(marked):
+        out.add(canvas.note("", f"│  ... {n - len(marked):,} more marked packets "
                             f"(--detail)", "red"))
     g = it.dominant
     if g is not None:

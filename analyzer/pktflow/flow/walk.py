@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pktflow.flow.ladder import POOLER_OWN, Ladder, Row
+from pktflow.flow.ladder import POOLER_OWN, Ladder, Row, Run
 from pktflow.flow.legend import tokens
 from pktflow.report.connections import by_id
 
@@ -41,16 +41,31 @@ class Step(NamedTuple):
 @dataclass
 class Exchange:
     conn: str
-    rows: list[Row] = field(default_factory=list)  # its segments with messages, in order
+    # its segments with messages, in order (a run of bulk segments past its first rows is
+    # summed up: it adds its messages, its count and its frames, not rows)
+    rows: list[Row] = field(default_factory=list)
     sent: list[str] = field(default_factory=list)  # frontend messages, in order
     answered: list[str] = field(default_factory=list)  # backend messages, in order
     labels: list[str] = field(default_factory=list)  # what the arrows say, in order
     done: bool = False
     owner: str = ""  # on a pooler's server leg: "for c5", or the pooler's own
+    frames: list[int] = field(default_factory=list)  # its segments' frames, in order
+    counts: dict[tuple[str, bool], int] = field(default_factory=dict)  # (name, to server)
 
-    @property
-    def frames(self) -> list[int]:
-        return [r.frame for r in self.rows]
+    def add(self, r: Row | Run, names: list[str]) -> None:
+        """A segment (or a run of them) carrying messages `names`."""
+        if isinstance(r, Run):
+            self.frames += r.frames + ([r.last_frame] if r.last_frame not in r.frames else [])
+            self.labels.append("…")
+        else:
+            self.rows.append(r)
+            self.frames.append(r.frame)
+            self.labels.append(f"{'→' if r.to_server else '←'} "
+                               f"{' '.join(tokens(r.msgs, r.details))}")
+        (self.sent if r.to_server else self.answered).extend(names)
+        for name, n in r.msgs:
+            key = (name, r.to_server)
+            self.counts[key] = self.counts.get(key, 0) + n
 
     def details(self, name: str) -> list[tuple[str, str, int]]:
         """(SQLSTATE or "", text, frame) of each detail of messages named `name`."""
@@ -62,16 +77,21 @@ class Exchange:
                      and any(n == name for n, _ in r.msgs)), None)
 
     def count(self, name: str, to_server: bool) -> int:
-        return sum(k for r in self.rows if r.to_server == to_server for n, k in r.msgs
-                   if n == name)
+        return self.counts.get((name, to_server), 0)
 
 
-def exchanges(ladder: Ladder) -> list[Exchange]:
+def exchanges(view: list[Row | Run]) -> list[Exchange]:
     """The drawn PostgreSQL messages as exchanges: a request and its answer, per connection,
-    in order."""
+    in order (`view`: the rows the walk reads, Ladder.walk)."""
     open_: dict[str, Exchange] = {}
     out: list[Exchange] = []
-    for r in ladder.rows:
+    for r in view:
+        if isinstance(r, Run):
+            names = [n for n in r.messages if not n.startswith("TLS")]
+            x = open_.get(r.conn)
+            if x is not None and names:  # its first rows opened or joined its exchange
+                x.add(r, names)
+            continue
         if r.kind != "data" or not r.msgs:
             continue
         names = [n for n, _ in r.msgs if not n.startswith("TLS")]
@@ -86,9 +106,7 @@ def exchanges(ladder: Ladder) -> list[Exchange]:
             x.owner = owners[0] if owners else ""
             open_[r.conn] = x
             out.append(x)
-        x.rows.append(r)
-        (x.sent if r.to_server else x.answered).extend(names)
-        x.labels.append(f"{'→' if r.to_server else '←'} {' '.join(tokens(r.msgs, r.details))}")
+        x.add(r, names)
         if not r.to_server and names[-1] in ("ReadyForQuery", "EncryptionAccepted",
                                              "EncryptionRefused"):
             x.done = True
@@ -117,7 +135,8 @@ class Context:
     """What a step may say about the rest of the drawing: the exchanges after it, the rows
     (who closed), the report's SQL of a pooler's own statements."""
 
-    def __init__(self, ladder: Ladder, xs: list[Exchange], report: dict[str, Any] | None):
+    def __init__(self, ladder: Ladder, view: list[Row | Run], xs: list[Exchange],
+                 report: dict[str, Any] | None):
         self.ladder, self.xs = ladder, xs
         self.next: dict[int, Exchange] = {}  # id of an exchange -> the next on its connection
         last: dict[str, Exchange] = {}
@@ -126,8 +145,9 @@ class Context:
                 self.next[id(last[x.conn])] = x
             last[x.conn] = x
         self.closes: dict[str, list[int]] = {}  # connection -> the server side's FIN, RST
-        for r in ladder.rows:
-            if not r.to_server and (r.kind in ("fin", "rst") or "FIN" in r.marks):
+        for r in view:
+            if isinstance(r, Row) and not r.to_server and \
+                    (r.kind in ("fin", "rst") or "FIN" in r.marks):
                 self.closes.setdefault(r.conn, []).append(r.frame)
         self.cancels = [x for x in xs if "CancelRequest" in x.sent]
         self.sql: dict[tuple[str, int], str] = {}  # (connection, sent frame) -> SQL
@@ -396,11 +416,12 @@ def _kind(x: Exchange, ctx: Context, last: dict[str, tuple[str, int]]) -> tuple[
     return ("messages", "messages outside a request and its answer")
 
 
-def message_steps(ladder: Ladder, report: dict[str, Any] | None) -> list[Step]:
-    """The exchanges as steps, with a pooler's hand-over of a server connection between
-    two clients' transactions where the drawing shows one."""
-    xs = exchanges(ladder)
-    ctx = Context(ladder, xs, report)
+def message_steps(ladder: Ladder, view: list[Row | Run], xs: list[Exchange],
+                  report: dict[str, Any] | None) -> list[Step]:
+    """The exchanges as steps (`xs`: those of `view`, the rows the walk reads), with a
+    pooler's hand-over of a server connection between two clients' transactions where the
+    drawing shows one."""
+    ctx = Context(ladder, view, xs, report)
     last: dict[str, tuple[str, int]] = {}  # connection -> last ReadyForQuery status, frame
     owner: dict[str, tuple[str, Exchange]] = {}  # server connection -> its last client
     steps = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pktflow.compare import Side
+    from pktflow.report.compare import Side
 
 
 def closing(part: str, sa_us: int, sb_us: int, rows: list[dict[str, Any]], a: Side,

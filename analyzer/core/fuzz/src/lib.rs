@@ -9,7 +9,7 @@ pub mod finite;
 use std::borrow::Cow;
 
 use pktflow_core::capture::{Capture, CaptureStats, Item};
-use pktflow_core::events::{self, Collected};
+use pktflow_core::drawing::{fold, teach, Acks, Drawing, Kind, Lanes, Map};
 use pktflow_core::pass::{ConnectionReport, Pass, PassOptions};
 use pktflow_core::pgwire::facts::{ConversationFacts, Protocol};
 use pktflow_core::pgwire::Conversation;
@@ -26,7 +26,7 @@ const REPEAT_FEED: usize = 256;
 /// slow to decode: each one costs many short inputs).
 const REPEAT_OP: u8 = 0x18;
 /// Small, so the diagram's cut is reached too.
-const MAX_EVENTS: usize = 64;
+const MAX_ROWS: usize = 64;
 
 /// The tag of an input that stands for a large file (see `file`).
 pub const REPEAT: &[u8; 4] = b"REP!";
@@ -129,8 +129,9 @@ fn sane_stats(st: &CaptureStats) {
 }
 
 /// The whole pass over the bytes as a capture (see `file`; reader, engine, decoder,
-/// transfer), every connection's facts sound; then the diagram's pass over the same bytes
-/// agrees with it, and each connection's judgement and record are sound.
+/// transfer, the packets kept for a diagram), every connection's facts sound; then a diagram
+/// of the packets kept agrees with it, and each connection's judgement and record are
+/// sound.
 pub fn pass(data: &[u8]) {
     let data = &*file(data);
     let options = PassOptions {
@@ -138,6 +139,7 @@ pub fn pass(data: &[u8]) {
         transfer: true,
         linger: LINGER,
         settled_linger: SETTLED_LINGER,
+        record: true,
     };
     let Ok(mut pass) = Pass::from_bytes(data, options) else {
         return;
@@ -175,7 +177,7 @@ pub fn pass(data: &[u8]) {
         st.tcp_packets,
         "each TCP packet in a connection or late"
     );
-    diagram(data, &reports, &st);
+    diagram(&pass, &reports, &st);
     let start = pass.start();
     for r in reports {
         let (judgement, record, _) = judge_and_record(r, start, Judged::default());
@@ -184,55 +186,125 @@ pub fn pass(data: &[u8]) {
     }
 }
 
-/// events::collect over the same bytes: every connection but each third, the whole span.
-fn diagram(data: &[u8], reports: &[ConnectionReport], st: &CaptureStats) {
+/// The packets the pass kept, drawn: every connection but each third, the whole span, and
+/// again cut at MAX_ROWS; rows, folds and totals sound.
+fn diagram(pass: &Pass, reports: &[ConnectionReport], st: &CaptureStats) {
+    let Some(recording) = pass.recording() else {
+        panic!("the pass kept no packets");
+    };
+    let recording = recording.lock().unwrap_or_else(|e| e.into_inner());
     let chosen: Vec<u64> = reports
         .iter()
         .map(|r| r.tcp.number)
         .filter(|n| n % 3 != 0)
         .collect();
-    let (t0, t1) = (st.first_ts.unwrap_or(0.0), st.last_ts.unwrap_or(0.0));
-    let got = events::collect_bytes(
-        data,
-        &events::Selection {
-            numbers: &chosen,
-            t0: t0.min(t1),
-            t1: t0.max(t1),
-            max_events: MAX_EVENTS,
-            linger: LINGER,
-            settled_linger: SETTLED_LINGER,
-        },
-    );
-    let c: Collected = match got {
-        Ok(c) => c,
-        Err(e) => panic!("the pass opened the bytes, the diagram did not: {e:?}"),
+    // every time (a capture's clock may go back before its first packet's)
+    let (t0, t1) = (f64::NEG_INFINITY, f64::INFINITY);
+    let drawn = match recording.read(&chosen, t0, t1, usize::MAX) {
+        Ok(d) => d,
+        Err(e) => panic!("the packets kept could not be read: {e}"),
     };
-    sound("collected", &c);
-    assert_eq!(c.records, st.packets);
-    assert!(c.events.len() <= MAX_EVENTS);
-    let mut drawn: Vec<u64> = c.connections.iter().map(|x| x.0).collect();
-    drawn.sort_unstable();
-    let mut want = chosen.clone();
-    want.sort_unstable();
-    assert_eq!(drawn, want, "the chosen connections drawn");
-    for (number, tcp, pg) in &c.connections {
-        let Some(r) = reports.iter().find(|r| r.tcp.number == *number) else {
-            continue;
-        };
-        assert!(
-            *tcp == r.tcp,
-            "c{number}: the diagram's engine saw it otherwise"
-        );
-        // (the pass's facts carry each bulk response's series, moved out for the relay stage)
-        let mut theirs = r.postgres.clone();
-        for q in theirs.iter_mut().flat_map(|p| p.queries.iter_mut()) {
-            q.series = None;
-        }
-        assert!(
-            *pg == theirs,
-            "c{number}: the diagram's decoder saw it otherwise"
+    assert!(!drawn.cut);
+    for r in reports.iter().filter(|r| chosen.contains(&r.tcp.number)) {
+        let kept = drawn
+            .packets
+            .iter()
+            .filter(|(n, _)| *n == r.tcp.number)
+            .count();
+        assert_eq!(
+            kept as u64, r.tcp.packets,
+            "c{}: every packet kept",
+            r.tcp.number
         );
     }
+    assert!(
+        drawn
+            .packets
+            .windows(2)
+            .all(|w| w[0].1.frame < w[1].1.frame),
+        "in capture order"
+    );
+    let lanes: Map<u64, Lanes> = chosen
+        .iter()
+        .map(|&n| {
+            let lane = Lanes {
+                client: 0,
+                server: 1,
+                client_raw: n % 2 == 0,
+                server_raw: false,
+            };
+            (n, lane)
+        })
+        .collect();
+    let kept = drawn.packets.len();
+    let drawing = Drawing::new(
+        drawn,
+        &lanes,
+        &Map::default(),
+        st.first_ts.unwrap_or(0.0),
+        &[0],
+        true,
+    );
+    let rows = &drawing.rows.rows;
+    assert_eq!(rows.len(), kept, "a row per packet");
+    sound("plot", &drawing.plot);
+    let covered: usize = drawing
+        .items
+        .iter()
+        .map(|it| match it {
+            fold::Item::Row(_) => 1,
+            fold::Item::Group(g) => g.period * g.reps,
+        })
+        .sum();
+    assert_eq!(covered, rows.len(), "the groups cover the rows once");
+    if let Some(t) = fold::totals(&drawing.rows, 0, rows.len()) {
+        sound("totals", &t);
+        assert_eq!(t.rows, rows.len());
+    }
+    sound("breakdown", &fold::breakdown(&drawing.rows, 0, rows.len()));
+    let rules = teach::Rules {
+        max_ways: 4,
+        min_segments: 4,
+        max_losses: 500,
+        held_factor: 3,
+        coalesced_factor: 2,
+        delayed_s: (0.038, 0.25),
+        frames: 4,
+    };
+    sound("tcp facts", &teach::tcp_facts(&drawing.rows, &rules));
+    // the walk reads every row but plain ACKs, or sums it up in a run
+    let mut read = 0;
+    for step in teach::walk_view(&drawing.rows, 4, 10) {
+        read += match step {
+            teach::Step::Row(i) => usize::from(i < rows.len()),
+            teach::Step::Run(run) => run.rows,
+        };
+    }
+    let acks = rows
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.kind,
+                Kind::Ack | Kind::Window | Kind::Dupack | Kind::Keepalive | Kind::Probe
+            ) && r.marks == 0
+                && r.owners == 0
+                && r.acks == Acks::Nothing
+        })
+        .count();
+    assert_eq!(
+        read + acks,
+        rows.len(),
+        "every row read once, or a plain ACK"
+    );
+    let cut = match recording.read(&chosen, t0, t1, MAX_ROWS) {
+        Ok(d) => d,
+        Err(e) => panic!("the packets kept could not be read: {e}"),
+    };
+    assert!(cut.packets.len() <= MAX_ROWS);
+    assert_eq!(cut.cut, rows.len() > MAX_ROWS);
+    let first: Vec<u64> = rows.iter().take(MAX_ROWS).map(|r| r.frame).collect();
+    let kept: Vec<u64> = cut.packets.iter().map(|p| p.1.frame).collect();
+    assert_eq!(kept, first, "a cut keeps the first packets");
 }
 
 /// What the decoder says holds together.

@@ -1,11 +1,11 @@
 //! What each message type's body must look like, as the protocol chapter's Message Formats
-//! lay it out: fixed lengths (Sync, ParseComplete: none; ReadyForQuery: one status byte),
+//! lay it out: fixed lengths (`messages::expected_length`, which decoding checks too),
 //! strings that end where the message ends, counts whose items fill the body exactly (a
 //! RowDescription's fields, a DataRow's columns). Detection reads it: a message that does not
 //! fit its shape is not evidence of PostgreSQL. A body the capture cut (a short snapshot
 //! length) fits when what was captured is consistent with the shape.
 
-use super::messages::Role;
+use super::messages::{expected_length, Role};
 
 /// The body of a message (after type and length) or its captured start, read front to back.
 struct Body<'a> {
@@ -114,6 +114,9 @@ const AUTH_CODES: [i32; 10] = [0, 2, 3, 5, 7, 8, 9, 10, 11, 12];
 /// Whether a message of type `t` from `role`, `len` bytes long as its header says (counting
 /// itself), with `body` its body or the body's captured start, fits its type's shape.
 pub fn fits(role: Role, t: u8, len: i64, body: &[u8]) -> bool {
+    if expected_length(role, t, None).is_some_and(|(lo, hi)| !(lo..=hi).contains(&len)) {
+        return false;
+    }
     let Some(blen) = len.checked_sub(4).and_then(|n| usize::try_from(n).ok()) else {
         return false;
     };
@@ -165,7 +168,7 @@ fn frontend(t: u8, r: &mut Body<'_>) -> Read<()> {
             }
             r.cstring()?;
         }
-        b'S' | b'H' | b'X' | b'c' => {}
+        b'S' | b'H' | b'X' | b'c' => {} // no body: the length is checked in `fits`
         b'F' => {
             r.i32()?;
             let n = r.count(MAX_COUNT)?;
@@ -204,11 +207,7 @@ fn backend(t: u8, r: &mut Body<'_>) -> Read<()> {
             }
         }
         b'K' => {
-            r.i32()?;
-            // the secret key: 4 bytes, up to 256 from protocol 3.2
-            if !(8..=260).contains(&r.len) {
-                return Err(Stop::Broken);
-            }
+            r.i32()?; // the process id, then the secret key (its length checked in `fits`)
             r.at = r.len;
         }
         b'S' => {

@@ -284,7 +284,7 @@ impl Flow {
             last_ts: self.last_ts,
             first_frame: self.first_frame,
             last_frame: self.last_frame,
-            max_segment: self.maxseg,
+            max_segment: self.flight.maxseg,
             segment_size: HistogramFacts::of(&self.seg_sizes),
             acks: AckFacts {
                 count: self.acks,

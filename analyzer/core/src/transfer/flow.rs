@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use super::exact::{int_div, trunc};
 use super::facts::IdlePeriod;
+use super::flight::Flight;
 use super::limits::{Chrono, Event};
 use super::{
     ACK_CLOCK_S, CONTINUOUS_S, DELAYED_ACK_S, IDLE_S, MAX_BINS, MAX_FRAMES_KEPT, MAX_IDLE_KEPT,
@@ -57,9 +58,9 @@ pub(super) struct Flow {
     pub last_ts: f64,
     pub first_frame: u64,
     pub last_frame: u64,
-    pub high: i64,
-    /// Highest byte acknowledged; -1 before the first ACK.
-    pub acked: i64,
+    /// Bytes sent and acknowledged (new data only), the receiver's window, the largest
+    /// segment.
+    pub flight: Flight,
     /// The end and send time of each unacknowledged new segment, oldest first.
     out: VecDeque<(i64, f64)>,
     /// No RTT samples for bytes up to here: they were retransmitted (Karn).
@@ -72,7 +73,6 @@ pub(super) struct Flow {
     pub delayed_timer: u64,
     pub duplicates: u64,
     pub acks: u64,
-    pub win: Option<i64>,
     pub win_min: Option<i64>,
     pub win_max: Option<i64>,
     win_prev: i64,
@@ -109,7 +109,6 @@ pub(super) struct Flow {
     pub bins: Bins,
     bin_cur: i64,
     bin_new: i64,
-    pub maxseg: i64,
     /// Whether the receiver's window scale is known (its windows are then bytes).
     pub scale_known: bool,
     pub full_frames: Vec<u64>,
@@ -138,8 +137,7 @@ impl Flow {
             last_ts: 0.0,
             first_frame: 0,
             last_frame: 0,
-            high: 0,
-            acked: -1,
+            flight: Flight::default(),
             out: VecDeque::new(),
             karn_upto: -1,
             ack_hist: Histogram::default(),
@@ -150,7 +148,6 @@ impl Flow {
             delayed_timer: 0,
             duplicates: 0,
             acks: 0,
-            win: None,
             win_min: None,
             win_max: None,
             win_prev: -1,
@@ -181,7 +178,6 @@ impl Flow {
             bins: Bins::new(),
             bin_cur: -1,
             bin_new: 0,
-            maxseg: 0,
             scale_known,
             full_frames: Vec::new(),
             mss: None,
@@ -231,7 +227,7 @@ impl Flow {
             // MSS only without PSH.
             let full = match self.mss {
                 Some(m) => n.saturating_add(40) >= m && (n <= m || flags & PSH == 0),
-                None => n >= self.maxseg && (n <= ETHERNET_MSS || flags & PSH == 0),
+                None => n >= self.flight.maxseg && (n <= ETHERNET_MSS || flags & PSH == 0),
             };
             self.chrono.event(
                 frame,
@@ -265,19 +261,17 @@ impl Flow {
         }
         self.segments += 1;
         self.seg_sizes.add(n);
-        if n > self.maxseg {
-            self.maxseg = n;
-        }
+        self.flight.segment(n);
         if kind & RETRANS != 0 {
             self.retrans += 1;
             if end > self.karn_upto {
                 self.karn_upto = end;
             }
         }
-        if kind & NEW != 0 && end > self.high {
-            let new = end.wrapping_sub(seq.max(self.high));
+        if kind & NEW != 0 && end > self.flight.high {
+            let new = end.wrapping_sub(seq.max(self.flight.high));
             self.data_bytes = self.data_bytes.wrapping_add(new);
-            self.high = end;
+            self.flight.reach(end);
             self.write_cur = self.write_cur.wrapping_add(new);
             let x = (ts - first_ts) * 10.0;
             // int(x) < MAX_BINS exactly when x is
@@ -295,27 +289,26 @@ impl Flow {
             }
             self.out.push_back((end, ts));
         }
-        if flags & PSH != 0 && end >= self.high && self.write_cur > 0 {
+        if flags & PSH != 0 && end >= self.flight.high && self.write_cur > 0 {
             self.write_sizes.add(self.write_cur);
             self.write_cur = 0;
         }
         self.fl_bytes = self.fl_bytes.wrapping_add(n);
         self.fl_segs += 1;
-        if self.acked >= 0 {
-            let inflight = self.high.wrapping_sub(self.acked);
+        if let Some(inflight) = self.flight.outstanding() {
             self.inflight.add(inflight);
             if inflight > self.inflight_max {
                 self.inflight_max = inflight;
                 self.inflight_max_frame = frame;
             }
-            if let (Some(win), true) = (self.win, self.scale_known) {
+            if let (Some(win), true) = (self.flight.win, self.scale_known) {
                 if win != 0 {
                     let ratio = int_div(inflight, win);
                     if ratio > self.ratio_max {
                         self.ratio_max = ratio;
                     }
                 }
-                if inflight >= win.wrapping_sub(self.maxseg) {
+                if inflight >= win.wrapping_sub(self.flight.maxseg) {
                     self.fl_full = true;
                     note(&mut self.full_frames, frame);
                 }
@@ -351,7 +344,7 @@ impl Flow {
             }
         }
         if flags & RST == 0 {
-            self.win = Some(win);
+            self.flight.win = Some(win);
             if self.win_min.is_none_or(|m| win < m) {
                 self.win_min = Some(win);
             }
@@ -360,16 +353,16 @@ impl Flow {
             }
         }
         let mut duplicate = false;
-        if ack > self.acked {
-            if self.acked >= 0 {
-                self.advance(frame, ts, ack);
+        let before = self.flight.acked;
+        if let Some(advanced) = self.flight.acknowledge(ack) {
+            if let Some(from) = advanced {
+                self.advance(frame, ts, from, ack);
             }
-            self.acked = ack;
-        } else if ack == self.acked && !has_data && flags & (FIN | RST) == 0 {
+        } else if before == Some(ack) && !has_data && flags & (FIN | RST) == 0 {
             // (SYNs never get here: the analyzer takes them apart)
             if win > self.win_prev && self.win_prev >= 0 {
                 self.window_updates += 1;
-            } else if win == self.win_prev && self.high > ack {
+            } else if win == self.win_prev && self.flight.high > ack {
                 self.duplicates += 1;
                 duplicate = true;
             }
@@ -393,9 +386,9 @@ impl Flow {
         }
     }
 
-    /// An ACK acknowledging bytes not acknowledged before.
-    fn advance(&mut self, frame: u64, ts: f64, ack: i64) {
-        let nbytes = ack.wrapping_sub(self.acked);
+    /// An ACK acknowledging bytes not acknowledged before (up to `from` until then).
+    fn advance(&mut self, frame: u64, ts: f64, from: i64, ack: i64) {
+        let nbytes = ack.wrapping_sub(from);
         let mut segs = 0i64;
         let mut sent = 0.0;
         while let Some(&(end, at)) = self.out.front() {
@@ -419,7 +412,7 @@ impl Flow {
         self.acks += 1;
         self.ack_hist.add(nbytes);
         self.segs_hist.add(segs);
-        if segs >= 2 || nbytes > self.maxseg {
+        if segs >= 2 || nbytes > self.flight.maxseg {
             self.every_second += 1;
         } else if segs != 0 && ts - sent >= DELAYED_ACK_S {
             self.delayed_timer += 1;
@@ -428,7 +421,7 @@ impl Flow {
         }
         if self.fl_segs != 0 {
             self.end_flight(ts, frame);
-            self.fl_full = self.win == Some(0);
+            self.fl_full = self.flight.win == Some(0);
         }
     }
 
@@ -474,12 +467,8 @@ impl Flow {
         let gap = ts - self.last_ts;
         self.idle_count += 1;
         self.idle_total += gap;
-        let outstanding = if self.acked >= 0 {
-            self.high.wrapping_sub(self.acked)
-        } else {
-            0
-        };
-        let zero_window = self.win == Some(0);
+        let outstanding = self.flight.outstanding().unwrap_or(0);
+        let zero_window = self.flight.win == Some(0);
         if zero_window || outstanding > 0 {
             self.idle_waiting += gap;
         }

@@ -36,14 +36,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::flight::Flight;
+use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
+use crate::tcp::options::proved_scale;
+
 /// A sender answering an ACK sends within this, beyond the round trip between the capture
 /// point and the sender ("tens of microseconds": the stack's own reaction).
 const REACT_S: f64 = 0.000_05;
 /// A train of queued data ended by nothing left in flight is a rate limit's when the next
 /// data is this many least round trips away, and queued again.
 const TRAIN_GAP_RTTS: f64 = 10.0;
-use crate::tcp::observe::{SACK_ABOVE, SACK_DUPLICATE};
-use crate::tcp::options::proved_scale;
 
 /// Segments this many times further apart (per byte) than the closest seen left at the
 /// path's pace, not the sender's.
@@ -293,12 +295,9 @@ pub(super) struct Chrono {
     t: Option<f64>,
     frame: u64,
     first_ts: f64,
-    high: i64,
-    acked: Option<i64>,
-    win: Option<i64>,
+    flight: Flight,
     /// The least window scale the bytes in flight have proved so far.
     scale_lb: u8,
-    maxseg: i64,
     last_full: bool,
     last_push_full: bool,
     peer_spoke: bool,
@@ -341,11 +340,8 @@ impl Chrono {
             t: None,
             frame: 0,
             first_ts: 0.0,
-            high: 0,
-            acked: None,
-            win: None,
+            flight: Flight::default(),
             scale_lb: 0,
-            maxseg: 0,
             last_full: false,
             last_push_full: false,
             peer_spoke: false,
@@ -369,33 +365,33 @@ impl Chrono {
     }
 
     fn in_flight(&self) -> i64 {
-        self.acked.map_or(0, |a| self.high.wrapping_sub(a)).max(0)
+        self.flight.in_flight()
     }
 
     /// The window in bytes: as advertised when the scale is known, else shifted by the least
     /// scale the bytes in flight so far prove (the engine's lower bound, as it stood then).
     fn window(&self, scale_known: bool) -> Option<i64> {
-        let w = self.win?;
+        let w = self.flight.win?;
         Some(if scale_known { w } else { w << self.scale_lb })
     }
 
     fn window_closed(&self, scale_known: bool) -> bool {
         match self.window(scale_known) {
             Some(0) => true,
-            Some(w) => self.in_flight().wrapping_add(self.maxseg) > w,
+            Some(w) => self.in_flight().wrapping_add(self.flight.maxseg) > w,
             None => false,
         }
     }
 
     /// Bytes in flight beyond the raw window prove a scale at least this large.
     fn prove_scale(&mut self) {
-        if let Some(w) = self.win.filter(|&w| w > 0) {
+        if let Some(w) = self.flight.win.filter(|&w| w > 0) {
             self.scale_lb = proved_scale(self.scale_lb, w, self.in_flight());
         }
     }
 
     fn recovering(&self) -> bool {
-        match (self.recovery_until, self.acked) {
+        match (self.recovery_until, self.flight.acked) {
             (Some(until), Some(a)) => a < until,
             (Some(_), None) => true,
             _ => false,
@@ -411,7 +407,8 @@ impl Chrono {
             self.recovery_by_resend = why == 0;
             self.regrow_to = Some(self.regrow_to.map_or(flight, |r| r.max(flight)));
         }
-        self.recovery_until = Some(self.recovery_until.map_or(self.high, |u| u.max(self.high)));
+        let high = self.flight.high;
+        self.recovery_until = Some(self.recovery_until.map_or(high, |u| u.max(high)));
     }
 
     /// A round trip's wait, split into the path's own (latency) and queueing above it
@@ -554,8 +551,8 @@ impl Chrono {
         if self.t.is_none() && !matches!(e, Event::Data { .. }) {
             // before the first data: only the window and ACK matter
             if let Event::Ack { ack, win, .. } = e {
-                self.acked = Some(self.acked.map_or(ack, |a| a.max(ack)));
-                self.win = Some(win);
+                self.flight.acknowledge(ack);
+                self.flight.win = Some(win);
             }
             return;
         }
@@ -635,20 +632,18 @@ impl Chrono {
                 }
                 if self.t.is_none() {
                     self.first_ts = ts;
-                    if self.acked.is_none_or(|a| a < seq) {
-                        self.acked = Some(seq);
+                    // nothing acknowledged yet: in flight counts from the first byte seen
+                    if self.flight.acked.is_none_or(|a| a < seq) {
+                        self.flight.acked = Some(seq);
                     }
                 }
-                self.maxseg = self.maxseg.max(end.wrapping_sub(seq));
-                if end > self.high {
-                    self.high = end;
-                }
+                self.flight.sent(seq, end);
                 if again {
                     self.recover(0);
                 } else if beyond_hole {
                     self.recover(2);
                 }
-                if end >= self.high {
+                if end >= self.flight.high {
                     // what a new segment says of the data waiting: a short one, or one with
                     // PSH, ended a write
                     self.last_full = full && !push;
@@ -671,10 +666,8 @@ impl Chrono {
                 rtt,
                 rtt_min,
             } => {
-                if self.acked.is_none_or(|a| ack > a) {
-                    self.acked = Some(ack);
-                }
-                self.win = Some(win);
+                self.flight.acknowledge(ack);
+                self.flight.win = Some(win);
                 self.ack_ts = Some(ts);
                 if let Some(r) = rtt {
                     self.srtt = Some(self.srtt.map_or(r, |s| 0.875 * s + 0.125 * r));

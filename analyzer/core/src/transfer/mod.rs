@@ -26,6 +26,7 @@
 mod analyzer;
 mod exact;
 mod facts;
+mod flight;
 mod flow;
 mod limits;
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 from html import escape
+from collections.abc import Callable
 from typing import Any
 
 from pktflow.flow.explain import teach
-from pktflow.flow.ladder import (Group, Ladder, Phase, breakdown, group_totals, row_json,
-                                 span_totals)
+from pktflow.flow.ladder import Group, Ladder, Phase, phase_json, row_json
 from pktflow.flow.legend import MEANING, TCP_WORDS, code, family
 from pktflow.rates import format_rate
 from pktflow.report.answer import answer_lines
@@ -27,11 +27,10 @@ from pktflow.report.queries import MAX_QUERY_ROWS
 from pktflow.report.session import outcome, session_lines, sql_text, who
 
 MAX_SECTIONS = 50  # connections with a section of their own, the busiest
-MARKED_ROWS = 6  # retransmissions, zero windows... shown of a folded bulk transfer
 
 
 def page_json(ladder: Ladder) -> dict[str, Any]:
-    """The ladder as the page draws it: bulk transfers and repeated blocks folded."""
+    """The ladder as the page draws it, folded as every format is (Ladder.shown)."""
     rows = ladder.rows
 
     def block(g: Group) -> dict[str, Any]:
@@ -39,22 +38,17 @@ def page_json(ladder: Ladder) -> dict[str, Any]:
                 "rows": [row_json(r) for r in rows[g.start:g.start + g.period]]}
 
     items: list[dict[str, Any]] = []
-    for it in ladder.phases:
+    for it in ladder.shown():
         if isinstance(it, Phase):
-            marked = [r for r in rows[it.start:it.end] if r.marks]
-            items.append({"phase": {**span_totals(rows, it.start, it.end),
-                                    "breakdown": breakdown(rows, it.start, it.end),
-                                    "marked": [row_json(r) for r in marked[:MARKED_ROWS]],
-                                    "marked_more": max(0, len(marked) - MARKED_ROWS),
-                                    "dominant": None if it.dominant is None
-                                    else block(it.dominant)}})
+            items.append({"phase": phase_json(ladder, it)})
         elif isinstance(it, Group):
-            items.append({"group": {**group_totals(rows, it), **block(it)}})
+            items.append({"group": {**ladder.group_totals(it), **block(it),
+                                    "odd": ladder.odd_ones(it)}})
         else:
             items.append(row_json(it))
     # what each message drawn is, for the reader's pane beside the ladder
-    names = {n for r in rows for n, _ in r.msgs}
-    kinds = {r.kind for r in rows}
+    names = {n for _, n in ladder.drawing.symbols()[0]}
+    kinds = set(ladder.drawing.kinds())
     return {"title": ladder.title, "lanes": ladder.lanes, "items": items,
             "packets": len(rows), "legend": ladder.legend, "notes": ladder.notes,
             # keyed by the name drawn (the legend's family() groups them: one rule, here)
@@ -71,22 +65,29 @@ def _ms(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None else f"{(b - a) * 1000:,.2f}"
 
 
-def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
-    """A table whose first `left` columns are text (left-aligned), in a box that scrolls
-    sideways on a narrow screen rather than the page."""
+def _table(head: list[str], rows: list[list[str]], left: int = 1,
+           prose: tuple[int, ...] = ()) -> str:
+    """A table whose first `left` columns are text (left-aligned), columns `prose` wrapped
+    text that keeps a readable width, in a box that scrolls sideways rather than the page; on
+    a phone each row is a card of "column: value" lines (the style's media rule), each cell
+    named by its column (data-h)."""
     def cell(tag: str, i: int, v: str) -> str:
-        return f'<{tag} class="{"s" if i < left else ""}">{escape(v)}</{tag}>'
+        cls = ("s" if i < left else "") + (" w" if i in prose else "")
+        return f'<{tag} class="{cls}" data-h="{escape(head[i])}">{escape(v)}</{tag}>'
 
     th = "".join(cell("th", i, h) for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>"
                    for r in rows)
-    return f"<div class='scroll'><table><tr>{th}</tr>{body}</table></div>"
+    return f"<div class='scroll'><table class='cards'><tr>{th}</tr>{body}</table></div>"
 
 
-def _relay_costs(report: dict[str, Any]) -> dict[tuple[str, int], float | None]:
-    """(front connection, query index) -> what the relay added to it, ms."""
+def _relay_costs(report: dict[str, Any], conns: set[str]
+                 ) -> dict[tuple[str, int], float | None]:
+    """(front connection, query index) -> what the relay added to it, ms, for the queries of
+    `conns` (the page's: a storm's 80,000 pairs, all kept, were 45 MB)."""
     return {(p["front"]["connection"], p["front"]["query_index"]): p.get("relay_cost_ms")
-            for r in report.get("relays") or [] for p in r["queries"]}
+            for r in report.get("relays") or [] for p in r["queries"]
+            if p["front"]["connection"] in conns}
 
 
 def _queries(top: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -146,7 +147,8 @@ def _timings(top: list[tuple[int, dict[str, Any]]],
             "byte; transfer: first to last response byte; relay cost: what the pooler added "
             "to the query against its own server leg.</p>"
             + _table(["query", "sql", "answer", "rows", "bytes", "server ms", "transfer ms",
-                      "rate", "relay cost ms", "frames"], rows, left=3) + "</section>")
+                      "rate", "relay cost ms", "frames"], rows, left=3, prose=(1, 2))
+            + "</section>")
 
 
 def _findings(report: dict[str, Any]) -> str:
@@ -284,6 +286,7 @@ function draw() {
     h.addEventListener('click', () => { isOpen ? open.delete(idx) : open.add(idx); draw(); });
     g.appendChild(h);
     if (isOpen && it.group) {
+      fold.odd.forEach(t => note(g, t));
       fold.rows.forEach(r => arrow(r, g, `×${n(fold.repetitions)}`));
     } else if (isOpen) {
       fold.breakdown.forEach(b => note(g, `${L.lanes[b.from]} → ${L.lanes[b.to]}: ${n(b.segments)} segments, median ${n(b.segment_median)} B; ${n(b.acks)} ACKs back`));
@@ -337,6 +340,11 @@ h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.1em;margin-top:1.4em}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:.2em .5em;
 text-align:right;white-space:nowrap}td.s,th.s{text-align:left;white-space:normal}
 td:first-child,th:first-child{white-space:nowrap;overflow-wrap:normal}
+td.w{min-width:16em;overflow-wrap:normal}
+@media (max-width:40em){table.cards,table.cards tr,table.cards td{display:block}
+table.cards tr:first-child{display:none}table.cards tr{border:1px solid #ddd;margin:.5em 0;
+padding:.2em .5em}table.cards td{border:none;text-align:left;white-space:normal;min-width:0;
+padding:.1em 0}table.cards td::before{content:attr(data-h) ": ";color:#666}}
 .sev-error{color:#c0392b;font-weight:bold}.sev-warning{color:#b06000}.sev-info{color:#2573a7}
 .session li.red{color:#c0392b}.session li.yellow{color:#b06000}
 #ladder-svg text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px}
@@ -357,23 +365,26 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
          figures: list[tuple[str, str]] | None = None, *, ladder_open: bool = False) -> str:
     """The page; the ladder's box starts closed (drawn when opened) unless `ladder_open`
     (`pktflow flow --format html`, where the ladder is what was asked for)."""
+    return page(ladder, report, ladder_open=ladder_open)(figures or [])
+
+
+def page(ladder: Ladder, report: dict[str, Any] | None = None, *, ladder_open: bool = False
+         ) -> Callable[[list[tuple[str, str]]], str]:
+    """The page, all it reads of the ladder read now: what is left makes the page with its
+    figures (caption, markup) once they are drawn, the ladder's rows gone by then."""
     if not ladder.steps:  # the walk, for the step-through and its list
         teach(ladder, report)
     data = json.dumps(page_json(ladder), separators=(",", ":")).replace("</", "<\\/")
-    parts = []
+    head: list[str] = []
+    tail: list[str] = []
     top = [] if report is None else busiest(report["connections"], MAX_SECTIONS)
     if report is not None:
         cap = report["capture"]
-        costs = _relay_costs(report)
-        parts += [f"<p>{escape(cap['file'])}: {cap['packets']:,} packets, "
-                  f"{cap['duration_s']:.3f} s, {len(report['connections']):,} TCP "
-                  f"connection(s).</p>", _answer(report, top, costs), _timings(top, costs)]
-    figs = "".join(f"<figure>{svg_text}<figcaption>{escape(cap)}</figcaption></figure>"
-                   for cap, svg_text in figures or [])
-    if figs:
-        parts.append(f"<section id='plots'><h2>Plots</h2>{figs}</section>")
-    if report is not None:
-        parts += [_findings(report), _connections(report, top)]
+        costs = _relay_costs(report, {c["id"] for _, c in top})
+        head += [f"<p>{escape(cap['file'])}: {cap['packets']:,} packets, "
+                 f"{cap['duration_s']:.3f} s, {len(report['connections']):,} TCP "
+                 f"connection(s).</p>", _answer(report, top, costs), _timings(top, costs)]
+        tail += [_findings(report), _connections(report, top)]
     legend = ("<h3>Legend</h3><ul class='legend'>" + "".join(
         f"<li>{escape(line.strip())}</li>" for line in ladder.legend) + "</ul>"
               if ladder.legend else "")
@@ -387,22 +398,30 @@ def html(ladder: Ladder, report: dict[str, Any] | None = None,
         f"<li><b>{escape(k)}</b> {escape(v)}</li>"
         for k, _, v in (line.partition("  ") for line in seen)) + "</ul>" if seen else "")
     notes = "".join(f"<p>{escape(n)}</p>" for n in ladder.notes)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>pktflow: {escape(ladder.title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>pktflow: {escape(ladder.title)}</h1>{''.join(parts)}"
-        f"<section id='flow'><details id='ladder-box'{' open' if ladder_open else ''}>"
-        f"<summary>Ladder diagram: {len(ladder.rows):,} packets, folded (drawn when "
-        "opened)</summary><p>Click a folded block's header (▸) to open it; click an arrow "
-        "for what it carries. <code>pktflow flow --expand</code> draws every packet."
-        "</p><div class='controls'><label><input type='checkbox' id='realtime'> space rows by "
-        "real time</label> <label>zoom <input type='range' id='zoom' min='0.5' max='4' "
-        "step='0.1' value='1'></label> <button id='prev' type='button'>◀ previous</button> "
-        "<button id='next' type='button'>next ▶</button> <span id='status'></span></div>"
-        "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
-        "messages in the order sent, what each is, and the packet's TCP fields.</div>"
-        f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'></svg>"
-        f"</div>{notes}{walk}{what}{legend}</details></section>"
-        f"<script type='application/json' id='ladder'>{data}</script>"
-        f"<script>{_SCRIPT}</script></body></html>\n")
+    title, packets = ladder.title, len(ladder.rows)
+
+    def with_figures(figures: list[tuple[str, str]]) -> str:
+        figs = "".join(f"<figure>{markup}<figcaption>{escape(caption)}</figcaption></figure>"
+                       for caption, markup in figures)
+        plots = [f"<section id='plots'><h2>Plots</h2>{figs}</section>"] if figs else []
+        return (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>pktflow: {escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>pktflow: {escape(title)}</h1>{''.join(head + plots + tail)}"
+            f"<section id='flow'><details id='ladder-box'{' open' if ladder_open else ''}>"
+            f"<summary>Ladder diagram: {packets:,} packets, folded (drawn when "
+            "opened)</summary><p>Click a folded block's header (▸) to open it; click an arrow "
+            "for what it carries. <code>pktflow flow --expand</code> draws every packet."
+            "</p><div class='controls'><label><input type='checkbox' id='realtime'> space rows "
+            "by real time</label> <label>zoom <input type='range' id='zoom' min='0.5' max='4' "
+            "step='0.1' value='1'></label> <button id='prev' type='button'>◀ previous</button> "
+            "<button id='next' type='button'>next ▶</button> <span id='status'></span></div>"
+            "<div id='pane' aria-live='polite'>Click an arrow, or step with the buttons: its "
+            "messages in the order sent, what each is, and the packet's TCP fields.</div>"
+            f"<div class='scroll'><svg id='ladder-svg' xmlns='http://www.w3.org/2000/svg'>"
+            f"</svg></div>{notes}{walk}{what}{legend}</details></section>"
+            f"<script type='application/json' id='ladder'>{data}</script>"
+            f"<script>{_SCRIPT}</script></body></html>\n")
+
+    return with_figures
