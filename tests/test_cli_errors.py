@@ -49,6 +49,16 @@ def test_output_in_a_missing_directory_is_the_users_error(tmp_path: Path, comman
                              f"{out.parent} does not exist")
 
 
+def test_output_where_the_file_system_makes_no_files_says_so() -> None:
+    """/proc exists but makes no new files (ENOENT, as for a missing directory): the line must
+    not say that /proc does not exist."""
+    out = Path("/proc/pktflow-report.html")
+    code, _, err = cli("report", str(POOLED), "-o", str(out))
+    assert code == ExitCode.OUTPUT
+    assert one_line(err) == (f"pktflow: {out}: cannot be written: /proc does not allow new "
+                             f"files in it")
+
+
 @pytest.mark.parametrize("command,name", WRITERS)
 def test_output_naming_a_directory_is_the_users_error(tmp_path: Path, command: str,
                                                       name: str) -> None:

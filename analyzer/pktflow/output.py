@@ -14,6 +14,8 @@ from pktflow.errors import OutputError
 def _why(path: Path, exc: OSError) -> str:
     parent = path.parent
     if exc.errno == errno.ENOENT:
+        if parent.is_dir():  # /proc, /sys: a file system that makes no new files
+            return f"cannot be written: {parent} does not allow new files in it"
         return f"cannot be written: the directory {parent} does not exist"
     if exc.errno == errno.ENOTDIR:
         return f"cannot be written: {parent} is not a directory"
