@@ -96,6 +96,19 @@ class Client:
         self.pq.PQclear(res)
         return status
 
+    def cancel_a_sleep(self, who: str) -> None:
+        """A query cancelled from a second connection (CancelRequest with BackendKeyData's
+        key): it must fail."""
+        pq = self.pq
+        self.check(pq.PQsendQuery(self.conn, b"SELECT pg_sleep(5)"), "pg_sleep")
+        time.sleep(0.2)
+        cancel = pq.PQgetCancel(self.conn)
+        err = ctypes.create_string_buffer(256)
+        self.check(pq.PQcancel(cancel, err, len(err)), f"cancel: {err.value.decode()}")
+        pq.PQfreeCancel(cancel)
+        if self.results() != [FATAL_ERROR]:
+            sys.exit(f"{who}: the cancelled query did not fail")
+
 
 def main(conninfo: str, table: str) -> int:
     pq = _libpq()
@@ -137,15 +150,7 @@ def main(conninfo: str, table: str) -> int:
     c.check(pq.PQputCopyEnd(c.conn, b"the client gave up") == 1, "copy fail")
     if c.results() != [FATAL_ERROR]:
         sys.exit("pqclient: the aborted COPY did not fail")
-    # a query cancelled from a second connection (CancelRequest with BackendKeyData's key)
-    c.check(pq.PQsendQuery(c.conn, b"SELECT pg_sleep(5)"), "pg_sleep")
-    time.sleep(0.2)
-    cancel = pq.PQgetCancel(c.conn)
-    err = ctypes.create_string_buffer(256)
-    c.check(pq.PQcancel(cancel, err, len(err)), f"cancel: {err.value.decode()}")
-    pq.PQfreeCancel(cancel)
-    if c.results() != [FATAL_ERROR]:
-        sys.exit("pqclient: the cancelled query did not fail")
+    c.cancel_a_sleep("pqclient")
     pq.PQfinish(c.conn)
     return 0
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import time
 
 from pktflow.lab.pqclient import (COMMAND_OK, CONNECTION_OK, FATAL_ERROR, TUPLES_OK, Client,
                                   _libpq)
@@ -61,15 +60,7 @@ def session(conninfo: str, table: str) -> int:
         got = c.exec(sql)
         if got != want:
             sys.exit(f"pqsession: {sql}: status {got}, not {want}: {c.error()}")
-    # a query cancelled from a second connection (CancelRequest with BackendKeyData's key)
-    c.check(pq.PQsendQuery(c.conn, b"SELECT pg_sleep(5)"), "pg_sleep")
-    time.sleep(0.2)
-    cancel = pq.PQgetCancel(c.conn)
-    err = ctypes.create_string_buffer(256)
-    c.check(pq.PQcancel(cancel, err, len(err)), f"cancel: {err.value.decode()}")
-    pq.PQfreeCancel(cancel)
-    if c.results() != [FATAL_ERROR]:
-        sys.exit("pqsession: the cancelled query did not fail")
+    c.cancel_a_sleep("pqsession")
     pq.PQfinish(c.conn)
     return 0
 
