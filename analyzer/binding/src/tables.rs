@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{Int64Builder, ListBuilder, MapBuilder, StringBuilder};
+use arrow_array::builder::{ArrayBuilder, Int64Builder, ListBuilder, MapBuilder, StringBuilder};
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
@@ -83,43 +83,29 @@ fn array(values: Values) -> ArrayRef {
             }
             Arc::new(b.finish())
         }
-        Values::IntMap(v) => {
-            let mut b = MapBuilder::new(None, StringBuilder::new(), Int64Builder::new());
-            for row in v {
-                match row {
-                    Some(entries) => {
-                        for (k, x) in entries {
-                            b.keys().append_value(k);
-                            b.values().append_value(x);
-                        }
-                        let _ = b.append(true);
-                    }
-                    None => {
-                        let _ = b.append(false);
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
-        Values::TextMap(v) => {
-            let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-            for row in v {
-                match row {
-                    Some(entries) => {
-                        for (k, x) in entries {
-                            b.keys().append_value(k);
-                            b.values().append_value(x);
-                        }
-                        let _ = b.append(true);
-                    }
-                    None => {
-                        let _ = b.append(false);
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
+        Values::IntMap(v) => map_array(&v, Int64Builder::new(), |b, x| b.append_value(*x)),
+        Values::TextMap(v) => map_array(&v, StringBuilder::new(), |b, x| b.append_value(x)),
     }
+}
+
+/// A map column (text keys), its values appended by `put`; None rows are null.
+fn map_array<T, B: ArrayBuilder>(
+    rows: &[Option<Vec<(String, T)>>],
+    values: B,
+    put: impl Fn(&mut B, &T),
+) -> ArrayRef {
+    let mut b = MapBuilder::new(None, StringBuilder::new(), values);
+    for row in rows {
+        if let Some(entries) = row {
+            for (k, x) in entries {
+                b.keys().append_value(k);
+                put(b.values(), x);
+            }
+        }
+        // a map's append fails only when keys and values differ in length: never here
+        let _ = b.append(row.is_some());
+    }
+    Arc::new(b.finish())
 }
 
 fn field(name: &str, kind: Kind, unit: &str, array: &ArrayRef) -> Field {
