@@ -1,8 +1,10 @@
 //! The core's pass on a thread of its own, running ahead of Python: it reads the capture,
 //! runs the engine and the analyses, and builds each retired connection's judgement and record,
 //! while the Python thread judges the connections before them. A step of the pass is sent as
-//! chunks of at most CHUNK connections, each built as it is sent, at most QUEUED chunks ahead:
-//! a storm's burst of retirements never waits whole as judgements. The capture's end (which
+//! chunks of at most CHUNK connections or about CHUNK_QUERIES queries, each built as it is
+//! sent, at most QUEUED chunks ahead: a storm's burst of retirements never waits whole as
+//! judgements, nor do a pooler's long server connections, which the capture's end retires
+//! together, wait whole as facts and records (up to 10,000 queries each). The capture's end (which
 //! retires every connection still open, the largest burst of all) is taken only once Python
 //! asks for the step that holds it, as a pass on one thread would.
 
@@ -11,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use pktflow_core::capture::CaptureStats;
-use pktflow_core::pass::{ConnectionReport, Pass};
+use pktflow_core::pass::{Pass, Retired};
 use pktflow_core::relay::LegExtras;
 use pktflow_core::report::conversation::QueryRecord;
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
@@ -19,6 +21,8 @@ use pktflow_core::tcp::EngineFacts;
 use pktflow_core::transfer::LIMITS;
 
 const CHUNK: usize = 256;
+/// A chunk closes once its connections list this many queries (each counting one more).
+const CHUNK_QUERIES: usize = 4_096;
 /// Two chunks ahead keep both threads busy; each more held a storm's 256 records and
 /// judgements (about 6 MB at the 4x storm's peak) for no time gained.
 const QUEUED: usize = 2;
@@ -100,7 +104,7 @@ fn snapshot(pass: &Pass) -> Box<Snapshot> {
 
 /// Step `n` of the pass: feed a batch (at the capture's end, once asked for, end it) and
 /// take the connections it retired. Whether more steps follow; None when Python has gone.
-fn step(pass: &mut Pass, gate: &Gate, n: u64, done: &mut Vec<ConnectionReport>) -> Option<bool> {
+fn step(pass: &mut Pass, gate: &Gate, n: u64, done: &mut Vec<Retired>) -> Option<bool> {
     let more = pass.feed();
     if !more {
         if !gate.wait_for(n) {
@@ -108,7 +112,7 @@ fn step(pass: &mut Pass, gate: &Gate, n: u64, done: &mut Vec<ConnectionReport>) 
         }
         pass.end();
     }
-    pass.take(done);
+    pass.take_retired(done);
     Some(more)
 }
 
@@ -142,13 +146,19 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
         let mut reports = done.drain(..);
         loop {
             let built = unwound(&tx, || {
-                (reports.by_ref().take(CHUNK))
-                    .map(|report| {
-                        let number = report.tcp.number;
-                        let (judgement, record, extras) = judge_and_record(report, start, judged);
-                        (number, judgement, record, extras)
-                    })
-                    .collect::<Vec<Judging>>()
+                let mut chunk: Vec<Judging> = Vec::new();
+                let mut weight = 0;
+                while chunk.len() < CHUNK && weight < CHUNK_QUERIES {
+                    let Some(retired) = reports.next() else {
+                        break;
+                    };
+                    weight += retired.queries() + 1;
+                    let report = retired.report();
+                    let number = report.tcp.number;
+                    let (judgement, record, extras) = judge_and_record(report, start, judged);
+                    chunk.push((number, judgement, record, extras));
+                }
+                chunk
             });
             let Some(chunk) = built else {
                 return pass;

@@ -232,6 +232,13 @@ impl Pass {
         out.extend(self.engine.take_retired().map(report));
     }
 
+    /// Append the connections retired so far to `out`, their reports not made yet: a caller
+    /// that makes them a few at a time holds one long connection's queries as facts at
+    /// once, not every connection's that a step retired (the capture's end retires them all).
+    pub fn take_retired(&mut self, out: &mut Vec<Retired>) {
+        out.extend(self.engine.take_retired().map(Retired));
+    }
+
     /// After the last step: a capture with records but none it could decode.
     pub fn outcome(&self) -> Result<(), OpenError> {
         self.capture.outcome()
@@ -253,6 +260,20 @@ impl Pass {
     /// Late packets, the settled linger in effect, connections numbered.
     pub fn engine_facts(&self) -> EngineFacts {
         self.engine.facts()
+    }
+}
+
+/// A retired connection whose report is not made yet.
+pub struct Retired(Box<Connection<Analyses>>);
+
+impl Retired {
+    /// The queries its report will list: what its report weighs, nearly.
+    pub fn queries(&self) -> usize {
+        (self.0.analyses().conversation.as_ref()).map_or(0, Conversation::listed_queries)
+    }
+
+    pub fn report(self) -> ConnectionReport {
+        report(self.0)
     }
 }
 

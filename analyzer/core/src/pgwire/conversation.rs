@@ -297,6 +297,11 @@ impl Conversation {
         self.clock = seconds;
     }
 
+    /// Queries its facts will list.
+    pub fn listed_queries(&self) -> usize {
+        self.store.listed.len()
+    }
+
     /// Following a stream (queries said once final).
     pub fn following_stream(&self) -> bool {
         self.live.is_some()

@@ -328,7 +328,8 @@ pub struct QueryFacts {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ServerMessage>,
+    /// Boxed: most queries end without one, and a long connection lists 10,000 queries.
+    pub error: Option<Box<ServerMessage>>,
     /// The first MAX_QUERY_NOTICES notices it raised, and how many in all.
     pub notices: Vec<ServerMessage>,
     pub notices_total: u64,
@@ -410,6 +411,13 @@ impl ConversationFacts {
 impl Conversation {
     /// Everything the report reads of the conversation, as it stands.
     pub fn facts(&self) -> ConversationFacts {
+        let queries = (self.store.listed.iter())
+            .map(|q| self.query_facts(q))
+            .collect();
+        self.facts_with(queries)
+    }
+
+    fn facts_with(&self, queries: Vec<QueryFacts>) -> ConversationFacts {
         let (front, back) = if self.sides[0].role == Role::Frontend {
             (&self.sides[0], &self.sides[1])
         } else {
@@ -436,12 +444,7 @@ impl Conversation {
                 frontend: counts(front),
                 backend: counts(back),
             },
-            queries: self
-                .store
-                .listed
-                .iter()
-                .map(|q| self.query_facts(q))
-                .collect(),
+            queries,
             queries_total: self.queries_total,
             query_errors: self.query_errors,
             notices: self.notices.clone(),
@@ -463,13 +466,18 @@ impl Conversation {
             std::mem::take(&mut self.errors),
         );
         let startup = self.startup.take();
-        let series: Vec<Option<Box<Series>>> = (self.store.listed.iter_mut())
-            .map(|q| q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS))
-            .collect();
-        let mut facts = self.facts();
-        for (q, s) in facts.queries.iter_mut().zip(series) {
-            q.series = s;
+        // each query dropped as its facts are made: a long connection's 10,000 are never
+        // held twice
+        let listed = std::mem::take(&mut self.store.listed);
+        let mut queries = Vec::with_capacity(listed.len());
+        for mut q in listed {
+            let series = q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS);
+            queries.push(QueryFacts {
+                series,
+                ..self.query_facts(&q)
+            });
         }
+        let mut facts = self.facts_with(queries);
         facts.server_parameters = Ordered(parameters);
         facts.events = events;
         facts.notices = notices;
@@ -495,7 +503,7 @@ impl Conversation {
             sent_frame: q.sent.frame,
             first_frame: q.first().map(|m| m.frame),
             last_frame: q.last().map(|m| m.frame),
-            error: q.error().cloned(),
+            error: q.error().cloned().map(Box::new),
             notices: q
                 .extra
                 .as_ref()

@@ -203,7 +203,8 @@ pub struct QueryRecord {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
-    pub error: Option<ServerMessageRecord>,
+    /// Boxed, as the facts' (most queries have none).
+    pub error: Option<Box<ServerMessageRecord>>,
     /// The first 8 notices it raised, and how many in all.
     pub notices: Vec<ServerMessageRecord>,
     pub notices_total: u64,
@@ -331,7 +332,9 @@ impl QueryRecord {
             sent_frame: q.sent_frame,
             first_frame: q.first_frame,
             last_frame: q.last_frame,
-            error: q.error.map(|e| ServerMessageRecord::of(e, start)),
+            error: q
+                .error
+                .map(|e| Box::new(ServerMessageRecord::of(*e, start))),
             notices: ServerMessageRecord::list(q.notices, start),
             notices_total: q.notices_total,
             columns: q.columns,
