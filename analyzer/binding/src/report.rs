@@ -97,20 +97,33 @@ impl PyStream<'_> {
         if self.buf.is_empty() {
             return Ok(());
         }
+        let buf = std::mem::take(&mut self.buf);
+        let sent = self.send_text(&buf);
+        self.buf = buf;
+        self.buf.clear();
+        sent
+    }
+
+    fn send_text(&mut self, data: &[u8]) -> std::io::Result<()> {
         // the report is ASCII (its writer escapes everything else)
-        let text = std::str::from_utf8(&self.buf).map_err(std::io::Error::other)?;
+        let text = std::str::from_utf8(data).map_err(std::io::Error::other)?;
         let chunk = PyString::new(self.stream.py(), text);
         if let Err(e) = self.stream.call_method1("write", (chunk,)) {
             self.failed = Some(e);
             return Err(std::io::Error::other("the stream's write failed"));
         }
-        self.buf.clear();
         Ok(())
     }
 }
 
 impl Write for PyStream<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.len() >= CHUNK {
+            // as large as a chunk: sent as it is, after what came before it
+            self.send()?;
+            self.send_text(data)?;
+            return Ok(data.len());
+        }
         self.buf.extend_from_slice(data);
         if self.buf.len() >= CHUNK {
             self.send()?;
@@ -136,20 +149,19 @@ impl Report {
     /// json.dumps(report, indent=2) indents it, or compact on one line; then a newline.
     #[pyo3(signature = (stream, indented=true))]
     fn write_json(&self, stream: &Bound<'_, PyAny>, indented: bool) -> PyResult<()> {
-        let out = PyStream {
+        let mut out = PyStream {
             stream: stream.clone(),
             buf: Vec::with_capacity(CHUNK + (64 << 10)),
             failed: None,
         };
-        let written = guard(|| self.inner.write_json(out, indented))?;
-        match written {
-            Ok(mut out) => {
-                let flushed = out.flush();
-                match out.failed.take() {
-                    Some(e) => Err(e),
-                    None => flushed.map_err(|e| PyValueError::new_err(e.to_string())),
-                }
-            }
+        let written = guard(|| self.inner.write_json(&mut out, indented))?;
+        let flushed = written.map(|out| out.flush());
+        // the stream's own exception first (a closed pipe stays a BrokenPipeError)
+        if let Some(e) = out.failed.take() {
+            return Err(e);
+        }
+        match flushed {
+            Ok(flushed) => flushed.map_err(|e| PyValueError::new_err(e.to_string())),
             Err(ReportError::Write(why)) => Err(PyValueError::new_err(why)),
             Err(e) => Err(report_error(e)),
         }

@@ -6,13 +6,17 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Condvar, Mutex};
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::cancels::Cancels;
 use super::connection::{ConnectionRecord, Role};
-use super::json::{self, Writer};
+use super::json::{self, Writer, Written};
 use super::numbers::round_to;
 use super::spool::{Spool, SpoolError};
 use super::values::Maybe;
@@ -258,18 +262,197 @@ struct Document<'a> {
     findings: &'a [Finding],
 }
 
-/// The connections, decoded one at a time as they are written.
-struct Connections<'a>(&'a Report);
+/// The connections, in order: each decoded from the spool and written as JSON text by a few
+/// threads, a batch at a time (up to BATCH records, or one record past BATCH_BYTES spooled)
+/// and at most AHEAD batches ahead of the writer, which copies the texts out in order. A storm's 80,000 records are most of its report's time; one thread
+/// decoding, writing and freeing them left the machine's other cores idle once the pass was
+/// done.
+struct Connections<'a> {
+    report: &'a Report,
+    /// The connections' depth when indented (None: compact).
+    indented: Option<usize>,
+}
+
+const BATCH: usize = 64;
+/// A long connection's record (10,000 queries make about 9 MB of JSON) is a batch of its own.
+const BATCH_BYTES: u64 = 256 << 10;
+const AHEAD: usize = 4;
+/// A buffer grown past this (by a long connection) is not kept for reuse.
+const SPARE_BYTES: usize = 4 << 20;
+const MAX_WRITERS: usize = 4;
+
+/// A batch's texts, one after another, and where each ends. The text's buffer goes back to
+/// the threads once copied out: reused, it is never freed by a thread that did not allocate
+/// it (which takes that thread's arena lock) and memory stays at AHEAD batches' worth.
+type Batch = Result<(String, Vec<usize>), ReportError>;
+
+/// Which batches the writer has copied out, whether it has stopped, and the buffers it has
+/// handed back.
+#[derive(Default)]
+struct Progress {
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+    spares: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Progress {
+    fn spare(&self) -> Vec<u8> {
+        let spare = self.spares.lock().ok().and_then(|mut s| s.pop());
+        let mut buf = spare.unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
+    fn give_back(&self, text: String) {
+        if text.capacity() > SPARE_BYTES {
+            return;
+        }
+        if let Ok(mut s) = self.spares.lock() {
+            s.push(text.into_bytes());
+        }
+    }
+
+    fn copied(&self, batches: usize) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 = batches;
+            self.changed.notify_all();
+        }
+    }
+
+    fn stop(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1 = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Wait until batch `b` may be rendered; false once the writer has stopped.
+    fn wait_for(&self, b: usize) -> bool {
+        let Ok(s) = self.state.lock() else {
+            return false;
+        };
+        let waited = self
+            .changed
+            .wait_while(s, |(copied, stopped)| b >= *copied + AHEAD && !*stopped);
+        waited.is_ok_and(|s| !s.1)
+    }
+}
+
+impl Connections<'_> {
+    /// Where each batch starts (in the report's order), and the report's end.
+    fn batches(&self) -> Vec<usize> {
+        let mut starts = vec![0];
+        let (mut records, mut bytes) = (0, 0);
+        for i in 0..self.report.len() {
+            if records == BATCH || bytes > BATCH_BYTES {
+                starts.push(i);
+                (records, bytes) = (0, 0);
+            }
+            records += 1;
+            bytes += self.report.spooled_len(i);
+        }
+        starts.push(self.report.len());
+        starts
+    }
+
+    fn batch(&self, records: Range<usize>, buf: &mut Vec<u8>, mut text: Vec<u8>) -> Batch {
+        let mut ends = Vec::with_capacity(records.len());
+        for i in records {
+            let record = self.report.read(i, buf)?;
+            text = json::append(&record, self.indented, text)
+                .map_err(|e| ReportError::Write(e.to_string()))?;
+            ends.push(text.len());
+        }
+        // the writer escapes everything past ASCII
+        let text = String::from_utf8(text).map_err(|e| ReportError::Write(e.to_string()))?;
+        Ok((text, ends))
+    }
+
+    /// A writer thread's part: the next batch not taken, until none is left.
+    fn render(
+        &self,
+        starts: &[usize],
+        next: &AtomicUsize,
+        progress: &Progress,
+        tx: &Sender<(usize, Batch)>,
+    ) {
+        let mut buf = Vec::new();
+        loop {
+            let b = next.fetch_add(1, Ordering::Relaxed);
+            let (Some(&from), Some(&to)) = (starts.get(b), starts.get(b + 1)) else {
+                return;
+            };
+            if !progress.wait_for(b) {
+                return;
+            }
+            if tx
+                .send((b, self.batch(from..to, &mut buf, progress.spare())))
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Copy the batches out in order as the threads send them.
+    fn copy_out<S: SerializeSeq>(
+        seq: &mut S,
+        batches: usize,
+        rx: &Receiver<(usize, Batch)>,
+        progress: &Progress,
+    ) -> Result<(), S::Error> {
+        let mut waiting: HashMap<usize, Batch> = HashMap::new();
+        for b in 0..batches {
+            let batch = loop {
+                if let Some(batch) = waiting.remove(&b) {
+                    break batch;
+                }
+                match rx.recv() {
+                    Ok((at, batch)) => {
+                        waiting.insert(at, batch);
+                    }
+                    Err(_) => return Err(S::Error::custom("a report writer thread stopped")),
+                }
+            };
+            let (text, ends) = batch.map_err(S::Error::custom)?;
+            let mut start = 0;
+            for end in ends {
+                let written = text.get(start..end).unwrap_or_default();
+                seq.serialize_element(&Written(written))?;
+                start = end;
+            }
+            progress.give_back(text);
+            progress.copied(b + 1);
+        }
+        Ok(())
+    }
+}
 
 impl Serialize for Connections<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let report = self.0;
-        let mut seq = s.serialize_seq(Some(report.len()))?;
-        let mut buf = Vec::new();
-        for i in 0..report.len() {
-            let record = report.read(i, &mut buf).map_err(S::Error::custom)?;
-            seq.serialize_element(&record)?;
-        }
+        let mut seq = s.serialize_seq(Some(self.report.len()))?;
+        let starts = self.batches();
+        let batches = starts.len().saturating_sub(1);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_WRITERS)
+            .min(batches);
+        let next = AtomicUsize::new(0);
+        let progress = Progress::default();
+        let (tx, rx) = channel();
+        let copied = std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (starts, next, progress) = (&starts, &next, &progress);
+                scope.spawn(move || self.render(starts, next, progress, &tx));
+            }
+            drop(tx);
+            let copied = Self::copy_out(&mut seq, batches, &rx, &progress);
+            // the threads end whether or not all went well
+            progress.stop();
+            copied
+        });
+        copied?;
         seq.end()
     }
 }
@@ -301,6 +484,11 @@ impl Report {
         (self.order.iter())
             .map(|&p| self.index.get(p).map_or(0, |e| e.1))
             .collect()
+    }
+
+    /// Connection `i`'s record's size in the spool.
+    fn spooled_len(&self, i: usize) -> u64 {
+        self.order.get(i).map_or(0, |&p| self.spool.item_len(p))
     }
 
     /// Connection `i` (in the report's order), with its relay role.
@@ -341,7 +529,10 @@ impl Report {
                 version: &self.version,
             },
             capture: &self.capture,
-            connections: Connections(self),
+            connections: Connections {
+                report: self,
+                indented: indented.then_some(2),
+            },
             relays: &self.relays,
             findings: &self.findings,
         };

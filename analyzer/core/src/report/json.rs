@@ -38,6 +38,34 @@ impl From<std::io::Error> for Error {
 
 type Result<T> = std::result::Result<T, Error>;
 
+/// The newtype name of a value this module has written already.
+const WRITTEN: &str = "pktflow::Written";
+
+/// A value's JSON text, written by a Writer at the depth it is written into (a document's
+/// parts rendered on other threads): the Writer copies it as it is.
+pub struct Written<'a>(pub &'a str);
+
+impl Serialize for Written<'_> {
+    fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_newtype_struct(WRITTEN, self.0)
+    }
+}
+
+/// `value`'s JSON text appended to `out`, as a Writer nested `depth` levels deep writes it
+/// (indented), or compact.
+pub fn append<T: Serialize + ?Sized>(
+    value: &T,
+    indented: Option<usize>,
+    out: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let mut w = match indented {
+        Some(depth) => Writer::indented(out, depth),
+        None => Writer::compact(out),
+    };
+    value.serialize(&mut w)?;
+    w.into_inner()
+}
+
 /// Indentation is copied from here.
 const SPACES: &[u8; 64] = b"                                                                ";
 
@@ -92,7 +120,14 @@ impl<W: Write> Writer<W> {
 
     /// Raw text, as is (the document's own punctuation).
     pub fn raw(&mut self, text: &[u8]) -> Result<()> {
-        self.buf.extend_from_slice(text);
+        if text.len() < PIECE {
+            self.buf.extend_from_slice(text);
+        } else {
+            // a long connection's written record: handed on as it is, not copied first
+            self.out.write_all(&self.buf)?;
+            self.buf.clear();
+            self.out.write_all(text)?;
+        }
         Ok(())
     }
 
@@ -345,10 +380,17 @@ impl<'a, W: Write> ser::Serializer for &'a mut Writer<W> {
         name: &'static str,
         value: &T,
     ) -> Result<()> {
-        if name == DIGITS {
-            return value.serialize(RawText { w: self });
+        match name {
+            DIGITS => value.serialize(RawText {
+                w: self,
+                digits: true,
+            }),
+            WRITTEN => value.serialize(RawText {
+                w: self,
+                digits: false,
+            }),
+            _ => value.serialize(self),
         }
-        value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -585,9 +627,10 @@ impl<W: Write> ser::Serializer for KeyText<'_, W> {
     refuse_values!("a map key must be a string or a number");
 }
 
-/// Digits written as they are: a number of any length.
+/// Digits written as they are: a number of any length; or a Written value's text.
 struct RawText<'a, W: Write> {
     w: &'a mut Writer<W>,
+    digits: bool,
 }
 
 impl<W: Write> ser::Serializer for RawText<'_, W> {
@@ -602,7 +645,7 @@ impl<W: Write> ser::Serializer for RawText<'_, W> {
     type SerializeStructVariant = Refused;
 
     fn serialize_str(self, v: &str) -> Result<()> {
-        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        if self.digits && (v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit())) {
             return Err(Error(format!("not a count: {v:?}")));
         }
         self.w.raw(v.as_bytes())

@@ -110,6 +110,12 @@ impl Spool {
         Ok(())
     }
 
+    /// Item `i`'s length in bytes.
+    pub fn item_len(&self, i: usize) -> u64 {
+        let (start, end) = self.span(i);
+        end - start
+    }
+
     /// Where item `i` starts and ends, counted from the first one's start.
     fn span(&self, i: usize) -> (u64, u64) {
         let start = match i.checked_sub(1) {
