@@ -9,9 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ArrayBuilder, Int64Builder, ListBuilder, MapBuilder, StringBuilder};
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray};
-use arrow_array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
-};
+use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StructArray};
 use arrow_schema::ffi::FFI_ArrowSchema;
 use arrow_schema::{Field, Fields};
 use pktflow_core::tables::schema::{Kind, SCHEMA};
@@ -55,7 +53,13 @@ fn array(values: Values) -> ArrayRef {
     match values {
         Values::Int(v) => Arc::new(Int64Array::from(v)),
         Values::Float(v) => Arc::new(Float64Array::from(v)),
-        Values::Text(v) => Arc::new(StringArray::from(v)),
+        Values::Text(v) => {
+            // sized once: grown as it goes, the text buffer was copied over and over
+            let bytes = v.iter().flatten().map(String::len).sum();
+            let mut b = StringBuilder::with_capacity(v.len(), bytes);
+            v.iter().for_each(|s| b.append_option(s.as_deref()));
+            Arc::new(b.finish())
+        }
         Values::Bool(v) => Arc::new(BooleanArray::from(v)),
         Values::IntList(v) => {
             let mut b = ListBuilder::new(Int64Builder::new());

@@ -154,6 +154,9 @@ pub struct Table {
     pub columns: Vec<ColumnValues>,
     /// A column by its path.
     index: HashMap<&'static str, usize>,
+    /// The column looked up last: a row's fields come in its columns' order, so the next
+    /// path is most often its own or the next column's, compared without hashing.
+    last: usize,
     pub rows: usize,
     /// Paths that held a value but have no column; and values that did not fit their column.
     pub unknown: BTreeSet<String>,
@@ -182,6 +185,7 @@ impl Table {
             name,
             columns,
             index,
+            last: 0,
             rows: 0,
             unknown: BTreeSet::new(),
         }
@@ -202,6 +206,7 @@ impl Table {
                 })
                 .collect(),
             index: self.index.clone(),
+            last: 0,
             rows: 0,
             unknown: std::mem::take(&mut self.unknown),
         };
@@ -209,9 +214,21 @@ impl Table {
     }
 
     /// The kind of the column at `path`, when one is declared.
-    pub fn kind(&self, path: &str) -> Option<Kind> {
-        let i = *self.index.get(path)?;
+    pub fn kind(&mut self, path: &str) -> Option<Kind> {
+        let i = self.slot(path)?;
         self.columns.get(i).map(|c| c.kind)
+    }
+
+    fn slot(&mut self, path: &str) -> Option<usize> {
+        for i in [self.last, self.last + 1] {
+            if self.columns.get(i).is_some_and(|c| c.path == path) {
+                self.last = i;
+                return Some(i);
+            }
+        }
+        let i = *self.index.get(path)?;
+        self.last = i;
+        Some(i)
     }
 
     /// A new row, every column null until set.
@@ -227,8 +244,8 @@ impl Table {
         if cell == Cell::Null {
             return;
         }
-        let fitted = (self.index.get(path))
-            .and_then(|&i| self.columns.get_mut(i))
+        let fitted = (self.slot(path))
+            .and_then(|i| self.columns.get_mut(i))
             .map(|c| c.values.set_last(cell));
         match fitted {
             Some(true) => {}
