@@ -122,6 +122,39 @@ def test_a_pooler_waiting_on_its_client_is_the_back_legs_reader(name: str,
     assert ("tcp_socket_buffer" in v["summary"]) == (receiver == "buffer")
 
 
+@pytest.mark.parametrize("name,pooler_too", [
+    ("seqscan-10k-pgbouncer-bridge-unshaped", False),
+    ("seqscan-10k-pgbouncer-bridge-rcvbuf16384", False),
+    ("seqscan-10k-pgbouncer-bridge-poolerrcvbuf16384", True),
+])
+def test_the_relays_setting_agrees_with_its_back_legs(name: str, pooler_too: bool) -> None:
+    """The client set the pace in each; where the pooler's own receive buffer also held the
+    server leg (its back leg's verdict says to raise it), the relay says so too, with the two
+    windows it compared, rather than "not at pooler settings"."""
+    rep = report(name)
+    (relay,) = rep["relays"]
+    v = relay["verdict"]
+    assert v["limit"] == "client"
+    setting = v["setting"]
+    backs = [c for c in rep["connections"] if c["role"] == "back"]
+    buffers = [c for c in backs
+               if c["directions"]["server_to_client"]["verdict"].get("receiver") == "buffer"]
+    assert bool(buffers) == pooler_too
+    assert ("not at pooler settings" in setting) == (not pooler_too)
+    assert ("tcp_socket_buffer" in setting) == pooler_too
+    if pooler_too:
+        def ceiling(c: dict[str, Any]) -> int:  # bytes; a lower bound when the scale is unknown
+            w = c["directions"]["server_to_client"]["window"]
+            return int(w["max"]) if w["scaled"] else int(w["max"]) << (w["scale_lower_bound"] or 0)
+
+        client = max(ceiling(c) for c in rep["connections"] if c["role"] == "front")
+        own = max(ceiling(c) for c in buffers)
+        assert own < client / 2
+        assert f"its window at most {own:,} bytes" in setting, setting
+        assert f"the client's {client:,})" in setting, setting
+        assert all(c["id"] in setting for c in buffers)
+
+
 def test_the_bandwidth_limit_of_the_server_leg_too() -> None:
     rep, m = report("seqscan-10k-pgbouncer-bridge-20mbit"), meta(
         "seqscan-10k-pgbouncer-bridge-20mbit")

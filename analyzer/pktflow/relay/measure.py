@@ -14,8 +14,8 @@ from pktflow.transfer.saving import MODEL
 from pktflow.transfer.verdict import LIMITS, LimitName, framed, head_of, window_held
 
 if TYPE_CHECKING:
-    from pktflow._core import (ByLimit, Component, Coupling, Forwarding, FrontLeg, LegVerdict,
-                               RelayJudgement, RelayVerdict, RelayWords, Verdict)
+    from pktflow._core import (BackLeg, ByLimit, Component, Coupling, Forwarding, FrontLeg,
+                               LegVerdict, RelayJudgement, RelayVerdict, RelayWords, Verdict)
 
 
 def coupling_summary(c: Coupling) -> str:
@@ -42,6 +42,9 @@ CLIENT_PATH = ("network", "loss", "latency")
 SETTINGS = {
     "client": "the client reads more slowly than the relay forwards: look at the client (its "
               "receive buffer, or an application that stops reading), not at pooler settings",
+    "client_and_pooler": "the client reads more slowly than the relay forwards: look at the "
+                         "client first (its receive buffer, or an application that stops "
+                         "reading)",
     "network": "the path between the client and the relay (its rate, loss or round trips) set "
                "the pace, not the pooler",
     "server": f"{SENDER['server']} (the relay kept up with it)",
@@ -183,6 +186,9 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                          f"through the relay vs {back_leg or 0.0:,.2f} ms on the back leg)")
     if setting is None and limit != "none":
         setting = SETTINGS[limit]
+    pooler_too = small_pooler_buffer(j) if limit == "client" else None
+    if pooler_too is not None:
+        setting = SETTINGS["client_and_pooler"] + "; " + pooler_too
     summary = "; ".join(parts) + "." if parts else "no bulk response went through the relay."
     out: RelayVerdict = {"summary": summary[0].upper() + summary[1:], "setting": setting,
                          "limit": limit, "legs": {"front": front, "back": back},
@@ -258,6 +264,24 @@ def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
 OWN_BUFFER_SHARE = 0.5
 
 
+def client_window_ceiling(j: RelayJudgement) -> int | None:
+    """The largest window the client advertised on a front leg its window held (bytes, a
+    lower bound where the scale is unknown); None unless the client's window held the
+    relay's front."""
+    if j["legs"]["front"] != "receiver_window":
+        return None
+    return max((f["window_ceiling"] for f in j["fronts"] if f["limit"] == "receiver_window"
+                and f["window_ceiling"] is not None), default=None)
+
+
+def own_small_buffer(b: BackLeg, client_ceiling: int | None) -> bool:
+    """The back leg's window was the pooler's own small receive buffer: its ceiling under
+    OWN_BUFFER_SHARE of the client's."""
+    own = b["window_ceiling"]
+    return own is not None and client_ceiling is not None and \
+        own < OWN_BUFFER_SHARE * client_ceiling
+
+
 def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
     """The back legs' window verdicts judged again as the relay's: while the client's window
     held the front leg, the pooler's window on the back leg shut because the pooler waited on
@@ -265,18 +289,14 @@ def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
     window was much smaller than the client's (its own receive buffer, then)."""
     if j["legs"]["front"] != "receiver_window":
         return []
-    fronts = [(f["connection"], f["window_ceiling"]) for f in j["fronts"]
-              if f["limit"] == "receiver_window"]
-    client_ceiling = max((c for _, c in fronts if c is not None), default=None)
+    client = client_window_ceiling(j)
+    fronts = [f["connection"] for f in j["fronts"] if f["limit"] == "receiver_window"]
     out: list[LegVerdict] = []
     for b in j["backs"]:
         v, own = b["verdict"], b["window_ceiling"]
-        if v.get("receiver") != "buffer":
+        if v.get("receiver") != "buffer" or own_small_buffer(b, client):
             continue
-        if own is not None and client_ceiling is not None and \
-                own < OWN_BUFFER_SHARE * client_ceiling:
-            continue
-        who = ", ".join(c for c, _ in fronts[:3]) or "its front legs"
+        who = ", ".join(fronts[:3]) or "its front legs"
         why = (f"the pooler waited on its own client: the client's window held the front leg "
                f"({who}), and the pooler's window on this leg "
                + (f"(at least {own:,} bytes at its largest) " if own is not None else "")
@@ -292,6 +312,22 @@ def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
                                     "without": "the pooler's client keeping up: its window "
                                                "held the client leg, and the pooler with it"}})
     return out
+
+
+def small_pooler_buffer(j: RelayJudgement) -> str | None:
+    """While the client set the pace, the back legs whose window was the pooler's own small
+    buffer, said as the setting's second half (the back leg's own verdict names it too)."""
+    client = client_window_ceiling(j)
+    small = [b for b in j["backs"] if b["verdict"].get("receiver") == "buffer"
+             and own_small_buffer(b, client)]
+    if not small or client is None:
+        return None
+    own = max(b["window_ceiling"] or 0 for b in small)
+    legs = ", ".join(b["connection"] for b in small[:3])
+    return (f"the pooler's own receive buffer held the server leg too ({legs}: its window at "
+            f"most {own:,} bytes, under {OWN_BUFFER_SHARE:.0%} of the client's {client:,}): "
+            f"raising it (PgBouncer's tcp_socket_buffer, or net.ipv4.tcp_rmem on the pooler's "
+            f"host) lets the server finish sooner, while the client's pace stays")
 
 
 def relay_findings(j: RelayJudgement) -> list[Finding]:
