@@ -90,6 +90,13 @@ def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
         return {"network"} if direction.startswith("server->") else {"sender"}
     if cond.get("loss_pct") and front:
         return {"loss", "network", "latency"}
+    if cond.get("loss_back_pct") and cond.get("delay_back_ms"):
+        # the server's segments lost on their way to the pooler over a path of some delay:
+        # its leg recovers and waits round trips, and the pooler, forwarding at once, has
+        # nothing more to send. (On a path of microseconds a recovery costs as much, and the
+        # server producing its rows may well be what its leg waits on: the kernel's samples
+        # said sender 95% at 2% loss.)
+        return {"loss", "network", "latency"} if direction == "server->pooler" else {"sender"}
     return None
 
 

@@ -238,14 +238,15 @@ def test_a_variable_sets_what_its_flag_sets(var: str, value: str) -> None:
 
 
 def test_each_condition_acts_in_the_container_it_acts_in_natively() -> None:
-    stack = C.stack_from({"DELAY": "10", "DELAY_BACK": "5", "LOSS": "2", "SLOW_READER": "1000",
-                          "CLIENT_RCVBUF": "16384", "POOLER_RCVBUF": "65536"})
+    stack = C.stack_from({"DELAY": "10", "DELAY_BACK": "5", "LOSS": "2", "LOSS_BACK": "1",
+                          "SLOW_READER": "1000", "CLIENT_RCVBUF": "16384",
+                          "POOLER_RCVBUF": "65536"})
     parts = {r: {k for k, v in asdict(stack.conditions_of(r)).items() if v is not None}
              for r in ("client", "pooler", "server")}
     # the delay lines sit in the receiving namespace, loss after the capture point, the
     # shim in the client (conditions.py); the buffers are compose's sysctls
     assert parts == {"client": {"delay_ms", "loss_pct", "slow_reader"},
-                     "pooler": {"delay_back_ms"}, "server": set()}
+                     "pooler": {"delay_back_ms", "loss_back_pct"}, "server": set()}
 
 
 def test_receive_buffers_are_the_native_tcp_rmem(compose: dict[str, Any]) -> None:
@@ -572,12 +573,13 @@ def test_delay_10_is_the_handshake_round_trip(delayed: Run) -> None:
 @pytest.mark.lab
 def test_every_other_condition_applies_in_one_run(engine: Engine, built: dict[str, Any],
                                                   captures: Path) -> None:
-    run = recorded(engine, captures, VIA="pgbouncer", DELAY_BACK="5", LOSS="2", RATE="1gbit",
-                   CLIENT_RCVBUF="65536", POOLER_RCVBUF="65536", SLOW_READER="2000000")
+    run = recorded(engine, captures, VIA="pgbouncer", DELAY_BACK="5", LOSS="2", LOSS_BACK="2",
+                   RATE="1gbit", CLIENT_RCVBUF="65536", POOLER_RCVBUF="65536",
+                   SLOW_READER="2000000")
     meta = run["meta"]
     cond = meta["conditions"]
-    assert set(cond["how"]) == {"delay_back", "loss", "client_rcvbuf", "pooler_rcvbuf",
-                                "slow_reader"}
+    assert set(cond["how"]) == {"delay_back", "loss", "loss_back", "client_rcvbuf",
+                                "pooler_rcvbuf", "slow_reader"}
     back = cond["delay_line_pooler"]
     assert back["delay_ms"] == 5 and back["packets"] > 30
     assert back["enobufs"] == back["queue_dropped"] == back["user_dropped"] == 0
@@ -586,6 +588,7 @@ def test_every_other_condition_applies_in_one_run(engine: Engine, built: dict[st
     # not show it; its smoothed one does
     assert socks["server->pooler"]["srtt_ms"] >= 4.5, socks["server->pooler"]
     assert cond["loss"]["dropped"] > 0 and socks["pooler->client"]["retrans"] > 0
+    assert cond["loss_back"]["dropped"] > 0 and socks["server->pooler"]["retrans"] > 0
     assert meta["tcp_rmem"]["client"] == meta["tcp_rmem"]["pooler"] == [
         int(x) for x in tcp_rmem(65536).split()]
     assert meta["rate"].startswith("1gbit ")

@@ -210,6 +210,8 @@ def test_handshakes_time_syn_to_ack(tmp_path: Path) -> None:
     (Conditions(loss_pct=2), "loopback", "pgbouncer", "--network bridge"),
     (Conditions(delay_back_ms=5), "bridge", "direct", "needs a pooler"),
     (Conditions(pooler_rcvbuf=65536), "bridge", "direct", "needs a pooler"),
+    (Conditions(loss_back_pct=2), "bridge", "direct", "needs a pooler"),
+    (Conditions(loss_back_pct=2), "loopback", "pgbouncer", "--network bridge"),
     (Conditions(loss_pct=100), "bridge", "direct", "between 0 and 100"),
     (Conditions(delay_ms=0), "bridge", "direct", "more than 0"),
     (Conditions(client_rcvbuf=100), "bridge", "direct", "at least 2048"),
@@ -440,6 +442,27 @@ def test_loss_2pct_retransmits_and_the_kernel_counts_them(lab_dir: Path) -> None
     assert len(again) > 0 and abs(sock["retrans"] - len(again)) <= max(1, len(again) // 10), (
         sock, len(again))
     assert sock["bytes_retrans"] > 0
+
+
+@pytest.mark.lab
+def test_loss_back_drops_the_servers_segments_to_the_pooler(lab_dir: Path) -> None:
+    """After the capture point (the pooler's interface): the capture holds each lost segment
+    and its retransmission, and the server's socket counts them."""
+    meta, out = recorded(lab_dir, "lossback2-pooled",
+                         Recording("seqscan-10k", via="pgbouncer", network="bridge",
+                                   conditions=Conditions(loss_back_pct=2)))
+    loss = meta["conditions"]["loss_back"]
+    assert loss["dropped"] > 0 and 0 < loss["achieved_pct"] < 10, loss
+    assert "loss" not in meta["conditions"]
+    assert "the pooler's namespace" in meta["conditions"]["how"]["loss_back"]
+    server = meta["addresses"]["server"]
+    again = tshark(out, "-Y", f"ip.src == {server} && tcp.len > 0 && "
+                   "(tcp.analysis.retransmission || tcp.analysis.out_of_order)")
+    sock = by_direction(meta)["server->pooler"]
+    assert_sane(sock)
+    assert len(again) > 0 and abs(sock["retrans"] - len(again)) <= max(1, len(again) // 10), (
+        sock, len(again))
+    assert by_direction(meta)["pooler->client"]["retrans"] == 0
 
 
 @pytest.mark.lab

@@ -48,6 +48,9 @@ def add_subparser(sub: Any) -> None:
     cond.add_argument("--loss", type=float, metavar="PCT",
                       help="random loss of the segments the client receives, after the "
                            "capture point")
+    cond.add_argument("--loss-back", type=float, metavar="PCT",
+                      help="random loss of the segments the pooler receives from the server, "
+                           "after the capture point")
     cond.add_argument("--client-rcvbuf", type=int, metavar="BYTES",
                       help="the client's TCP receive buffer (net.ipv4.tcp_rmem max)")
     cond.add_argument("--pooler-rcvbuf", type=int, metavar="BYTES",
@@ -72,8 +75,8 @@ def conditions_from(args: argparse.Namespace) -> Conditions:
     from pktflow.lab.conditions import Conditions
 
     return Conditions(delay_ms=args.delay, delay_back_ms=args.delay_back, loss_pct=args.loss,
-                      client_rcvbuf=args.client_rcvbuf, pooler_rcvbuf=args.pooler_rcvbuf,
-                      slow_reader=args.slow_reader)
+                      loss_back_pct=args.loss_back, client_rcvbuf=args.client_rcvbuf,
+                      pooler_rcvbuf=args.pooler_rcvbuf, slow_reader=args.slow_reader)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,10 +112,11 @@ def summary(meta: dict[str, Any], capture: str, metadata: str) -> list[str]:
         rtts = [h["rtt_ms"] for h in shakes]
         lines.append(f"  {len(shakes):,} handshakes: round trip min {min(rtts):.3f} ms, median "
                      f"{median(rtts):.3f} ms, max {max(rtts):.3f} ms")
-    loss = meta["conditions"].get("loss")
-    if loss:
-        lines.append(f"  loss: {loss['dropped']} of {loss['dropped'] + loss['passed']} "
-                     f"segments dropped ({loss['achieved_pct']}%)")
+    for key, where in (("loss", "loss"), ("loss_back", "loss, server to pooler")):
+        loss = meta["conditions"].get(key)
+        if loss:
+            lines.append(f"  {where}: {loss['dropped']} of {loss['dropped'] + loss['passed']} "
+                         f"segments dropped ({loss['achieved_pct']}%)")
     kern = meta["kernel"]
     by_direction: dict[str, list[dict[str, Any]]] = {}
     for s in kern["sockets"]:

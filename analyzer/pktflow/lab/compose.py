@@ -7,9 +7,9 @@ cubic pinned on the route, tbf for RATE), and each agent does there what `pktflo
 does in that namespace, with the same code: `Services` starts PostgreSQL (initdb, trust for
 the lab's subnet, the scenario's setup), PgBouncer with the lab's settings, tcpdump and the
 `ss` samplers; `Shaper` applies the conditions that act in its namespace (the client's delay
-line, loss and slow reader; the pooler's delay line to the server); the kernel's figures and
-the handshakes are read as natively, and the metadata file beside the capture has the native
-one's fields.
+line, loss and slow reader; the pooler's delay line and loss from the server); the kernel's
+figures and the handshakes are read as natively, and the metadata file beside the capture has
+the native one's fields.
 
 The client conducts; the agents follow files in the run directory every container mounts:
 
@@ -74,11 +74,12 @@ COMPOSE_RUN = "docker-compose up --build --exit-code-from client; docker-compose
 # -- what to record: compose's variables, named as `pktflow lab record`'s flags --------------
 
 VARIABLES = {"DELAY": ("delay_ms", float), "DELAY_BACK": ("delay_back_ms", float),
-             "LOSS": ("loss_pct", float), "CLIENT_RCVBUF": ("client_rcvbuf", int),
+             "LOSS": ("loss_pct", float), "LOSS_BACK": ("loss_back_pct", float),
+             "CLIENT_RCVBUF": ("client_rcvbuf", int),
              "POOLER_RCVBUF": ("pooler_rcvbuf", int), "SLOW_READER": ("slow_reader", int)}
 # which conditions act in which container
 ROLE_CONDITIONS = {"client": ("delay_ms", "loss_pct", "slow_reader"),
-                   "pooler": ("delay_back_ms",), "server": ()}
+                   "pooler": ("delay_back_ms", "loss_back_pct"), "server": ()}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ route with them.
 - loss (`--loss PCT`): `iptables -A INPUT -p tcp -s PEER --sport PORT -m statistic --mode random
   --probability P -j DROP` in the client's namespace: after the capture point (the server's or
   the pooler's interface), so the capture holds the lost segments and their retransmissions.
-  A counting rule after it gives the loss achieved.
+  A counting rule after it gives the loss achieved. `--loss-back PCT` does the same in the
+  pooler's namespace to what the server sends it (the capture, on the pooler's interface, sees
+  each segment before its INPUT rules drop it).
 - rate (`--rate`): tc tbf on each namespace's eth0 egress (network.py).
 - receive buffers (`--client-rcvbuf`, `--pooler-rcvbuf`): net.ipv4.tcp_rmem in that namespace,
   min(4096, BYTES) BYTES BYTES: autotuning capped at BYTES.
@@ -50,6 +52,7 @@ class Conditions:
     delay_ms: float | None = None  # added round trip, client's link
     delay_back_ms: float | None = None  # added round trip, pooler -> server link
     loss_pct: float | None = None  # random loss of the client's incoming segments
+    loss_back_pct: float | None = None  # random loss of the pooler's segments from the server
     client_rcvbuf: int | None = None  # bytes: tcp_rmem max in the client's namespace
     pooler_rcvbuf: int | None = None  # bytes: tcp_rmem max in the pooler's namespace
     slow_reader: int | None = None  # bytes per second the client reads its socket at
@@ -57,7 +60,8 @@ class Conditions:
     def shaped(self) -> bool:
         """Anything that needs the lab's namespaces (all but the slow reader)."""
         return any(v is not None for v in (self.delay_ms, self.delay_back_ms, self.loss_pct,
-                                            self.client_rcvbuf, self.pooler_rcvbuf))
+                                            self.loss_back_pct, self.client_rcvbuf,
+                                            self.pooler_rcvbuf))
 
     def check(self, network: str, via: str) -> None:
         """The flags' values and the flags they need: a mistake is a usage error (exit 2)
@@ -66,8 +70,9 @@ class Conditions:
             if v is not None and not 0 < v <= 10_000:
                 raise UsageError(f"{name} {v:g}: give milliseconds, more than 0 and at most "
                                  "10000")
-        if self.loss_pct is not None and not 0 < self.loss_pct < 100:
-            raise UsageError(f"--loss {self.loss_pct:g}: give a percentage between 0 and 100")
+        for name, pct in (("--loss", self.loss_pct), ("--loss-back", self.loss_back_pct)):
+            if pct is not None and not 0 < pct < 100:
+                raise UsageError(f"{name} {pct:g}: give a percentage between 0 and 100")
         for name, b in (("--client-rcvbuf", self.client_rcvbuf),
                         ("--pooler-rcvbuf", self.pooler_rcvbuf)):
             if b is not None and b < 2048:
@@ -80,8 +85,8 @@ class Conditions:
                              "lab's own namespaces)")
         if via == "direct":
             given = " ".join(f"{flag} {v:g}" for flag, v in (
-                ("--delay-back", self.delay_back_ms), ("--pooler-rcvbuf", self.pooler_rcvbuf))
-                if v is not None)
+                ("--delay-back", self.delay_back_ms), ("--loss-back", self.loss_back_pct),
+                ("--pooler-rcvbuf", self.pooler_rcvbuf)) if v is not None)
             if given:
                 raise UsageError(f"{given} {_need(given)} a pooler: add --via pgbouncer or "
                                  "--via pgpool")
@@ -97,6 +102,8 @@ class Conditions:
             parts.append(f"backrtt{num(self.delay_back_ms)}ms")
         if self.loss_pct is not None:
             parts.append(f"loss{num(self.loss_pct)}pct")
+        if self.loss_back_pct is not None:
+            parts.append(f"backloss{num(self.loss_back_pct)}pct")
         if self.client_rcvbuf is not None:
             parts.append(f"rcvbuf{self.client_rcvbuf}")
         if self.pooler_rcvbuf is not None:
@@ -110,7 +117,8 @@ class Conditions:
         namespaces only, when asked)."""
         out = []
         for flag, v in (("--delay", self.delay_ms), ("--delay-back", self.delay_back_ms),
-                        ("--loss", self.loss_pct), ("--client-rcvbuf", self.client_rcvbuf),
+                        ("--loss", self.loss_pct), ("--loss-back", self.loss_back_pct),
+                        ("--client-rcvbuf", self.client_rcvbuf),
                         ("--pooler-rcvbuf", self.pooler_rcvbuf),
                         ("--slow-reader", None if shaped_only else self.slow_reader)):
             if v is not None:
@@ -197,10 +205,19 @@ class Shaper:
             binary = build("delayline.c", self.workdir)
             for role, peer, ms in links:
                 self._delayline(binary, role, peer, ms)
+        for role, pct, (peer, port) in self._losses():
+            for rule in loss_rules(pct / 100, peer, port):
+                self._in(rule, role)
+
+    def _losses(self) -> list[tuple[str, float, tuple[str, int]]]:
+        """Where segments are dropped: (the receiving role, percent, the sender)."""
+        c, out = self.cond, []
         if c.loss_pct is not None:
-            peer, port = self._peer()
-            for rule in loss_rules(c.loss_pct / 100, peer, port):
-                self._in(rule, "client")
+            out.append(("client", c.loss_pct, self._peer()))
+        if c.loss_back_pct is not None:
+            out.append(("pooler", c.loss_back_pct,
+                        (self.net.host("server"), self.ports["postgres"])))
+        return out
 
     def _in(self, argv: list[str], role: str) -> str:
         """`argv` in `role`'s namespace; conditions that need one imply the bridge."""
@@ -241,15 +258,15 @@ class Shaper:
             stats = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
             out[f"delay_line_{role}"] = {"delay_ms": ms, **stats, **queue}
         self.delaylines.clear()
-        if c.loss_pct is not None:
-            text = self._in(["iptables", "-L", "INPUT", "-v", "-x", "-n"], "client")
+        for role, pct, _ in self._losses():
+            text = self._in(["iptables", "-L", "INPUT", "-v", "-x", "-n"], role)
             counts = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+\d+\s", text, re.M)]
             if len(counts) == 2:
                 dropped, passed = counts
-                out["loss"] = {"target_pct": c.loss_pct, "dropped": dropped,
-                               "passed": passed,
-                               "achieved_pct": round(100 * dropped / (dropped + passed), 3)
-                               if dropped + passed else None}
+                out["loss" if role == "client" else "loss_back"] = {
+                    "target_pct": pct, "dropped": dropped, "passed": passed,
+                    "achieved_pct": round(100 * dropped / (dropped + passed), 3)
+                    if dropped + passed else None}
         self.results = out
         return out
 
@@ -286,9 +303,10 @@ class Shaper:
             how["delay_back"] = (f"NFQUEUE delay line holding the pooler's outgoing TCP to "
                                  f"{server} {c.delay_back_ms:g} ms: "
                                  + " ".join(delay_rule(server, QUEUE['pooler'])))
-        if c.loss_pct is not None:
-            how["loss"] = ("in the client's namespace, after the capture point: " + "; ".join(
-                " ".join(r) for r in loss_rules(c.loss_pct / 100, peer, port)))
+        for role, pct, (sender, sport) in self._losses():
+            how["loss" if role == "client" else "loss_back"] = (
+                f"in the {role}'s namespace, after the capture point: " + "; ".join(
+                    " ".join(r) for r in loss_rules(pct / 100, sender, sport)))
         if c.client_rcvbuf is not None:
             how["client_rcvbuf"] = f"net.ipv4.tcp_rmem = {tcp_rmem(c.client_rcvbuf)} (client)"
         if c.pooler_rcvbuf is not None:
