@@ -10,10 +10,11 @@
 //! timestamp differs, and none comes within 10 ms (Linux's shortest tail-loss probe; the
 //! shortest retransmission timeout is 200 ms).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
 
 use foldhash::fast::FixedState;
+use foldhash::HashMap;
 use serde::Serialize;
 
 /// Copies come within microseconds; a retransmission never within 10 ms.
@@ -40,8 +41,14 @@ pub(crate) struct Recent {
     pub duplicates: Duplicates,
 }
 
+/// The bytes after the first 12 that the identity's second half hashes: the rest of an IPv4
+/// header and a TCP header with options (an IPv6 header's addresses, and its TCP ports).
+const HEADERS: usize = 64;
+
 /// The identity of an IP packet: its bytes as captured, TTL / hop limit and the IPv4
-/// checksum zeroed, and the tunnel's tag; two independent 64-bit hashes.
+/// checksum zeroed, and the tunnel's tag: a 64-bit hash of them all, and one of the headers
+/// alone with the length. A packet's payload is hashed once (a bulk transfer's every byte
+/// went through it twice, and a keyed hash indexed the identities).
 fn identity(ip: &[u8], tag: u64) -> u128 {
     let mut head = [0u8; 12];
     let n = ip.len().min(12);
@@ -58,15 +65,17 @@ fn identity(ip: &[u8], tag: u64) -> u128 {
         _ => {}
     }
     let rest = ip.get(12..).unwrap_or(&[]);
-    let hash = |seed: u64| {
+    let hash = |seed: u64, bytes: &[u8]| {
         let mut h = FixedState::with_seed(seed).build_hasher();
         h.write(&head);
-        h.write(rest);
+        h.write(bytes);
         h.write_u64(tag);
         h.write_usize(ip.len());
         h.finish()
     };
-    u128::from(hash(0x243F_6A88_85A3_08D3)) << 64 | u128::from(hash(0x1319_8A2E_0370_7344))
+    let headers = rest.get(..HEADERS).unwrap_or(rest);
+    u128::from(hash(0x243F_6A88_85A3_08D3, rest)) << 64
+        | u128::from(hash(0x1319_8A2E_0370_7344, headers))
 }
 
 impl Recent {
