@@ -151,7 +151,7 @@ def test_the_relays_setting_agrees_with_its_back_legs(name: str, pooler_too: boo
         own = max(ceiling(c) for c in buffers)
         assert own < client / 2
         assert f"its window at most {own:,} bytes" in setting, setting
-        assert f"the client's {client:,})" in setting, setting
+        assert f"the client's {client:,} and never past 64 KiB)" in setting, setting
         assert all(c["id"] in setting for c in buffers)
 
 

@@ -259,9 +259,15 @@ def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
     return out
 
 
-# A back leg's window ceiling under this share of the client's is the pooler's own small
-# receive buffer, whoever else was slow: that is what to raise.
+# A back leg's window ceiling under this share of the client's, and under CAPPED_WINDOW, is
+# the pooler's own small receive buffer, whoever else was slow: that is what to raise.
 OWN_BUFFER_SHARE = 0.5
+# Linux's receive autotuning takes a receiver that keeps up past 64 KiB within a bulk
+# transfer; a window that never passed it was held by a buffer set small (tcp_rmem's
+# maximum, SO_RCVBUF, PgBouncer's tcp_socket_buffer). Without this bound a pooler on a
+# path of microseconds, whose window need not grow, was taken for one with a small buffer
+# beside a client 10 ms away whose window grew to megabytes.
+CAPPED_WINDOW = 65_536
 
 
 def client_window_ceiling(j: RelayJudgement) -> int | None:
@@ -276,10 +282,10 @@ def client_window_ceiling(j: RelayJudgement) -> int | None:
 
 def own_small_buffer(b: BackLeg, client_ceiling: int | None) -> bool:
     """The back leg's window was the pooler's own small receive buffer: its ceiling under
-    OWN_BUFFER_SHARE of the client's."""
+    OWN_BUFFER_SHARE of the client's, and under CAPPED_WINDOW."""
     own = b["window_ceiling"]
     return own is not None and client_ceiling is not None and \
-        own < OWN_BUFFER_SHARE * client_ceiling
+        own < min(OWN_BUFFER_SHARE * client_ceiling, CAPPED_WINDOW)
 
 
 def back_verdicts(j: RelayJudgement) -> list[LegVerdict]:
@@ -325,7 +331,8 @@ def small_pooler_buffer(j: RelayJudgement) -> str | None:
     own = max(b["window_ceiling"] or 0 for b in small)
     legs = ", ".join(b["connection"] for b in small[:3])
     return (f"the pooler's own receive buffer held the server leg too ({legs}: its window at "
-            f"most {own:,} bytes, under {OWN_BUFFER_SHARE:.0%} of the client's {client:,}): "
+            f"most {own:,} bytes, under {OWN_BUFFER_SHARE:.0%} of the client's {client:,} and "
+            f"never past {CAPPED_WINDOW // 1024} KiB): "
             f"raising it (PgBouncer's tcp_socket_buffer, or net.ipv4.tcp_rmem on the pooler's "
             f"host) lets the server finish sooner, while the client's pace stays")
 
