@@ -264,9 +264,9 @@ struct Document<'a> {
 
 /// The connections, in order: each decoded from the spool and written as JSON text by a few
 /// threads, a batch at a time (up to BATCH records, or one record past BATCH_BYTES spooled)
-/// and at most AHEAD batches ahead of the writer, which copies the texts out in order. A storm's 80,000 records are most of its report's time; one thread
-/// decoding, writing and freeing them left the machine's other cores idle once the pass was
-/// done.
+/// and at most AHEAD batches ahead of the writer, which copies the texts out in order. A
+/// storm's 80,000 records are most of its report's time; one thread decoding, writing and
+/// freeing them left the machine's other cores idle once the pass was done.
 struct Connections<'a> {
     report: &'a Report,
     /// The connections' depth when indented (None: compact).
