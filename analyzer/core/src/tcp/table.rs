@@ -3,7 +3,9 @@
 //! handshake segments until they are made.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 
+use foldhash::quality::RandomState;
 use foldhash::HashSet;
 
 use crate::capture::tunnel::Tunnel;
@@ -56,16 +58,21 @@ impl Key {
 }
 
 /// The last MAX_GONE keys added, oldest first; adding a key already there keeps its place.
+/// Each is kept as a 64-bit fingerprint, an eighth of a key's room: a capture of 80,000
+/// short connections remembers 65,536 keys. Two keys share a fingerprint with odds of about
+/// MAX_GONE in 2^64, and the seed is the process's own, so a capture cannot choose them.
 #[derive(Debug, Default)]
 pub(crate) struct Gone {
-    order: VecDeque<Key>,
-    set: HashSet<Key>,
+    seed: RandomState,
+    order: VecDeque<u64>,
+    set: HashSet<u64>,
 }
 
 impl Gone {
     pub fn add(&mut self, key: Key) {
-        if self.set.insert(key) {
-            self.order.push_back(key);
+        let print = self.seed.hash_one(key);
+        if self.set.insert(print) {
+            self.order.push_back(print);
         }
         while self.order.len() > MAX_GONE {
             if let Some(old) = self.order.pop_front() {
@@ -75,7 +82,7 @@ impl Gone {
     }
 
     pub fn contains(&self, key: &Key) -> bool {
-        self.set.contains(key)
+        self.set.contains(&self.seed.hash_one(key))
     }
 }
 
