@@ -7,6 +7,7 @@
 
 pub mod capture;
 pub mod drawing;
+pub mod grow;
 pub mod histogram;
 pub mod packet;
 pub mod pass;

@@ -69,7 +69,7 @@ impl Legs {
             let key = self.keys.number(&sql_key(&q.sql))?;
             encode(&q, &mut self.scratch)?;
             self.queries_spooled.push(&self.scratch)?;
-            self.queries.push(MatchQuery::of(&q, key));
+            crate::grow::push(&mut self.queries, MatchQuery::of(&q, key));
         }
         encode(detail, &mut self.scratch)?;
         self.details.push(&self.scratch)?;
@@ -80,7 +80,7 @@ impl Legs {
             arrival: self.heads.len(),
             queries: first..self.queries.len(),
         };
-        self.heads.push(head);
+        crate::grow::push(&mut self.heads, head);
         Ok(())
     }
 

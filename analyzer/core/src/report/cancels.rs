@@ -46,7 +46,7 @@ impl Cancels {
             return;
         };
         if let (Some(pid), Some(key)) = (pg.backend_pid, pg.backend_key.as_deref()) {
-            self.keys.push((backend(&record.server, pid, key), number));
+            crate::grow::push(&mut self.keys, (backend(&record.server, pid, key), number));
         }
         let canceled: Vec<(usize, f64, f64)> = (pg.queries.iter().enumerate())
             .filter_map(|(i, q)| {

@@ -191,7 +191,7 @@ impl Assembly {
             })?;
         self.spool.push(&bytes)?;
         self.scratch = bytes;
-        self.index.push((number, record.payload_bytes()));
+        crate::grow::push(&mut self.index, (number, record.payload_bytes()));
         Ok(())
     }
 

@@ -94,7 +94,7 @@ impl Spool {
     /// Append an item; its number is the count of items before it.
     pub fn push(&mut self, item: &[u8]) -> Result<(), SpoolError> {
         self.buf.extend_from_slice(item);
-        self.ends.push(self.written + self.buf.len() as u64);
+        crate::grow::push(&mut self.ends, self.written + self.buf.len() as u64);
         if self.buf.len() >= SPILL {
             let file = match self.file.as_mut() {
                 Some(f) => f,
