@@ -304,6 +304,7 @@ impl Pass {
                     });
                 }
                 Some(Message::Panicked(why)) => return Err(CoreBug::new_err(why)),
+                Some(Message::Spool(e)) => return Err(spool_error(e)),
                 None => return Err(CoreBug::new_err("the pass thread stopped")),
             }
         }

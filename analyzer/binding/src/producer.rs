@@ -16,6 +16,7 @@ use pktflow_core::capture::CaptureStats;
 use pktflow_core::pass::{Pass, Retired};
 use pktflow_core::relay::LegExtras;
 use pktflow_core::report::conversation::QueryRecord;
+use pktflow_core::report::spool::SpoolError;
 use pktflow_core::report::{judge_and_record, ConnectionRecord, Judged, Judgement};
 use pktflow_core::tcp::EngineFacts;
 use pktflow_core::transfer::LIMITS;
@@ -48,6 +49,8 @@ pub enum Message {
     StepEnd { snapshot: Box<Snapshot>, more: bool },
     /// The core panicked: where and why.
     Panicked(String),
+    /// A long connection's queries could not be read back from the spool.
+    Spool(SpoolError),
 }
 
 /// How many steps Python has asked for, and whether it has gone: the pass thread waits on
@@ -153,15 +156,20 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
                         break;
                     };
                     weight += retired.queries() + 1;
-                    let report = retired.report();
+                    let report = retired.report()?;
                     let number = report.tcp.number;
                     let (judgement, record, extras) = judge_and_record(report, start, judged);
                     chunk.push((number, judgement, record, extras));
                 }
-                chunk
+                Ok(chunk)
             });
-            let Some(chunk) = built else {
-                return pass;
+            let chunk = match built {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(e)) => {
+                    let _ = tx.send(Message::Spool(e));
+                    return pass;
+                }
+                None => return pass,
             };
             if chunk.is_empty() {
                 break;

@@ -38,7 +38,13 @@ fn main() {
     let mut assembly = Assembly::default();
     let (mut t_record, mut t_spool) = (0.0, 0.0);
     loop {
-        let more = pass.step(&mut done);
+        let more = match pass.step(&mut done) {
+            Ok(more) => more,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        };
         conns += done.len();
         if measure_json {
             for c in &done {

@@ -11,8 +11,10 @@ use crate::capture::{Capture, CaptureStats, Item, OpenError, Stream};
 use crate::drawing::{Recorder, Recording, Shared};
 use crate::pgwire::conversation::FinalQuery;
 use crate::pgwire::facts::Encryption;
+use crate::pgwire::held::QuerySpool;
 use crate::pgwire::{Conversation, ConversationFacts, LiveQueries};
 use crate::report::connection::settle_roles;
+use crate::report::spool::SpoolError;
 use crate::tcp::observe::{DirectionInfo, Observed, PacketObserver, StreamSink};
 use crate::tcp::{Connection, ConnectionFacts, ConnectionMeta, EngineFacts, Handler, TcpEngine};
 use crate::transfer::{TransferAnalyzer, TransferFacts};
@@ -90,6 +92,8 @@ impl StreamSink for Analyses {
 
 struct Factory {
     options: PassOptions,
+    /// Where long conversations' finished queries wait for their reports.
+    held: QuerySpool,
     /// Following a stream: where each conversation says its queries once final.
     live: Option<LiveQueries>,
     recording: Option<Shared>,
@@ -105,6 +109,9 @@ impl Handler for Factory {
         };
         let recorder = (self.recording.as_ref()).map(|r| Recorder::new(meta.number, r.clone()));
         let mut conversation = (self.options.decode_postgres).then(|| conversation(&self.live));
+        if let Some(c) = conversation.as_mut() {
+            c.hold_in(self.held.clone());
+        }
         if let (Some(c), Some(_)) = (conversation.as_mut(), recorder.as_ref()) {
             c.record_trail(); // what each segment completed, for the diagram
         }
@@ -161,6 +168,7 @@ impl Pass {
         let recording = options.record.then(Recording::shared);
         let factory = Factory {
             options,
+            held: QuerySpool::default(),
             live: None,
             recording: recording.clone(),
         };
@@ -193,15 +201,15 @@ impl Pass {
     /// Feed the next batch of packets (the engine is swept where the reader ends a batch);
     /// append the connections retired meanwhile to `out`. False once the capture is done
     /// (then every connection still open is in `out` too).
-    pub fn step(&mut self, out: &mut Vec<ConnectionReport>) -> bool {
+    pub fn step(&mut self, out: &mut Vec<ConnectionReport>) -> Result<bool, SpoolError> {
         if self.done {
-            return false;
+            return Ok(false);
         }
         if !self.feed() {
             self.end();
         }
-        self.take(out);
-        !self.done
+        self.take(out)?;
+        Ok(!self.done)
     }
 
     /// Feed packets up to where the reader ends a batch (the engine swept there); false once
@@ -228,8 +236,11 @@ impl Pass {
     }
 
     /// Append the connections retired so far to `out`.
-    pub fn take(&mut self, out: &mut Vec<ConnectionReport>) {
-        out.extend(self.engine.take_retired().map(report));
+    pub fn take(&mut self, out: &mut Vec<ConnectionReport>) -> Result<(), SpoolError> {
+        for conn in self.engine.take_retired() {
+            out.push(report(conn)?);
+        }
+        Ok(())
     }
 
     /// Append the connections retired so far to `out`, their reports not made yet: a caller
@@ -272,12 +283,13 @@ impl Retired {
         (self.0.analyses().conversation.as_ref()).map_or(0, Conversation::listed_queries)
     }
 
-    pub fn report(self) -> ConnectionReport {
+    /// Its report; the queries it handed over are read back from the spool, which may fail.
+    pub fn report(self) -> Result<ConnectionReport, SpoolError> {
         report(self.0)
     }
 }
 
-fn report(conn: Box<Connection<Analyses>>) -> ConnectionReport {
+fn report(conn: Box<Connection<Analyses>>) -> Result<ConnectionReport, SpoolError> {
     let tcp = conn.facts();
     let mut analyses = conn.into_analyses();
     if let Some(r) = analyses.recorder.take() {
@@ -286,9 +298,12 @@ fn report(conn: Box<Connection<Analyses>>) -> ConnectionReport {
             .and_then(|d| u8::try_from(d).ok());
         r.close(settle_roles(&tcp, front).0);
     }
-    ConnectionReport {
+    Ok(ConnectionReport {
         tcp,
-        postgres: analyses.conversation.map(Conversation::into_facts),
+        postgres: analyses
+            .conversation
+            .map(Conversation::into_facts)
+            .transpose()?,
         transfer: analyses.transfer.map(|t| t.facts()),
-    }
+    })
 }

@@ -24,6 +24,7 @@ use super::facts::{
     ServerMessage, StartedAt, Startup, StopReason,
 };
 use super::framing::{header, plausible, BoundaryScan, MAX_CONTROL};
+use super::held::{Held, QuerySpool};
 use super::messages::Role;
 use super::names::Names;
 use super::query::Query;
@@ -112,28 +113,48 @@ impl Side {
 }
 
 /// Queries by number (the order they were sent): the first MAX_QUERIES listed for the
-/// report; later ones only while something still refers to them.
+/// report, the oldest of them handed over to the pass's spool once final (`held`); later
+/// ones only while something still refers to them.
 #[derive(Debug, Default)]
 pub(super) struct Store {
-    pub listed: Vec<Query>,
+    /// The listed queries not handed over: numbers from `held()` on.
+    pub listed: VecDeque<Query>,
     pub extra: std::collections::HashMap<u64, Query>,
+    /// Where finished queries go (None: all stay listed in memory).
+    pub held: Option<Held>,
 }
 
 impl Store {
+    /// Queries handed over: the first listed ones.
+    pub fn held(&self) -> u64 {
+        self.held.as_ref().map_or(0, |h| h.count)
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        id.checked_sub(self.held())
+            .and_then(|i| usize::try_from(i).ok())
+    }
+
     pub fn get(&self, id: u64) -> Option<&Query> {
-        match usize::try_from(id).ok().and_then(|i| self.listed.get(i)) {
-            Some(q) => Some(q),
-            None => self.extra.get(&id),
+        if id < MAX_QUERIES {
+            return self.index(id).and_then(|i| self.listed.get(i));
         }
+        self.extra.get(&id)
     }
 
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Query> {
-        match usize::try_from(id)
-            .ok()
-            .and_then(|i| self.listed.get_mut(i))
-        {
-            Some(q) => Some(q),
-            None => self.extra.get_mut(&id),
+        if id < MAX_QUERIES {
+            return self.index(id).and_then(|i| self.listed.get_mut(i));
+        }
+        self.extra.get_mut(&id)
+    }
+
+    /// Empty, keeping where finished queries go.
+    pub fn clear(&mut self) {
+        self.listed = VecDeque::new();
+        self.extra.clear();
+        if let Some(h) = self.held.as_mut() {
+            h.clear();
         }
     }
 }
@@ -299,7 +320,12 @@ impl Conversation {
 
     /// Queries its facts will list.
     pub fn listed_queries(&self) -> usize {
-        self.store.listed.len()
+        usize::try_from(self.store.held()).unwrap_or(usize::MAX) + self.store.listed.len()
+    }
+
+    /// Hand finished queries over to `spool` (a long connection's) rather than keep them all.
+    pub fn hold_in(&mut self, spool: QuerySpool) {
+        self.store.held = Some(Held::new(spool));
     }
 
     /// Following a stream (queries said once final).
@@ -328,7 +354,7 @@ impl Conversation {
         self.decode_started_at = None;
         self.started = None;
         self.events.clear();
-        self.store = Store::default();
+        self.store.clear();
         self.queries_total = 0;
         self.last_query = None;
         self.pending.clear();

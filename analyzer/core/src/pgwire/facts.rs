@@ -10,6 +10,7 @@ use super::conversation::BULK_SEGMENTS;
 use super::conversation::{Conversation, Side};
 use super::messages::{ErrorFields, Role};
 use super::query::{Query, QueryKind, RowCount};
+use crate::report::spool::SpoolError;
 use crate::series::Series;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,7 +301,7 @@ impl<'de, V: Deserialize<'de>, K: Deserialize<'de>> Deserialize<'de> for Ordered
 }
 
 /// An ErrorResponse or a NoticeResponse: its fields, and the frame and time it came.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServerMessage {
     pub fields: ErrorFields,
     pub frame: u64,
@@ -308,7 +309,8 @@ pub struct ServerMessage {
     pub ts: f64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Also read back: a long conversation's finished queries wait in a spool (held.rs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QueryFacts {
     pub sql: String,
     pub sql_truncated: bool,
@@ -409,7 +411,8 @@ impl ConversationFacts {
 }
 
 impl Conversation {
-    /// Everything the report reads of the conversation, as it stands.
+    /// Everything the report reads of the conversation, as it stands, but the queries it
+    /// handed over to a spool (`into_facts` reads those back).
     pub fn facts(&self) -> ConversationFacts {
         let queries = (self.store.listed.iter())
             .map(|q| self.query_facts(q))
@@ -457,8 +460,9 @@ impl Conversation {
 
     /// The same facts once the conversation is done: its strings and lists are moved, not
     /// copied (a connection storm reports thousands of conversations a second), and each bulk
-    /// response's series with its query.
-    pub fn into_facts(mut self) -> ConversationFacts {
+    /// response's series with its query. The queries handed over are read back from the
+    /// spool, which may fail.
+    pub fn into_facts(mut self) -> Result<ConversationFacts, SpoolError> {
         let parameters = std::mem::take(&mut self.parameters);
         let events = std::mem::take(&mut self.events);
         let (notices, errors) = (
@@ -469,7 +473,11 @@ impl Conversation {
         // each query dropped as its facts are made: a long connection's 10,000 are never
         // held twice
         let listed = std::mem::take(&mut self.store.listed);
-        let mut queries = Vec::with_capacity(listed.len());
+        let mut queries = match self.store.held.as_mut() {
+            Some(held) => held.take()?,
+            None => Vec::new(),
+        };
+        queries.reserve_exact(listed.len());
         for mut q in listed {
             let series = q.series.take().filter(|s| s.totals().0 >= BULK_SEGMENTS);
             queries.push(QueryFacts {
@@ -483,7 +491,7 @@ impl Conversation {
         facts.notices = notices;
         facts.errors = errors;
         facts.startup = startup;
-        facts.unless_not_postgres()
+        Ok(facts.unless_not_postgres())
     }
 
     pub(super) fn query_facts(&self, q: &Query) -> QueryFacts {

@@ -10,6 +10,7 @@ use super::conversation::{
     Conversation, MAX_ERROR_FINDINGS, MAX_PARAMETERS, MAX_QUERIES, MAX_SESSION_MESSAGES,
 };
 use super::facts::{AuthOutcome, Event, ServerMessage};
+use super::held::HOLD_BATCH;
 use super::messages::{
     auth_method, auth_name, backend_name, be16, be32, decode, error_fields, frontend_name, lossy,
     name_list, password_reply, rstrip_nul, two_cstrings, upto_nul, Name, Role, AUTH_NAME_CAP,
@@ -149,7 +150,7 @@ impl Conversation {
                 // grown by at most 1,024 at a time: doubling would leave up to half unused
                 listed.reserve_exact(listed.capacity().clamp(4, 1024));
             }
-            listed.push(q);
+            listed.push_back(q);
         } else {
             self.store.extra.insert(id, q);
             if id == MAX_QUERIES {
@@ -519,5 +520,35 @@ impl Conversation {
             }
         }
         self.batch_error = false;
+        self.hold_finished();
+    }
+
+    /// Hand the oldest listed queries over to the spool, HOLD_BATCH at a time, once they are
+    /// final and nothing refers to them: no message can change them any more.
+    fn hold_finished(&mut self) {
+        if self.store.held.is_none() || self.store.listed.len() < HOLD_BATCH + HOLD_BATCH / 8 {
+            return;
+        }
+        let base = self.store.held();
+        let referred = [self.last_query, self.last_done];
+        let free = (self.store.listed.iter().zip(base..))
+            .take(HOLD_BATCH)
+            .take_while(|(q, id)| q.done && !q.in_pending && !referred.contains(&Some(*id)))
+            .count();
+        if free < HOLD_BATCH {
+            return;
+        }
+        let queries: Vec<Query> = self.store.listed.drain(..free).collect();
+        let mut series = Vec::new();
+        let mut batch = Vec::with_capacity(free);
+        for (mut q, id) in queries.into_iter().zip(base..) {
+            if let Some(s) = q.series.take() {
+                series.push((id, s));
+            }
+            batch.push(self.query_facts(&q));
+        }
+        if let Some(held) = self.store.held.as_mut() {
+            held.hand_over(batch, series);
+        }
     }
 }

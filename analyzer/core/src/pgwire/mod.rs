@@ -8,6 +8,7 @@ pub mod detect;
 pub mod facts;
 pub mod framing;
 mod handle;
+pub mod held;
 pub mod messages;
 mod names;
 pub mod query;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::conversation::BULK_SEGMENTS;
 use super::facts::ServerMessage;
@@ -33,12 +33,43 @@ pub enum RowCount {
     Big(Box<str>),
 }
 
+/// In JSON a number, or a string of digits past 64 bits; in a binary spool (not
+/// self-describing) a tagged value, so that it reads back.
 impl Serialize for RowCount {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            RowCount::Small(n) => s.serialize_u64(*n),
-            RowCount::Big(digits) => s.serialize_str(digits),
+        match (self, s.is_human_readable()) {
+            (RowCount::Small(n), true) => s.serialize_u64(*n),
+            (RowCount::Big(digits), true) => s.serialize_str(digits),
+            (RowCount::Small(n), false) => Spooled::<&str>::Small(*n).serialize(s),
+            (RowCount::Big(digits), false) => Spooled::Big(digits).serialize(s),
         }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+enum Spooled<S> {
+    Small(u64),
+    Big(S),
+}
+
+impl<'de> Deserialize<'de> for RowCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            #[derive(Deserialize)]
+            #[serde(untagged)]
+            enum Json {
+                Small(u64),
+                Big(String),
+            }
+            return Ok(match Json::deserialize(d)? {
+                Json::Small(n) => RowCount::Small(n),
+                Json::Big(digits) => RowCount::Big(digits.into()),
+            });
+        }
+        Ok(match Spooled::<String>::deserialize(d)? {
+            Spooled::Small(n) => RowCount::Small(n),
+            Spooled::Big(digits) => RowCount::Big(digits.into()),
+        })
     }
 }
 

@@ -254,3 +254,62 @@ fn a_cut_control_message_waits_whole_up_to_keep_cap() {
     }
     assert_eq!(count(&conv.facts(), Role::Backend, "RowDescription"), 2);
 }
+
+/// A long session fed to `conv`: varied SQL, rows, an error now and then, a bulk response
+/// (many segments) among them, and a row count past 64 bits.
+fn long_session(conv: &mut Conversation, n: usize) {
+    conv.feed(0, &startup(), 0, 1, 0.0, true);
+    conv.feed(1, &[auth_ok(), ready()].concat(), 0, 2, 0.0, true);
+    let mut off = [
+        startup().len() as i64,
+        (auth_ok().len() + ready().len()) as i64,
+    ];
+    let mut frame = 3;
+    for i in 0..n {
+        let q = msg(b'Q', &cstr(&format!("SELECT v FROM t WHERE k = {i}")));
+        let t = i as f64 * 0.001;
+        conv.feed(0, &q, off[0], frame, t, true);
+        off[0] += q.len() as i64;
+        frame += 1;
+        let answer: Vec<Vec<u8>> = match i % 97 {
+            13 => vec![error("22012", &format!("division by zero {i}")), ready()],
+            // a bulk response: each DataRow a segment of its own
+            50 if i < 300 => (0..8)
+                .map(datarow)
+                .chain([[msg(b'C', &cstr("SELECT 8")), ready()].concat()])
+                .collect(),
+            70 => vec![[msg(b'C', &cstr("UPDATE 98765432109876543210")), ready()].concat()],
+            _ => vec![[desc(), rows(i % 3), msg(b'C', &cstr("SELECT 1")), ready()].concat()],
+        };
+        for segment in answer {
+            conv.feed(1, &segment, off[1], frame, t + 0.0005, true);
+            off[1] += segment.len() as i64;
+            frame += 1;
+        }
+    }
+    conv.finish();
+}
+
+#[test]
+fn a_long_sessions_finished_queries_wait_in_the_spool_and_come_back_in_order() {
+    use crate::pgwire::held::{QuerySpool, HOLD_BATCH};
+    let n = 3 * HOLD_BATCH + 77;
+    let mut kept = Conversation::new();
+    long_session(&mut kept, n);
+    let mut held = Conversation::new();
+    held.hold_in(QuerySpool::default());
+    long_session(&mut held, n);
+    // in memory: the queries not handed over yet, fewer than two batches
+    assert!(held.store.held() >= 3 * HOLD_BATCH as u64);
+    assert!(held.store.listed.len() < 2 * HOLD_BATCH);
+    assert_eq!(held.listed_queries(), n);
+    let (kept, held) = (kept.into_facts().unwrap(), held.into_facts().unwrap());
+    assert_eq!(held.queries.len(), n);
+    assert!(held.queries.iter().any(|q| q.series.is_some()));
+    assert!(held.queries.iter().any(|q| q.error.is_some()));
+    assert!(held
+        .queries
+        .iter()
+        .any(|q| matches!(q.rows, Some(crate::pgwire::query::RowCount::Big(_)))));
+    assert_eq!(held, kept);
+}

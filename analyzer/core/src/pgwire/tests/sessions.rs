@@ -437,7 +437,7 @@ pub(super) fn talk(segments: &[(usize, Vec<u8>)]) -> ConversationFacts {
         off[*d] += data.len() as i64;
     }
     conv.finish();
-    conv.into_facts()
+    conv.into_facts().expect("no spool: nothing to read back")
 }
 
 #[test]

@@ -604,7 +604,7 @@ fn a_mysql_server_greeting_is_not_postgres_and_no_error() {
         conv.feed(1, &greeting, 0, 4, 1.0, true);
         conv.feed(0, &login, 0, 6, 1.1, true);
         conv.finish();
-        let f = conv.into_facts();
+        let f = conv.into_facts().expect("no spool: nothing to read back");
         assert_eq!(f.protocol, Protocol::Unknown, "{len:#x}");
         assert!(
             matches!(
