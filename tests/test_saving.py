@@ -168,3 +168,21 @@ def test_each_part_of_a_comparison_says_what_would_close_it() -> None:
     wait = parts["server_wait"]  # faster in B: A's to close
     assert wait["ms"] < 0 and wait["close_by"].startswith("A's")
     assert wait["saving_ms"] == pytest.approx(-wait["ms"])
+
+
+def test_the_client_time_counts_the_waits_between_queries() -> None:
+    """pg_dump's wall time: a response whose last segment was lost reaches the client a
+    retransmission timeout after the capture saw it, and its next query comes only then. The
+    capture beside the server adds the round trip of the first request and the last byte."""
+    from pktflow.transfer.saving_pairs import client_time_s
+
+    def query(sent: float, last: float) -> dict[str, Any]:
+        return {"sent_s": sent, "last_response_s": last}
+
+    conn = {"queries": [query(0.0, 0.001), query(0.207, 0.208), query(0.2085, 0.3)],
+            "capture_point": {"position": "server"},
+            "directions": {"client_to_server": {
+                "handshake_ms": {"syn_to_synack": 0.02, "synack_to_ack": 0.08}}}}
+    assert client_time_s(conn) == pytest.approx(0.3 + 0.0001)
+    conn["capture_point"] = {"position": "client"}
+    assert client_time_s(conn) == pytest.approx(0.3)

@@ -2,12 +2,13 @@
 with a condition and without it (the lab's pairs: bench/savings.py, tests/test_saving.py).
 
 Measured: the client's time with the condition less its time without it. The client's time is
-the sum of its queries' response times (each from its request to the last byte of its
-response: `sent_s` to `last_response_s` of the client-facing connection, plus the handshake's
-round trip where the capture sits beside the server, which sees the request only after its
-way there and the last byte before its way back): a select's response time, pg_dump's wall
-time less what pg_dump itself spent between its queries (on a busy machine, noise the network
-does not cause).
+its wall time in the conversation: from its first request to the last byte of its last response
+(`sent_s` of the client-facing connection's first query to `last_response_s` of its last), plus
+the handshake's round trip where the capture sits beside the server, which sees the first
+request only after its way there and the last byte before its way back. For a select that is
+its response time; for pg_dump, its wall time, the waits between its queries included: a
+response whose last segment was lost ends for the client only at its retransmission, a
+timeout later, and the capture dates the response by the segment it saw first.
 
 Predicted: what the model says each recording would save (the client-facing connection's
 server -> client verdict's `saving_s`, or, when a relay had nothing more to send its client,
@@ -31,16 +32,17 @@ def client_connection(rep: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def client_time_s(conn: dict[str, Any]) -> float:
-    """The client's time in its queries. A capture beside the server sees each request arrive
-    and each response leave: the client waited a round trip more for each (the request's way
-    there, the last byte's way back), the handshake's round trip."""
-    timed = [q["last_response_s"] - q["sent_s"] for q in conn["queries"]
-             if q.get("last_response_s") is not None]
+    """The client's wall time in its queries. A capture beside the server sees the first
+    request arrive and the last response leave: the client waited a round trip more (the
+    request's way there, the last byte's way back), the handshake's round trip."""
+    timed = [q for q in conn["queries"] if q.get("last_response_s") is not None]
+    if not timed:
+        return 0.0
     rtt_s = 0.0
     hs = conn["directions"]["client_to_server"].get("handshake_ms")
     if (conn.get("capture_point") or {}).get("position") == "server" and hs:
         rtt_s = (hs["syn_to_synack"] + hs["synack_to_ack"]) / 1e3
-    return float(sum(timed) + len(timed) * rtt_s)
+    return float(max(q["last_response_s"] for q in timed) - timed[0]["sent_s"] + rtt_s)
 
 
 def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
