@@ -186,3 +186,25 @@ def test_the_client_time_counts_the_waits_between_queries() -> None:
     assert client_time_s(conn) == pytest.approx(0.3 + 0.0001)
     conn["capture_point"] = {"position": "client"}
     assert client_time_s(conn) == pytest.approx(0.3)
+
+
+def test_a_conversation_through_a_relay_saves_both_legs_round_trips() -> None:
+    """pg_dump through PgBouncer: each of its queries crosses the client leg and then the
+    server leg, one after another, so with the client next to the server the client's time
+    loses both round trips per query; the server leg's own count would add the pooler's own
+    statements (its SET at login), which the client does not wait for."""
+    from pktflow.transfer.saving_pairs import predicted_s
+
+    rep = analyze(str(CAPTURES / "pgdump-20k-pgbouncer-loopback.pcap"))
+    conn = client_connection(rep)
+    assert conn is not None and conn["role"] == "front"
+    (relay,) = rep["relays"]
+    (back,) = [c for c in rep["connections"] if c["id"] in relay["back_connections"]]
+    front_rt, back_rt = conn["round_trips"], back["round_trips"]
+    assert back_rt["queries"] > front_rt["queries"] >= 10
+    v = conn["directions"]["server_to_client"]["verdict"]
+    transfer = v.get("saving_s") or 0.0
+    if v["limit"] in ("sender", "none"):
+        transfer = back["directions"]["server_to_client"]["verdict"].get("saving_s") or 0.0
+    both = front_rt["saving_s"] + front_rt["queries"] * back_rt["rtt_ms"] / 1e3
+    assert predicted_s(rep, conn) == pytest.approx(transfer + both, abs=1e-9)

@@ -12,8 +12,9 @@ timeout later, and the capture dates the response by the segment it saw first.
 
 Predicted: what the model says each recording would save (the client-facing connection's
 server -> client verdict's `saving_s`, or, when a relay had nothing more to send its client,
-its bulk back leg's; plus the conversation's `round_trips.saving_s`), with the condition less
-without it: what the baseline itself would save is not the condition's doing.
+its bulk back leg's; plus the conversation's `round_trips.saving_s`, and through a relay the
+round trips of the client's queries on the server leg too), with the condition less without
+it: what the baseline itself would save is not the condition's doing.
 """
 
 from __future__ import annotations
@@ -49,18 +50,39 @@ def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
     """What the model says the client's time would save without every limit it names."""
     v = conn["directions"]["server_to_client"].get("verdict") or {}
     total = v.get("saving_s") or 0.0
+    backs = back_legs(rep, conn)
     if conn.get("role") == "front" and v.get("limit") in ("sender", "none"):
         # the relay had nothing more to send: the server leg's limit is the client's, unless
         # the relay itself held the server (its window): then nothing outside the relay did
-        backs = [c for c in rep["connections"] if c.get("role") == "back"]
         back = max(backs, key=lambda c: c["directions"]["server_to_client"]["payload_bytes"],
                    default=None)
         if back is not None:
             bv = back["directions"]["server_to_client"].get("verdict") or {}
             if bv.get("limit") != "receiver_window":
                 total = bv.get("saving_s") or 0.0
+    return float(total + conversation_s(conn, backs))
+
+
+def back_legs(rep: dict[str, Any], conn: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server connections of the relay whose client leg `conn` is (none when direct)."""
+    ids = {b for r in rep.get("relays") or [] if conn["id"] in r["front_connections"]
+           for b in r["back_connections"]}
+    return [c for c in rep["connections"] if c["id"] in ids]
+
+
+def conversation_s(conn: dict[str, Any], backs: list[dict[str, Any]]) -> float:
+    """The conversation's saving with the client next to the server. Through a relay each of
+    the client's queries crosses both legs, one after another: its round trip on the client
+    leg (the client leg's `round_trips.saving_s`) and again on the server leg, whose round
+    trip the server connection's `round_trips` gives (the server leg's own count would add
+    the pooler's own statements, which the client does not wait for)."""
     rt = conn.get("round_trips") or {}
-    return float(total + (rt.get("saving_s") or 0.0))
+    total = rt.get("saving_s") or 0.0
+    back_rtts = [b["round_trips"]["rtt_ms"] for b in backs
+                 if (b.get("round_trips") or {}).get("rtt_ms") is not None]
+    if rt and back_rtts:
+        total += rt["queries"] * max(back_rtts) / 1e3
+    return float(total)
 
 
 def figures(rep: dict[str, Any]) -> tuple[float, float] | None:
