@@ -49,35 +49,36 @@ def pair_of(name: str) -> tuple[str, str, str] | None:
     return base, f"{m['scen']} {cond}", m["path"]
 
 
-def figures(path: Path) -> tuple[float, float] | None:
+def report(path: Path) -> dict[str, Any]:
     from pktflow.pipeline import analyze
-    from pktflow.transfer.saving_pairs import figures as of_report
 
-    return of_report(analyze(str(path)))
+    return analyze(str(path))
 
 
 def rows(dirs: list[Path]) -> list[dict[str, Any]]:
+    from pktflow.transfer.saving_pairs import pair
+
     out = []
     for d in dirs:
         caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
                 if p.name.endswith((".pcap", ".pcap.gz"))}
-        cache: dict[str, tuple[float, float] | None] = {}
+        cache: dict[str, dict[str, Any]] = {}
 
-        def get(name: str) -> tuple[float, float] | None:
+        def get(name: str) -> dict[str, Any]:
             if name not in cache:
-                cache[name] = figures(caps[name])
+                cache[name] = report(caps[name])
             return cache[name]
 
         for name in caps:
-            pair = pair_of(name)
-            if pair is None or pair[0] not in caps:
+            names = pair_of(name)
+            if names is None or names[0] not in caps:
                 continue
-            cond, base = get(name), get(pair[0])
-            if cond is None or base is None:
+            got = pair(get(name), get(names[0]))
+            if got is None:
                 continue
-            pred, meas = cond[0] - base[0], cond[1] - base[1]
-            out.append({"set": d.name, "capture": name, "condition": pair[1], "path": pair[2],
-                        "predicted_s": pred, "measured_s": meas,
+            pred, meas = got
+            out.append({"set": d.name, "capture": name, "condition": names[1],
+                        "path": names[2], "predicted_s": pred, "measured_s": meas,
                         "ok": within(pred, meas)})
     return out
 

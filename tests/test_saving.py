@@ -193,7 +193,7 @@ def test_a_conversation_through_a_relay_saves_both_legs_round_trips() -> None:
     server leg, one after another, so with the client next to the server the client's time
     loses both round trips per query; the server leg's own count would add the pooler's own
     statements (its SET at login), which the client does not wait for."""
-    from pktflow.transfer.saving_pairs import predicted_s
+    from pktflow.transfer.saving_pairs import predicted_s, removed, transfer_s
 
     rep = analyze(str(CAPTURES / "pgdump-20k-pgbouncer-loopback.pcap"))
     conn = client_connection(rep)
@@ -202,9 +202,37 @@ def test_a_conversation_through_a_relay_saves_both_legs_round_trips() -> None:
     (back,) = [c for c in rep["connections"] if c["id"] in relay["back_connections"]]
     front_rt, back_rt = conn["round_trips"], back["round_trips"]
     assert back_rt["queries"] > front_rt["queries"] >= 10
-    v = conn["directions"]["server_to_client"]["verdict"]
-    transfer = v.get("saving_s") or 0.0
-    if v["limit"] in ("sender", "none"):
-        transfer = back["directions"]["server_to_client"]["verdict"].get("saving_s") or 0.0
     both = front_rt["saving_s"] + front_rt["queries"] * back_rt["rtt_ms"] / 1e3
-    assert predicted_s(rep, conn) == pytest.approx(transfer + both, abs=1e-9)
+    conversation = predicted_s(rep, conn) - transfer_s(rep, conn, removed(rep, conn))
+    assert conversation == pytest.approx(both, abs=1e-9)
+    assert conversation > front_rt["saving_s"] + 1e-3
+
+
+def test_the_baseline_loses_the_same_limit_not_its_own_verdicts() -> None:
+    """A pair's prediction is one what-if in both recordings: the limit the condition's run
+    names, less what the baseline would save without that same limit. On a path of
+    microseconds the baseline's verdict flips between the sender and round trips (the hosts'
+    ACK pace, there in both runs alike); the prediction must not flip with it."""
+    import copy
+
+    name = "seqscan-10k-direct-bridge-rcvbuf16384"
+    cond, base = report(name), report(baseline(name))
+    b = client_connection(base)
+    assert b is not None
+    bv = b["directions"]["server_to_client"]["verdict"]
+    assert bv["limit"] == "latency" and bv["saving_s"] > 0.002
+    got = pair(cond, base)
+    assert got is not None
+    flipped = copy.deepcopy({"connections": list(base["connections"]), "relays": base["relays"]})
+    fb = client_connection(flipped)
+    assert fb is not None
+    fb["directions"]["server_to_client"]["verdict"] |= {"limit": "sender", "saving_s": 0.0}
+    again = pair(cond, flipped)
+    assert again is not None
+    assert again[0] == pytest.approx(got[0], abs=1e-9)
+    # and what the baseline loses is its window's time, the limit the condition names
+    c = client_connection(cond)
+    assert c is not None
+    c_saving = c["directions"]["server_to_client"]["verdict"]["saving_s"]
+    b_window = b["directions"]["server_to_client"]["limits"]["seconds"]["receiver_window"]
+    assert got[0] == pytest.approx(c_saving - b_window, abs=2e-6)

@@ -64,19 +64,26 @@ def saving(f: TransferJudgement, v: Verdict) -> Saving:
     if limit == "sender":
         rate = f["data_bytes"] * 8 / total
         return Saving(0.0, f"nothing: the sender was the pace, producing {_rate(rate)}", MODEL)
-    return Saving(round(min(_removed(lim, limit, v), total), 6), WITHOUT[limit], MODEL)
+    return Saving(removed_s(lim, limit, v.get("receiver")), WITHOUT[limit], MODEL)
 
 
-def _removed(lim: LimitFacts, limit: str, v: Verdict) -> float:
+def removed_s(lim: LimitFacts | dict[str, Any], limit: str, receiver: str | None) -> float:
+    """The seconds a transfer with these booked seconds would take less without `limit`
+    (receiver_window, latency, loss or network), whichever limit its verdict names: the same
+    what-if for two transfers (a condition's run and its baseline's) is what tells one's saving
+    from the other's. `receiver`: the verdict's, where the window held ("application": a
+    stopped reader, whose waits a round trip near zero leaves)."""
     secs = lim["seconds"]
     if limit == "receiver_window":
-        return secs["receiver_window"]
-    if limit == "latency":
-        window = secs["receiver_window"] if v.get("receiver") != "application" else 0.0
-        return secs["latency"] + window
-    if limit == "loss":
-        return secs["loss"] + lim["after_loss_s"]
-    return secs["network"]
+        out = secs["receiver_window"]
+    elif limit == "latency":
+        window = secs["receiver_window"] if receiver != "application" else 0.0
+        out = secs["latency"] + window
+    elif limit == "loss":
+        out = secs["loss"] + lim["after_loss_s"]
+    else:
+        out = secs["network"]
+    return round(min(out, lim["transfer_s"]), 6)
 
 
 def _rate(bps: float) -> str:

@@ -10,16 +10,22 @@ its response time; for pg_dump, its wall time, the waits between its queries inc
 response whose last segment was lost ends for the client only at its retransmission, a
 timeout later, and the capture dates the response by the segment it saw first.
 
-Predicted: what the model says each recording would save (the client-facing connection's
-server -> client verdict's `saving_s`, or, when a relay had nothing more to send its client,
-its bulk back leg's; plus the conversation's `round_trips.saving_s`, and through a relay the
-round trips of the client's queries on the server leg too), with the condition less without
-it: what the baseline itself would save is not the condition's doing.
+Predicted: the same what-if in both recordings, the condition's less the baseline's: what the
+model says the client's time would lose without the limit the condition's run names (its
+client leg's verdict's, or, when a relay had nothing more to send its client, its bulk server
+leg's), less what the baseline would lose without that same limit (what the baseline itself
+would save is not the condition's doing; its own verdict may name another limit, as on a path
+of microseconds, where the hosts' ACK pace books the same round trips to both runs and the
+verdict flips between them and the sender); plus the conversation's round trips
+(`round_trips.saving_s`; through a relay each query's round trip on both legs), the
+condition's less the baseline's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
+
+from pktflow.transfer.saving import MIN_TRANSFER_S, WITHOUT, removed_s
 
 SHARE, FLOOR_S = 0.25, 0.010  # within max(25% of the measured saving, 10 ms)
 
@@ -46,21 +52,55 @@ def client_time_s(conn: dict[str, Any]) -> float:
     return float(max(q["last_response_s"] for q in timed) - timed[0]["sent_s"] + rtt_s)
 
 
+class Removed(NamedTuple):
+    """What a recording's prediction removes: a limit (None: nothing) on the server ->
+    client transfer of the client's leg ("client") or of the relay's server leg ("server")."""
+    leg: str
+    limit: str | None
+
+
+def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
+    """The limit the client's time would lose: the client leg's verdict's, or, when a relay
+    had nothing more to send its client, its bulk server leg's (unless the relay itself held
+    the server, its window: then nothing outside the relay did)."""
+    v = conn["directions"]["server_to_client"].get("verdict") or {}
+    limit = v.get("limit")
+    if conn.get("role") == "front" and limit in ("sender", "none"):
+        back = server_leg(rep, conn)
+        if back is None:
+            return Removed("client", None)
+        bv = back["directions"]["server_to_client"].get("verdict") or {}
+        blimit = bv.get("limit")
+        return Removed("server", None if blimit == "receiver_window" else blimit)
+    return Removed("client", limit)
+
+
+def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> float:
+    """What the transfer `what` names would take less without its limit (the model's what-if,
+    pktflow.transfer.saving.removed_s), whatever this recording's own verdict names."""
+    if what.limit not in WITHOUT:
+        return 0.0
+    leg = conn if what.leg == "client" else server_leg(rep, conn)
+    d = None if leg is None else leg["directions"]["server_to_client"]
+    lim = None if d is None else d.get("limits")
+    if d is None or not lim or lim["transfer_s"] < MIN_TRANSFER_S:
+        return 0.0
+    v = d.get("verdict") or {}
+    if v.get("limit") == what.limit:  # its own verdict's saving (none where it gives none)
+        return float(v.get("saving_s") or 0.0)
+    return removed_s(lim, what.limit, v.get("receiver"))
+
+
 def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
     """What the model says the client's time would save without every limit it names."""
-    v = conn["directions"]["server_to_client"].get("verdict") or {}
-    total = v.get("saving_s") or 0.0
-    backs = back_legs(rep, conn)
-    if conn.get("role") == "front" and v.get("limit") in ("sender", "none"):
-        # the relay had nothing more to send: the server leg's limit is the client's, unless
-        # the relay itself held the server (its window): then nothing outside the relay did
-        back = max(backs, key=lambda c: c["directions"]["server_to_client"]["payload_bytes"],
-                   default=None)
-        if back is not None:
-            bv = back["directions"]["server_to_client"].get("verdict") or {}
-            if bv.get("limit") != "receiver_window":
-                total = bv.get("saving_s") or 0.0
-    return float(total + conversation_s(conn, backs))
+    what = removed(rep, conn)
+    return float(transfer_s(rep, conn, what) + conversation_s(conn, back_legs(rep, conn)))
+
+
+def server_leg(rep: dict[str, Any], conn: dict[str, Any]) -> dict[str, Any] | None:
+    """The relay's server connection that carried the most (None when direct)."""
+    return max(back_legs(rep, conn),
+               key=lambda c: c["directions"]["server_to_client"]["payload_bytes"], default=None)
 
 
 def back_legs(rep: dict[str, Any], conn: dict[str, Any]) -> list[dict[str, Any]]:
@@ -85,20 +125,20 @@ def conversation_s(conn: dict[str, Any], backs: list[dict[str, Any]]) -> float:
     return float(total)
 
 
-def figures(rep: dict[str, Any]) -> tuple[float, float] | None:
-    """(predicted saving, client time) of one recording's report."""
-    conn = client_connection(rep)
-    if conn is None:
-        return None
-    return predicted_s(rep, conn), client_time_s(conn)
-
-
 def pair(condition: dict[str, Any], baseline: dict[str, Any]) -> tuple[float, float] | None:
-    """(predicted, measured) saving of a condition, from its report and its baseline's."""
-    c, b = figures(condition), figures(baseline)
+    """(predicted, measured) saving of a condition, from its report and its baseline's. The
+    predicted one is the same what-if in both: the limit the condition's run would lose, less
+    what the baseline would save without that same limit (not the baseline's own verdict's,
+    which on a path of microseconds flips between the sender and round trips that are the
+    hosts' ACK pace, there in both runs alike)."""
+    c, b = client_connection(condition), client_connection(baseline)
     if c is None or b is None:
         return None
-    return c[0] - b[0], c[1] - b[1]
+    what = removed(condition, c)
+    predicted = (transfer_s(condition, c, what) - transfer_s(baseline, b, what)
+                 + conversation_s(c, back_legs(condition, c))
+                 - conversation_s(b, back_legs(baseline, b)))
+    return predicted, client_time_s(c) - client_time_s(b)
 
 
 def within(predicted: float, measured: float) -> bool:
