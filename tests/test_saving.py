@@ -236,3 +236,56 @@ def test_the_baseline_loses_the_same_limit_not_its_own_verdicts() -> None:
     c_saving = c["directions"]["server_to_client"]["verdict"]["saving_s"]
     b_window = b["directions"]["server_to_client"]["limits"]["seconds"]["receiver_window"]
     assert got[0] == pytest.approx(c_saving - b_window, abs=2e-6)
+
+
+def _relay_judgements(name: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The RelayJudgements the core hands the relay judge for a corpus capture."""
+    import pktflow.pipeline as pipeline
+    from pktflow.relay.measure import RelayJudge
+
+    seen: list[Any] = []
+
+    class Keep(RelayJudge):
+        def __call__(self, j: Any) -> Any:
+            seen.append(j)
+            return super().__call__(j)
+
+    monkeypatch.setattr(pipeline, "RelayJudge", Keep)
+    analyze(str(CORPUS / f"{name}.pcap.gz"))
+    return seen
+
+
+def test_a_small_pooler_buffer_saves_the_time_its_window_held_the_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pooler's tcp_rmem capped at 16 KiB: its window on the server leg never passed
+    64 KiB (autotuning takes a buffer that keeps up past it). Where the relay set the pace
+    with it (the client leg waiting on the relay, the pooler's window holding the server),
+    its verdict's saving is what a buffer that grows would give back: the seconds that window
+    held the server, at most the seconds the client leg waited on the relay. An autotuned
+    pooler's window is no such buffer and keeps the saving of going direct."""
+    import copy
+
+    from pktflow.relay.measure import BIGGER_BUFFER, CAPPED_WINDOW, capped_buffer_s, verdict_json
+
+    (j,) = _relay_judgements("seqscan-10k-pgbouncer-bridge-poolerrcvbuf16384", monkeypatch)
+    (back,) = [b for b in j["backs"] if b["verdict"]["limit"] == "receiver_window"]
+    assert back["window_ceiling"] < CAPPED_WINDOW
+    held = back["limits"]["seconds"]["receiver_window"]
+    waited = max(f["limits"]["seconds"]["sender"] for f in j["fronts"])
+    assert capped_buffer_s(j) == pytest.approx(min(held, waited))
+    # the recorded run's client leg was held by the client's window (the relay: "client");
+    # the same legs with the client leg waiting on the relay are the pooler's pace
+    paced = copy.deepcopy(j)
+    paced["legs"] = {"front": "sender", "back": "receiver_window"}
+    for f in paced["fronts"]:
+        f["limits"]["seconds"]["sender"] = f["limits"]["transfer_s"]
+    v = verdict_json(paced, "")
+    assert v["limit"] == "pooler"
+    assert v["saving_s"] == pytest.approx(held, abs=1e-6)
+    assert v["without"].startswith(BIGGER_BUFFER)
+    # autotuned: the unshaped run's pooler window is past 64 KiB, and going direct stays
+    (u,) = _relay_judgements("seqscan-10k-pgbouncer-bridge-unshaped", monkeypatch)
+    assert capped_buffer_s(u) is None
+    paced = copy.deepcopy(u)
+    paced["legs"] = {"front": "sender", "back": "receiver_window"}
+    assert verdict_json(paced, "")["without"].startswith("going direct")

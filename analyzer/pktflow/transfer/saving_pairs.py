@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from pktflow.relay.measure import BIGGER_BUFFER
 from pktflow.transfer.saving import MIN_TRANSFER_S, WITHOUT, removed_s
 
 SHARE, FLOOR_S = 0.25, 0.010  # within max(25% of the measured saving, 10 ms)
@@ -54,15 +55,17 @@ def client_time_s(conn: dict[str, Any]) -> float:
 
 class Removed(NamedTuple):
     """What a recording's prediction removes: a limit (None: nothing) on the server ->
-    client transfer of the client's leg ("client") or of the relay's server leg ("server")."""
+    client transfer of the client's leg ("client") or of the relay's server leg ("server"),
+    or the relay's own small receive buffer ("relay")."""
     leg: str
     limit: str | None
 
 
 def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
     """The limit the client's time would lose: the client leg's verdict's, or, when a relay
-    had nothing more to send its client, its bulk server leg's (unless the relay itself held
-    the server, its window: then nothing outside the relay did)."""
+    had nothing more to send its client, its bulk server leg's; where the relay's own window
+    held the server, what the relay's verdict says of its buffer (a small one: a window that
+    never grew; else the pooler waited on its client, and nothing outside the relay held it)."""
     v = conn["directions"]["server_to_client"].get("verdict") or {}
     limit = v.get("limit")
     if conn.get("role") == "front" and limit in ("sender", "none"):
@@ -71,15 +74,22 @@ def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
             return Removed("client", None)
         bv = back["directions"]["server_to_client"].get("verdict") or {}
         blimit = bv.get("limit")
-        return Removed("server", None if blimit == "receiver_window" else blimit)
+        if blimit == "receiver_window":
+            return Removed("relay", "receiver_window")
+        return Removed("server", blimit)
     return Removed("client", limit)
 
 
 def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> float:
     """What the transfer `what` names would take less without its limit (the model's what-if,
-    pktflow.transfer.saving.removed_s), whatever this recording's own verdict names."""
+    pktflow.transfer.saving.removed_s), whatever this recording's own verdict names; for the
+    relay's buffer, its verdict's saving where that names the buffer (nothing otherwise)."""
     if what.limit not in WITHOUT:
         return 0.0
+    if what.leg == "relay":
+        return float(sum(r["verdict"].get("saving_s") or 0.0 for r in rep.get("relays") or []
+                         if conn["id"] in r["front_connections"]
+                         and r["verdict"].get("without", "").startswith(BIGGER_BUFFER)))
     leg = conn if what.leg == "client" else server_leg(rep, conn)
     d = None if leg is None else leg["directions"]["server_to_client"]
     lim = None if d is None else d.get("limits")
