@@ -17,7 +17,10 @@ the pace it had where that limit did not hold it. Per limit, "without" means:
 
 Assumptions, and where it errs: the limit removed does not hand the transfer to another one it
 hid (a pooled client leg freed of its window still runs at the pooler's pace; a network limit
-removed leaves the sender's own pace, which a shaped capture may book partly as the sender's).
+removed leaves the sender's own pace, which a shaped capture may book partly as the sender's),
+and the party it held did not need the held moments for its own work: a server held by a
+window goes on producing rows into its socket, unseen until the window opens, so where that
+work is the pace (processes sharing a busy machine's cores) the saving comes out too large.
 Below MIN_TRANSFER_S there is too little time to share out, and no saving is given.
 """
 
