@@ -289,3 +289,45 @@ def test_a_small_pooler_buffer_saves_the_time_its_window_held_the_server(
     paced = copy.deepcopy(u)
     paced["legs"] = {"front": "sender", "back": "receiver_window"}
     assert verdict_json(paced, "")["without"].startswith("going direct")
+
+
+def test_a_mixed_verdict_removes_both_its_limits_whichever_it_names() -> None:
+    """Two limits within a few percent of each other: which one a verdict names is a toss
+    (r4's pooled 1 MB select at 10 ms: the client's window 36.6 ms, round trips 34.9 ms, and
+    the window named: 37 ms predicted, 70 ms measured). The pair's what-if removes both, so the
+    prediction is the same whichever is named; a sender mixed with round trips removes those."""
+    import copy
+
+    from pktflow.transfer.saving_pairs import removed
+
+    name = "seqscan-10k-pgbouncer-bridge-rtt10ms"
+    cond, base = report(name), report(baseline(name))
+
+    def named(limit: str, mixed: str | None) -> tuple[float, float]:
+        c = copy.deepcopy({"connections": list(cond["connections"]), "relays": cond["relays"]})
+        conn = client_connection(c)
+        assert conn is not None
+        v = conn["directions"]["server_to_client"]["verdict"]
+        v |= {"limit": limit, "mixed_with": mixed}
+        got = pair(c, base)
+        assert got is not None
+        return got
+
+    window_first = named("receiver_window", "latency")
+    latency_first = named("latency", "receiver_window")
+    assert window_first[0] == pytest.approx(latency_first[0], abs=1e-9)
+    conn = client_connection(cond)
+    assert conn is not None
+    secs = conn["directions"]["server_to_client"]["limits"]["seconds"]
+    assert secs["receiver_window"] > 0.005 and secs["latency"] > 0.005
+    # both go, in each run: the window's seconds and the round trips'
+    b = client_connection(base)
+    assert b is not None
+    bsecs = b["directions"]["server_to_client"]["limits"]["seconds"]
+    both = (secs["receiver_window"] + secs["latency"]) - (bsecs["receiver_window"]
+                                                          + bsecs["latency"])
+    conversations = window_first[0] - both
+    assert abs(conversations) < 0.002  # one query: no conversation to speak of
+    # a sender mixed with round trips: the round trips' what-if, as if they were named
+    assert named("sender", "latency")[0] == pytest.approx(named("latency", None)[0], abs=1e-9)
+    assert removed(cond, conn).mixed_with is None  # the recorded verdict is not mixed

@@ -70,22 +70,26 @@ def saving(f: TransferJudgement, v: Verdict) -> Saving:
     return Saving(removed_s(lim, limit, v.get("receiver")), WITHOUT[limit], MODEL)
 
 
-def removed_s(lim: LimitFacts | dict[str, Any], limit: str, receiver: str | None) -> float:
-    """The seconds a transfer with these booked seconds would take less without `limit`
-    (receiver_window, latency, loss or network), whichever limit its verdict names: the same
-    what-if for two transfers (a condition's run and its baseline's) is what tells one's saving
-    from the other's. `receiver`: the verdict's, where the window held ("application": a
-    stopped reader, whose waits a round trip near zero leaves)."""
+def removed_s(lim: LimitFacts | dict[str, Any], limits: str | tuple[str, ...],
+              receiver: str | None) -> float:
+    """The seconds a transfer with these booked seconds would take less without `limits`
+    (receiver_window, latency, loss, network: one, or the two of a mixed verdict), whichever
+    limit its verdict names: the same what-if for two transfers (a condition's run and its
+    baseline's) is what tells one's saving from the other's. `receiver`: the verdict's, where
+    the window held ("application": a stopped reader, whose waits a round trip near zero
+    leaves). Two limits remove the union of their moments: the regrowth after a loss is
+    inside the round trips or the path's pace when those go too."""
+    names = {limits} if isinstance(limits, str) else set(limits)
     secs = lim["seconds"]
-    if limit == "receiver_window":
-        out = secs["receiver_window"]
-    elif limit == "latency":
-        window = secs["receiver_window"] if receiver != "application" else 0.0
-        out = secs["latency"] + window
-    elif limit == "loss":
-        out = secs["loss"] + lim["after_loss_s"]
-    else:
-        out = secs["network"]
+    out = 0.0
+    if "receiver_window" in names or "latency" in names and receiver != "application":
+        out += secs["receiver_window"]
+    if "latency" in names:
+        out += secs["latency"]
+    if "network" in names:
+        out += secs["network"]
+    if "loss" in names:
+        out += secs["loss"] + (0.0 if names & {"latency", "network"} else lim["after_loss_s"])
     return round(min(out, lim["transfer_s"]), 6)
 
 

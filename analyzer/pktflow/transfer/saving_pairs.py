@@ -56,9 +56,11 @@ def client_time_s(conn: dict[str, Any]) -> float:
 class Removed(NamedTuple):
     """What a recording's prediction removes: a limit (None: nothing) on the server ->
     client transfer of the client's leg ("client") or of the relay's server leg ("server"),
-    or the relay's own small receive buffer ("relay")."""
+    or the relay's own small receive buffer ("relay"); with the other limit of a mixed
+    verdict (two limits within a few percent of each other: which one it names is a toss)."""
     leg: str
     limit: str | None
+    mixed_with: str | None = None
 
 
 def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
@@ -68,16 +70,27 @@ def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
     never grew; else the pooler waited on its client, and nothing outside the relay held it)."""
     v = conn["directions"]["server_to_client"].get("verdict") or {}
     limit = v.get("limit")
-    if conn.get("role") == "front" and limit in ("sender", "none"):
+    if conn.get("role") == "front" and limit in ("sender", "none") \
+            and v.get("mixed_with") not in WITHOUT:
         back = server_leg(rep, conn)
         if back is None:
             return Removed("client", None)
         bv = back["directions"]["server_to_client"].get("verdict") or {}
-        blimit = bv.get("limit")
-        if blimit == "receiver_window":
+        if bv.get("limit") == "receiver_window":
             return Removed("relay", "receiver_window")
-        return Removed("server", blimit)
-    return Removed("client", limit)
+        return of_verdict("server", bv)
+    return of_verdict("client", v)
+
+
+def of_verdict(leg: str, v: dict[str, Any]) -> Removed:
+    """A leg's verdict's what-if: its limit, and the other one where it is mixed (a sender
+    mixed with a removable limit: that limit alone)."""
+    limit, mixed = v.get("limit"), v.get("mixed_with")
+    if mixed not in WITHOUT or mixed == limit:
+        return Removed(leg, limit)
+    if limit not in WITHOUT:
+        return Removed(leg, mixed)
+    return Removed(leg, limit, mixed)
 
 
 def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> float:
@@ -96,9 +109,10 @@ def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> floa
     if d is None or not lim or lim["transfer_s"] < MIN_TRANSFER_S:
         return 0.0
     v = d.get("verdict") or {}
-    if v.get("limit") == what.limit:  # its own verdict's saving (none where it gives none)
-        return float(v.get("saving_s") or 0.0)
-    return removed_s(lim, what.limit, v.get("receiver"))
+    if v.get("limit") == what.limit and what.mixed_with is None:
+        return float(v.get("saving_s") or 0.0)  # its own verdict's (none where it gives none)
+    limits = (what.limit,) if what.mixed_with is None else (what.limit, what.mixed_with)
+    return removed_s(lim, limits, v.get("receiver"))
 
 
 def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
