@@ -10,7 +10,10 @@ unshaped baseline, for select and pg_dump, direct and through PgBouncer).
 Measured and predicted savings of a pair, and the tolerance, are
 pktflow.transfer.saving_pairs's (its docstring says how each is taken).
 
-Within tolerance: |predicted - measured| <= max(25% of measured, 10 ms).
+Within tolerance: |predicted - measured| <= max(25% of measured, 10 ms). The last column
+names the what-if the prediction takes in both recordings (pktflow.transfer.saving_pairs.removed:
+the client leg's limit, the server leg's, or the relay's own small buffer), besides the
+conversation's round trips.
 """
 
 from __future__ import annotations
@@ -49,37 +52,51 @@ def pair_of(name: str) -> tuple[str, str, str] | None:
     return base, f"{m['scen']} {cond}", m["path"]
 
 
-def figures(path: Path) -> tuple[float, float] | None:
+def report(path: Path) -> dict[str, Any]:
     from pktflow.pipeline import analyze
-    from pktflow.transfer.saving_pairs import figures as of_report
 
-    return of_report(analyze(str(path)))
+    return analyze(str(path))
 
 
 def rows(dirs: list[Path]) -> list[dict[str, Any]]:
+    from pktflow.transfer.saving_pairs import client_connection, pair, removed
+
     out = []
     for d in dirs:
         caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
                 if p.name.endswith((".pcap", ".pcap.gz"))}
-        cache: dict[str, tuple[float, float] | None] = {}
+        cache: dict[str, dict[str, Any]] = {}
 
-        def get(name: str) -> tuple[float, float] | None:
+        def get(name: str) -> dict[str, Any]:
             if name not in cache:
-                cache[name] = figures(caps[name])
+                cache[name] = report(caps[name])
             return cache[name]
 
         for name in caps:
-            pair = pair_of(name)
-            if pair is None or pair[0] not in caps:
+            names = pair_of(name)
+            if names is None or names[0] not in caps:
                 continue
-            cond, base = get(name), get(pair[0])
-            if cond is None or base is None:
+            got = pair(get(name), get(names[0]))
+            if got is None:
                 continue
-            pred, meas = cond[0] - base[0], cond[1] - base[1]
-            out.append({"set": d.name, "capture": name, "condition": pair[1], "path": pair[2],
-                        "predicted_s": pred, "measured_s": meas,
-                        "ok": within(pred, meas)})
+            pred, meas = got
+            cond = get(name)
+            conn = client_connection(cond)
+            what = removed(cond, conn) if conn is not None else None
+            out.append({"set": d.name, "capture": name, "condition": names[1],
+                        "path": names[2], "predicted_s": pred, "measured_s": meas,
+                        "ok": within(pred, meas),
+                        "removes": removes(what)})
     return out
+
+
+def removes(what: Any) -> str:
+    """The what-if in words: the leg and its limit, or the pooler's own buffer."""
+    if what is None or what.limit in (None, "sender", "none"):
+        return "-"
+    if what.leg == "relay":
+        return "the pooler's own buffer"
+    return f"{what.leg} leg's {what.limit.replace('_', ' ')}"
 
 
 def within(pred: float, meas: float) -> bool:
@@ -89,12 +106,12 @@ def within(pred: float, meas: float) -> bool:
 
 
 def table(rs: list[dict[str, Any]]) -> str:
-    lines = ["| set | condition | path | predicted ms | measured ms | within |",
-             "|---|---|---|---:|---:|---|"]
+    lines = ["| set | condition | path | predicted ms | measured ms | within | the model removes |",
+             "|---|---|---|---:|---:|---|---|"]
     for r in rs:
         lines.append(f"| {r['set']} | {r['condition']} | {r['path']} | "
                      f"{r['predicted_s'] * 1e3:,.1f} | {r['measured_s'] * 1e3:,.1f} | "
-                     f"{'yes' if r['ok'] else 'NO'} |")
+                     f"{'yes' if r['ok'] else 'NO'} | {r['removes']} |")
     ok = sum(r["ok"] for r in rs)
     lines += ["", f"{ok} of {len(rs)} pairs within max({SHARE:.0%}, {FLOOR_S * 1e3:.0f} ms)"
               + (f" ({ok / len(rs):.0%})" if rs else "")]

@@ -168,3 +168,166 @@ def test_each_part_of_a_comparison_says_what_would_close_it() -> None:
     wait = parts["server_wait"]  # faster in B: A's to close
     assert wait["ms"] < 0 and wait["close_by"].startswith("A's")
     assert wait["saving_ms"] == pytest.approx(-wait["ms"])
+
+
+def test_the_client_time_counts_the_waits_between_queries() -> None:
+    """pg_dump's wall time: a response whose last segment was lost reaches the client a
+    retransmission timeout after the capture saw it, and its next query comes only then. The
+    capture beside the server adds the round trip of the first request and the last byte."""
+    from pktflow.transfer.saving_pairs import client_time_s
+
+    def query(sent: float, last: float) -> dict[str, Any]:
+        return {"sent_s": sent, "last_response_s": last}
+
+    conn = {"queries": [query(0.0, 0.001), query(0.207, 0.208), query(0.2085, 0.3)],
+            "capture_point": {"position": "server"},
+            "directions": {"client_to_server": {
+                "handshake_ms": {"syn_to_synack": 0.02, "synack_to_ack": 0.08}}}}
+    assert client_time_s(conn) == pytest.approx(0.3 + 0.0001)
+    conn["capture_point"] = {"position": "client"}
+    assert client_time_s(conn) == pytest.approx(0.3)
+
+
+def test_a_conversation_through_a_relay_saves_both_legs_round_trips() -> None:
+    """pg_dump through PgBouncer: each of its queries crosses the client leg and then the
+    server leg, one after another, so with the client next to the server the client's time
+    loses both round trips per query; the server leg's own count would add the pooler's own
+    statements (its SET at login), which the client does not wait for."""
+    from pktflow.transfer.saving_pairs import predicted_s, removed, transfer_s
+
+    rep = analyze(str(CAPTURES / "pgdump-20k-pgbouncer-loopback.pcap"))
+    conn = client_connection(rep)
+    assert conn is not None and conn["role"] == "front"
+    (relay,) = rep["relays"]
+    (back,) = [c for c in rep["connections"] if c["id"] in relay["back_connections"]]
+    front_rt, back_rt = conn["round_trips"], back["round_trips"]
+    assert back_rt["queries"] > front_rt["queries"] >= 10
+    both = front_rt["saving_s"] + front_rt["queries"] * back_rt["rtt_ms"] / 1e3
+    conversation = predicted_s(rep, conn) - transfer_s(rep, conn, removed(rep, conn))
+    assert conversation == pytest.approx(both, abs=1e-9)
+    assert conversation > front_rt["saving_s"] + 1e-3
+
+
+def test_the_baseline_loses_the_same_limit_not_its_own_verdicts() -> None:
+    """A pair's prediction is one what-if in both recordings: the limit the condition's run
+    names, less what the baseline would save without that same limit. On a path of
+    microseconds the baseline's verdict flips between the sender and round trips (the hosts'
+    ACK pace, there in both runs alike); the prediction must not flip with it."""
+    import copy
+
+    name = "seqscan-10k-direct-bridge-rcvbuf16384"
+    cond, base = report(name), report(baseline(name))
+    b = client_connection(base)
+    assert b is not None
+    bv = b["directions"]["server_to_client"]["verdict"]
+    assert bv["limit"] == "latency" and bv["saving_s"] > 0.002
+    got = pair(cond, base)
+    assert got is not None
+    flipped = copy.deepcopy({"connections": list(base["connections"]), "relays": base["relays"]})
+    fb = client_connection(flipped)
+    assert fb is not None
+    fb["directions"]["server_to_client"]["verdict"] |= {"limit": "sender", "saving_s": 0.0}
+    again = pair(cond, flipped)
+    assert again is not None
+    assert again[0] == pytest.approx(got[0], abs=1e-9)
+    # and what the baseline loses is its window's time, the limit the condition names
+    c = client_connection(cond)
+    assert c is not None
+    c_saving = c["directions"]["server_to_client"]["verdict"]["saving_s"]
+    b_window = b["directions"]["server_to_client"]["limits"]["seconds"]["receiver_window"]
+    assert got[0] == pytest.approx(c_saving - b_window, abs=2e-6)
+
+
+def _relay_judgements(name: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The RelayJudgements the core hands the relay judge for a corpus capture."""
+    import pktflow.pipeline as pipeline
+    from pktflow.relay.measure import RelayJudge
+
+    seen: list[Any] = []
+
+    class Keep(RelayJudge):
+        def __call__(self, j: Any) -> Any:
+            seen.append(j)
+            return super().__call__(j)
+
+    monkeypatch.setattr(pipeline, "RelayJudge", Keep)
+    analyze(str(CORPUS / f"{name}.pcap.gz"))
+    return seen
+
+
+def test_a_small_pooler_buffer_saves_the_time_its_window_held_the_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pooler's tcp_rmem capped at 16 KiB: its window on the server leg never passed
+    64 KiB (autotuning takes a buffer that keeps up past it). Where the relay set the pace
+    with it (the client leg waiting on the relay, the pooler's window holding the server),
+    its verdict's saving is what a buffer that grows would give back: the seconds that window
+    held the server, at most the seconds the client leg waited on the relay. An autotuned
+    pooler's window is no such buffer and keeps the saving of going direct."""
+    import copy
+
+    from pktflow.relay.measure import BIGGER_BUFFER, CAPPED_WINDOW, capped_buffer_s, verdict_json
+
+    (j,) = _relay_judgements("seqscan-10k-pgbouncer-bridge-poolerrcvbuf16384", monkeypatch)
+    (back,) = [b for b in j["backs"] if b["verdict"]["limit"] == "receiver_window"]
+    assert back["window_ceiling"] < CAPPED_WINDOW
+    held = back["limits"]["seconds"]["receiver_window"]
+    waited = max(f["limits"]["seconds"]["sender"] for f in j["fronts"])
+    assert capped_buffer_s(j) == pytest.approx(min(held, waited))
+    # the recorded run's client leg was held by the client's window (the relay: "client");
+    # the same legs with the client leg waiting on the relay are the pooler's pace
+    paced = copy.deepcopy(j)
+    paced["legs"] = {"front": "sender", "back": "receiver_window"}
+    for f in paced["fronts"]:
+        f["limits"]["seconds"]["sender"] = f["limits"]["transfer_s"]
+    v = verdict_json(paced, "")
+    assert v["limit"] == "pooler"
+    assert v["saving_s"] == pytest.approx(held, abs=1e-6)
+    assert v["without"].startswith(BIGGER_BUFFER)
+    # autotuned: the unshaped run's pooler window is past 64 KiB, and going direct stays
+    (u,) = _relay_judgements("seqscan-10k-pgbouncer-bridge-unshaped", monkeypatch)
+    assert capped_buffer_s(u) is None
+    paced = copy.deepcopy(u)
+    paced["legs"] = {"front": "sender", "back": "receiver_window"}
+    assert verdict_json(paced, "")["without"].startswith("going direct")
+
+
+def test_a_mixed_verdict_removes_both_its_limits_whichever_it_names() -> None:
+    """Two limits within a few percent of each other: which one a verdict names is a toss
+    (r4's pooled 1 MB select at 10 ms: the client's window 36.6 ms, round trips 34.9 ms, and
+    the window named: 37 ms predicted, 70 ms measured). The pair's what-if removes both, so the
+    prediction is the same whichever is named; a sender mixed with round trips removes those."""
+    import copy
+
+    from pktflow.transfer.saving_pairs import removed
+
+    name = "seqscan-10k-pgbouncer-bridge-rtt10ms"
+    cond, base = report(name), report(baseline(name))
+
+    def named(limit: str, mixed: str | None) -> tuple[float, float]:
+        c = copy.deepcopy({"connections": list(cond["connections"]), "relays": cond["relays"]})
+        conn = client_connection(c)
+        assert conn is not None
+        v = conn["directions"]["server_to_client"]["verdict"]
+        v |= {"limit": limit, "mixed_with": mixed}
+        got = pair(c, base)
+        assert got is not None
+        return got
+
+    window_first = named("receiver_window", "latency")
+    latency_first = named("latency", "receiver_window")
+    assert window_first[0] == pytest.approx(latency_first[0], abs=1e-9)
+    conn = client_connection(cond)
+    assert conn is not None
+    secs = conn["directions"]["server_to_client"]["limits"]["seconds"]
+    assert secs["receiver_window"] > 0.005 and secs["latency"] > 0.005
+    # both go, in each run: the window's seconds and the round trips'
+    b = client_connection(base)
+    assert b is not None
+    bsecs = b["directions"]["server_to_client"]["limits"]["seconds"]
+    both = (secs["receiver_window"] + secs["latency"]) - (bsecs["receiver_window"]
+                                                          + bsecs["latency"])
+    conversations = window_first[0] - both
+    assert abs(conversations) < 0.002  # one query: no conversation to speak of
+    # a sender mixed with round trips: the round trips' what-if, as if they were named
+    assert named("sender", "latency")[0] == pytest.approx(named("latency", None)[0], abs=1e-9)
+    assert removed(cond, conn).mixed_with is None  # the recorded verdict is not mixed

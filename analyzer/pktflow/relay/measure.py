@@ -195,7 +195,15 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                          "relay_ms": round(own, 3) if count else None,
                          "front_leg_ms": round(total - own, 3) if count else None,
                          "evidence_frames": sorted(set(frames))[:12]}
-    if count:
+    capped = capped_buffer_s(j) if limit == "pooler" else None
+    if capped is not None:
+        out["saving_s"] = round(capped, 6)
+        out["without"] = (f"{BIGGER_BUFFER} that grows with its path "
+                          f"(PgBouncer's tcp_socket_buffer unset or larger, net.ipv4.tcp_rmem): "
+                          f"the {capped * 1e3:,.1f} ms its window, never past "
+                          f"{CAPPED_WINDOW // 1024} KiB, held the server while the client leg "
+                          f"waited on the relay")
+    elif count:
         # going direct saves the relay's own time only: the client's slower drain (its window,
         # its path) would hold the server directly instead. Paired lab recordings agree: a slow
         # reader behind the relay, 4.3 s of client-leg drain, measured 9-60 ms slower pooled.
@@ -205,6 +213,24 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
     else:
         out["without"] = "no query matched leg to leg: no saving"
     return out
+
+
+# what a relay's verdict says its saving is without, when its own small buffer set the pace
+BIGGER_BUFFER = "a receive buffer at the pooler"
+
+
+def capped_buffer_s(j: RelayJudgement) -> float | None:
+    """What a pooler's own small receive buffer cost, when the relay set the pace with it: the
+    seconds its window held a server leg whose window never passed CAPPED_WINDOW (a buffer set
+    small; autotuning takes one that keeps up past it), at most the seconds a client leg waited
+    on the relay (what the client can gain). None when no such window held the server."""
+    held = [b["limits"]["seconds"]["receiver_window"] for b in j["backs"]
+            if b["verdict"]["limit"] == "receiver_window" and b["window_ceiling"] is not None
+            and b["window_ceiling"] < CAPPED_WINDOW]
+    if not held:
+        return None
+    waited = max((f["limits"]["seconds"]["sender"] for f in j["fronts"]), default=0.0)
+    return min(max(held), waited)
 
 
 def _us(ms: float | None) -> str:

@@ -17,7 +17,10 @@ the pace it had where that limit did not hold it. Per limit, "without" means:
 
 Assumptions, and where it errs: the limit removed does not hand the transfer to another one it
 hid (a pooled client leg freed of its window still runs at the pooler's pace; a network limit
-removed leaves the sender's own pace, which a shaped capture may book partly as the sender's).
+removed leaves the sender's own pace, which a shaped capture may book partly as the sender's),
+and the party it held did not need the held moments for its own work: a server held by a
+window goes on producing rows into its socket, unseen until the window opens, so where that
+work is the pace (processes sharing a busy machine's cores) the saving comes out too large.
 Below MIN_TRANSFER_S there is too little time to share out, and no saving is given.
 """
 
@@ -64,19 +67,30 @@ def saving(f: TransferJudgement, v: Verdict) -> Saving:
     if limit == "sender":
         rate = f["data_bytes"] * 8 / total
         return Saving(0.0, f"nothing: the sender was the pace, producing {_rate(rate)}", MODEL)
-    return Saving(round(min(_removed(lim, limit, v), total), 6), WITHOUT[limit], MODEL)
+    return Saving(removed_s(lim, limit, v.get("receiver")), WITHOUT[limit], MODEL)
 
 
-def _removed(lim: LimitFacts, limit: str, v: Verdict) -> float:
+def removed_s(lim: LimitFacts | dict[str, Any], limits: str | tuple[str, ...],
+              receiver: str | None) -> float:
+    """The seconds a transfer with these booked seconds would take less without `limits`
+    (receiver_window, latency, loss, network: one, or the two of a mixed verdict), whichever
+    limit its verdict names: the same what-if for two transfers (a condition's run and its
+    baseline's) is what tells one's saving from the other's. `receiver`: the verdict's, where
+    the window held ("application": a stopped reader, whose waits a round trip near zero
+    leaves). Two limits remove the union of their moments: the regrowth after a loss is
+    inside the round trips or the path's pace when those go too."""
+    names = {limits} if isinstance(limits, str) else set(limits)
     secs = lim["seconds"]
-    if limit == "receiver_window":
-        return secs["receiver_window"]
-    if limit == "latency":
-        window = secs["receiver_window"] if v.get("receiver") != "application" else 0.0
-        return secs["latency"] + window
-    if limit == "loss":
-        return secs["loss"] + lim["after_loss_s"]
-    return secs["network"]
+    out = 0.0
+    if "receiver_window" in names or "latency" in names and receiver != "application":
+        out += secs["receiver_window"]
+    if "latency" in names:
+        out += secs["latency"]
+    if "network" in names:
+        out += secs["network"]
+    if "loss" in names:
+        out += secs["loss"] + (0.0 if names & {"latency", "network"} else lim["after_loss_s"])
+    return round(min(out, lim["transfer_s"]), 6)
 
 
 def _rate(bps: float) -> str:
