@@ -20,7 +20,8 @@ from test_retire import report, storm
 from pktflow.pipeline import Options, analyze
 from pktflow.report.connections import (Connections, Pairs, busiest, by_id, connection_ids,
                                         ranked_pairs)
-from pktflow.report.text import render
+from pktflow.report.queries import MAX_QUERY_ROWS
+from pktflow.report.text import render, render_connection
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted([*(ROOT / "captures").glob("*.pcap"), *(ROOT / "tests" / "regressions").glob("*.pcap")])
@@ -174,3 +175,32 @@ def test_connections_picked_by_id_decode_only_those(monkeypatch: pytest.MonkeyPa
     assert sorted(decoded) == [1, len(whole) - 1]
     assert list(by_id(whole, want)) == [whole[1], whole[-1]]
     assert connection_ids(whole) == [c["id"] for c in whole]
+
+
+def test_a_panel_decodes_only_the_queries_it_shows() -> None:
+    """A connection panel ranks the queries by the response sizes the core hands over at
+    once, and decodes only the MAX_QUERY_ROWS it shows (a pooler's back leg lists
+    thousands): the same panel as from the whole list."""
+    path = ROOT / "captures" / "pgdump-20k-pgbouncer-loopback.pcap"
+    lazy = analyze(str(path), LAZY)
+    conns = lazy["connections"]
+    i = max(range(len(conns)), key=lambda k: conns.summary(k)["queries_total"] or 0)
+    asked: list[list[int]] = []
+    core = lazy.core
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(core, name)
+
+        def queries(self, n: int, indexes: list[int]) -> list:  # type: ignore[type-arg]
+            asked.append(indexes)
+            return core.queries(n, indexes)
+
+    shown = Connections(Counting()).panel(i)  # type: ignore[arg-type]
+    assert len(shown["queries"]) > MAX_QUERY_ROWS
+    out = io.StringIO()
+    Console(file=out, width=120).print(render_connection(shown, 120))
+    whole = io.StringIO()
+    Console(file=whole, width=120).print(render_connection(conns[i], 120))
+    assert out.getvalue() == whole.getvalue()
+    assert [len(a) for a in asked] == [MAX_QUERY_ROWS]

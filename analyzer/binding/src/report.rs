@@ -387,4 +387,31 @@ impl Report {
         }
         to_py(py, &record)
     }
+
+    /// The response bytes of connection `i`'s listed queries, in order: what a panel that
+    /// shows a few of a pooler's thousands ranks them by, without decoding them into Python.
+    fn query_sizes(&self, i: usize) -> PyResult<Vec<u64>> {
+        if i >= self.inner.len() {
+            return Err(PyIndexError::new_err(format!("no connection {i}")));
+        }
+        let record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        let queries = record.postgres.0.map(|pg| pg.queries).unwrap_or_default();
+        Ok(queries.iter().map(|q| q.response_bytes).collect())
+    }
+
+    /// Connection `i`'s listed queries at `indexes`, in that order.
+    fn queries(&self, py: Python<'_>, i: usize, indexes: Vec<usize>) -> PyResult<Py<PyAny>> {
+        if i >= self.inner.len() {
+            return Err(PyIndexError::new_err(format!("no connection {i}")));
+        }
+        let record = guard(|| self.inner.connection(i))?.map_err(report_error)?;
+        let queries = record.postgres.0.map(|pg| pg.queries).unwrap_or_default();
+        let chosen = (indexes.iter())
+            .map(|&k| {
+                (queries.get(k))
+                    .ok_or_else(|| PyIndexError::new_err(format!("no query {k} in connection {i}")))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        to_py(py, &chosen)
+    }
 }

@@ -52,6 +52,13 @@ class Connections(Sequence[dict[str, Any]]):
     def ids(self) -> list[str]:
         return [f"c{n}" for n in self._core.numbers()]
 
+    def panel(self, i: int) -> dict[str, Any]:
+        """Connection i as a panel draws it: its queries read as they are asked for, their
+        response sizes at once (`Queries`)."""
+        conn = self.summary(i)
+        conn["queries"] = Queries(self._core, i)
+        return conn
+
     def summary(self, i: int) -> dict[str, Any]:
         """Connection i without its listed queries (`queries_total` still counts them): what
         an overview reads, a fraction of a pooler's back leg that lists 10,000."""
@@ -62,6 +69,71 @@ class Connections(Sequence[dict[str, Any]]):
         in order), found without decoding any."""
         payload = self._core.payload()
         return heapq.nlargest(n, range(len(payload)), key=payload.__getitem__)
+
+
+class Queries(Sequence[dict[str, Any]]):
+    """A connection's listed queries, each decoded when read; their response sizes all at
+    once. A panel shows 30 of a pooler's back leg's 10,000."""
+
+    def __init__(self, core: _core.Report, connection: int) -> None:
+        self._core = core
+        self._connection = connection
+        self._sizes: list[int] | None = None
+
+    def sizes(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = self._core.query_sizes(self._connection)
+        return self._sizes
+
+    def __len__(self) -> int:
+        return len(self.sizes())
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return self.at(list(range(len(self))[i]))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.at([i])[0]
+
+    def at(self, indices: list[int]) -> list[dict[str, Any]]:
+        return [dict(q) for q in self._core.queries(self._connection, indices)]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        step = 512
+        for start in range(0, len(self), step):
+            yield from self.at(list(range(start, min(start + step, len(self)))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def response_sizes(queries: Sequence[dict[str, Any]]) -> list[int]:
+    """Each query's response bytes, in order (from the core at once for `Queries`)."""
+    if isinstance(queries, Queries):
+        return queries.sizes()
+    return [q.get("response_bytes") or 0 for q in queries]
+
+
+def queries_at(queries: Sequence[dict[str, Any]], indices: list[int]) -> list[dict[str, Any]]:
+    """The queries at `indices`, in that order (only those decoded, for `Queries`)."""
+    if isinstance(queries, Queries):
+        return queries.at(indices)
+    return [queries[i] for i in indices]
+
+
+def panel(conns: Sequence[dict[str, Any]], i: int) -> dict[str, Any]:
+    """Connection i as a panel draws it (`Connections.panel`), or as it is."""
+    return conns.panel(i) if isinstance(conns, Connections) else conns[i]
 
 
 class Pairs(Sequence[dict[str, Any]]):

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from pktflow.rates import format_rate
 from pktflow.report.columns import PANEL, widths
+from pktflow.report.connections import queries_at, response_sizes
 from pktflow.report.session import outcome, session_lines, sql_text, who
 
 MAX_QUERY_ROWS = 30  # queries shown per connection: beyond, those with the largest responses
@@ -68,18 +69,18 @@ def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None
     to SQL_SHOWN characters and wrapped, with its command tag, error and notices. Where even
     the numbers do not fit in a line, each goes with its name."""
     queries = conn.get("queries") or []
-    if not queries:
+    sizes = response_sizes(queries)
+    if not sizes:
         return None
-    title = f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
-    shown: list[int] | range = range(len(queries))
-    if len(queries) > MAX_QUERY_ROWS:  # a pooler's back leg, a long session: the big ones
-        shown = sorted(heapq.nlargest(MAX_QUERY_ROWS, shown,
-                                      key=lambda i: queries[i].get("response_bytes") or 0))
-        title = (f"{len(queries):,} queries, the {MAX_QUERY_ROWS} with the largest responses "
+    title = f"{len(sizes)} quer{'y' if len(sizes) == 1 else 'ies'}"
+    shown: list[int] = list(range(len(sizes)))
+    if len(sizes) > MAX_QUERY_ROWS:  # a pooler's back leg, a long session: the big ones
+        shown = sorted(heapq.nlargest(MAX_QUERY_ROWS, shown, key=sizes.__getitem__))
+        title = (f"{len(sizes):,} queries, the {MAX_QUERY_ROWS} with the largest responses "
                  f"shown in order (--format json has every one)")
+    chosen = queries_at(queries, shown)
     cells = []
-    for i in shown:
-        q = queries[i]
+    for i, q in zip(shown, chosen):
         sent, first, last = q.get("sent_s"), q.get("first_response_s"), q.get("last_response_s")
         cells.append([f"#{i}", "-" if sent is None else f"{sent:.3f}",
                       "-" if q.get("rows") is None else f"{q['rows']:,}",
@@ -99,13 +100,13 @@ def query_table(conn: dict[str, Any], width: int = 120) -> RenderableType | None
     tabular = sum(full) + gap * (len(full) - 1) <= room
     if tabular:
         body.append(Text(line(_HEADS), "bold"))
-    for i, row in zip(shown, cells):
+    for row, q in zip(cells, chosen):
         if tabular:
             body.append(Text(line(row)))
         else:  # narrower than the numbers: each with its name
             body.append(Text("  ".join([row[0]] + [f"{h} {c}" for h, c in
                                                    zip(_HEADS[1:], row[1:])])))
-        body.append(Padding(_said(queries[i]), (0, 0, 0, INDENT)))
+        body.append(Padding(_said(q), (0, 0, 0, INDENT)))
     return Group(*body)
 
 

@@ -16,7 +16,7 @@ from rich.text import Text
 from pktflow.report.answer import render_answer
 from pktflow.report.queries import message_counts, protocol_line, query_table, session_text
 from pktflow.report.relays import render_relays
-from pktflow.report.connections import busiest_summaries
+from pktflow.report.connections import busiest_summaries, panel
 from pktflow.report.transfer import transfer_views
 
 _SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -182,7 +182,7 @@ def render(report: dict[str, Any], console: Console) -> None:
         console.print(relay)
     for i, _ in sorted(top[:MAX_PANELS], key=lambda ic: ic[0]):  # in capture order
         # whole, with its queries, one at a time
-        console.print(render_connection(conns[i], console.width))
+        console.print(render_connection(panel(conns, i), console.width))
     if len(conns) > MAX_PANELS:
         where = ("are in the overview above" if len(conns) <= MAX_OVERVIEW else
                  f"are not drawn (the overview lists the busiest {MAX_OVERVIEW})")
