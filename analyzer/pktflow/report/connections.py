@@ -71,22 +71,12 @@ class Connections(Sequence[dict[str, Any]]):
         return heapq.nlargest(n, range(len(payload)), key=payload.__getitem__)
 
 
-class Queries(Sequence[dict[str, Any]]):
-    """A connection's listed queries, each decoded when read; their response sizes all at
-    once. A panel shows 30 of a pooler's back leg's 10,000."""
+class Decoded(Sequence[dict[str, Any]]):
+    """Items the core decodes when read, a few at a time (`at`): a connection's queries, a
+    relay's matched pairs."""
 
-    def __init__(self, core: _core.Report, connection: int) -> None:
-        self._core = core
-        self._connection = connection
-        self._sizes: list[int] | None = None
-
-    def sizes(self) -> list[int]:
-        if self._sizes is None:
-            self._sizes = self._core.query_sizes(self._connection)
-        return self._sizes
-
-    def __len__(self) -> int:
-        return len(self.sizes())
+    def at(self, indices: list[int]) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -103,9 +93,6 @@ class Queries(Sequence[dict[str, Any]]):
             raise IndexError(i)
         return self.at([i])[0]
 
-    def at(self, indices: list[int]) -> list[dict[str, Any]]:
-        return [dict(q) for q in self._core.queries(self._connection, indices)]
-
     def __iter__(self) -> Iterator[dict[str, Any]]:
         step = 512
         for start in range(0, len(self), step):
@@ -115,6 +102,27 @@ class Queries(Sequence[dict[str, Any]]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+class Queries(Decoded):
+    """A connection's listed queries, each decoded when read; their response sizes all at
+    once. A panel shows 30 of a pooler's back leg's 10,000."""
+
+    def __init__(self, core: _core.Report, connection: int) -> None:
+        self._core = core
+        self._connection = connection
+        self._sizes: list[int] | None = None
+
+    def sizes(self) -> list[int]:
+        if self._sizes is None:
+            self._sizes = self._core.query_sizes(self._connection)
+        return self._sizes
+
+    def __len__(self) -> int:
+        return len(self.sizes())
+
+    def at(self, indices: list[int]) -> list[dict[str, Any]]:
+        return [dict(q) for q in self._core.queries(self._connection, indices)]
 
 
 def response_sizes(queries: Sequence[dict[str, Any]]) -> list[int]:
@@ -136,7 +144,7 @@ def panel(conns: Sequence[dict[str, Any]], i: int) -> dict[str, Any]:
     return conns.panel(i) if isinstance(conns, Connections) else conns[i]
 
 
-class Pairs(Sequence[dict[str, Any]]):
+class Pairs(Decoded):
     """A relay's matched queries, each decoded when read."""
 
     def __init__(self, core: _core.Report, relay: int) -> None:
@@ -154,33 +162,9 @@ class Pairs(Sequence[dict[str, Any]]):
         for start in range(0, len(self), step):
             yield from self._core.pair_keys(self._relay, start, start + step)
 
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            return self.at(list(range(len(self))[i]))
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self.at([i])[0]
-
     def at(self, indices: list[int]) -> list[dict[str, Any]]:
         return [dict(p) for p in self._core.pairs(self._relay, indices)]
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        step = 512
-        for start in range(0, len(self), step):
-            yield from self.at(list(range(start, min(start + step, len(self)))))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _bulk(segments_in: int | None) -> bool:
