@@ -301,3 +301,16 @@ def test_the_cores_json_is_what_json_dumps_writes_of_the_report(capture: Path) -
         out = io.StringIO()
         report.core.write_json(out, indented)
         assert out.getvalue() == json.dumps(report, **dumps) + "\n"  # type: ignore[arg-type]
+
+
+def test_a_json_run_does_not_import_rich(tmp_path: Path) -> None:
+    """JSON and jsonl are written by the core: rich, a tenth of a small run's time, is loaded
+    only for text."""
+    capture = Path(__file__).resolve().parent.parent / "captures" / "error-direct-loopback.pcap"
+    child = ("import sys\nfrom pktflow.cli import main\n"
+             f"code = main(['analyze', '--format', sys.argv[1], {str(capture)!r}])\n"
+             "print(code, 'rich' in sys.modules)")
+    for fmt, rich in (("json", False), ("jsonl", False), ("text", True)):
+        out = subprocess.run([sys.executable, "-c", child, fmt], capture_output=True, text=True,
+                             check=True, cwd=tmp_path)
+        assert out.stdout.splitlines()[-1] == f"0 {rich}", (fmt, out.stderr[-500:])

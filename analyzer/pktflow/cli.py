@@ -200,9 +200,11 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         results = one_by_one()
     else:
         results = run_local(jobs, workers, done)
-    from pktflow.report.fleet import Fleet
+    fleet = None
+    if summary:  # rich comes with it: a run that writes JSON needs none
+        from pktflow.report.fleet import Fleet
 
-    fleet = Fleet()
+        fleet = Fleet()
     if bar is not None:
         bar.start()
     try:
@@ -217,7 +219,7 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
             text, outcome, digest = value
             if text is not None:
                 env.stdout.write(text)
-            if digest is not None:
+            if digest is not None and fleet is not None:
                 fleet.add(digest)
             if outcome.damage is not None:
                 worst = max(worst, _say_damage(path, outcome.damage, env, bar))
@@ -230,7 +232,7 @@ def cmd_analyze(args: argparse.Namespace, env: Env) -> int:
         from pktflow.tables import sweep
 
         sweep(Path(args.output))
-    if summary and fleet.captures:
+    if fleet is not None and fleet.captures:
         from rich.console import Console
 
         from pktflow.report.fleet import render_fleet
