@@ -485,6 +485,26 @@ def test_delay_back_and_cold_pool_time_both_handshakes(lab_dir: Path) -> None:
 
 
 @pytest.mark.lab
+def test_delay_back_is_in_force_before_the_pool_is_warmed(lab_dir: Path) -> None:
+    """A warm pool's server connection carries the back link's delay from its first packet,
+    as on a real network: the kernel's least round trip on it is the delay. (Warmed before
+    the delay line, it kept the least round trip of a path of microseconds, and the kernel's
+    reading called every sample with data waiting a queue: network.)"""
+    # a late delay line makes round trips longer, never shorter: the least is the delay
+    meta, _ = recorded(lab_dir, "back5-warm-pgbouncer",
+                       Recording("seqscan-10k", via="pgbouncer", network="bridge",
+                                 conditions=Conditions(delay_back_ms=5)))
+    assert meta["handshakes"] and all(h["server"].endswith(":6432")
+                                      for h in meta["handshakes"])  # the pool was warm
+    sock = by_direction(meta)["server->pooler"]
+    assert sock["counted_from"] == "the sample before the client started", sock
+    assert abs(sock["minrtt_ms"] - 5.0) <= 1.0, sock
+    # the delay is the path's own round trip, not a queue (warmed first: network, most samples)
+    assert sock["sample_shares"]["network"] < 0.5, sock
+    assert meta["conditions"]["delay_line_pooler"]["packets"] > 0
+
+
+@pytest.mark.lab
 def test_slow_reader_closes_the_window_and_the_kernel_says_receiver(lab_dir: Path) -> None:
     # psql reads 16 KB at a time: at 250 KB/s every 65 ms, past the receiver's delayed-ACK
     # timer (40 ms), so the full buffer is advertised as a zero window before each read (at

@@ -6,7 +6,8 @@ The pooled server connection is opened before tcpdump starts (`warm_pool`), so t
 shows the back leg without a handshake, as production captures do.
 
 Network conditions (delay, loss, small buffers, a slow reader: conditions.py) are applied
-after the servers are up and before the capture. While the client runs, the kernel's own
+after the servers are up and before the pool is warmed and the capture starts: the pooled
+server connection carries them from its first packet, as a real network's would. While the client runs, the kernel's own
 account of each sending socket is sampled (kernel.py); after it, the handshakes in the capture
 are timed (handshakes.py) to check the delay asked for against the one recorded. A name ending
 in .gz is written gzipped.
@@ -215,15 +216,17 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
         port = free_port(PGPOOL_PORT) if rec.network == "loopback" else PGPOOL_PORT
         ports.append(port)
         svc.pgpool(host, port, pg_host, pg_port)
-    if rec.via != "direct":
-        if rec.warm_pool:
-            svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
-                     DATABASE, "-c", "SELECT 1"], role="client")
-    argv = render_command(scen, host=host, port=port, rows=rows)
     port_of = {"postgres": pg_port} | ({rec.via: port} if rec.via != "direct" else {})
     shaper = Shaper(rec.conditions, net, svc, svc.workdir, via=rec.via, ports=port_of)
     shaper_box.append(shaper)
+    # the conditions before the pool is warmed: its server connection then carries them from
+    # its first packet, as on a real network (warmed first, its kernel keeps the least round
+    # trip of a path without the delay, and reads the delay as a queue)
     shaper.start()
+    if rec.via != "direct" and rec.warm_pool:
+        svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
+                 DATABASE, "-c", "SELECT 1"], role="client")
+    argv = render_command(scen, host=host, port=port, rows=rows)
     env = dict(scen.env) | shaper.client_env()
     program = need(argv[0], "postgresql-client-15")
     if argv[0] == "python3":
