@@ -4,7 +4,9 @@
     python3 bench/verdicts.py --record DIR [--only SUBSTRING ...] [--repeat N]
     python3 bench/verdicts.py DIR [DIR ...] [--markdown FILE]
 
---record runs the lab (root) over the conditions matrix below, into DIR: each capture with its
+--record runs the lab (root) over the conditions matrix below, into DIR (skipping captures
+already there, so a run stopped part-way resumes; a recording that fails is tried once more,
+then left out): each capture with its
 metadata, which holds the kernel's own account of every sending socket (pktflow.lab.kernel:
 tcp_info sampled every 2 ms, each sample classed by the sender's state). Without it, every
 capture in the DIRs is analysed and each sending socket's verdict is set against the kernel's
@@ -51,11 +53,17 @@ for via in ("direct", "pgbouncer"):
         if via == "pgbouncer":
             _add(f"{stem}-poolerrcvbuf16384", **base, pooler_rcvbuf=16384)
             _add(f"{stem}-pktbuf65536-rtt10ms", **base, delay_ms=10.0, pkt_buf=65536)
+            # the back leg's conditions: the server's path to the pooler
+            _add(f"{stem}-backrtt10ms", **base, delay_back_ms=10.0)
+            _add(f"{stem}-backloss2pct", **base, loss_back_pct=2.0)
+            _add(f"{stem}-backrtt10ms-backloss2pct", **base, delay_back_ms=10.0,
+                 loss_back_pct=2.0)
 
 
 def record(out: Path, only: list[str], repeat: int) -> None:
+    from pktflow.errors import LabError
     from pktflow.lab.conditions import Conditions
-    from pktflow.lab.record import Recording
+    from pktflow.lab.record import Recording, metadata_path
     from pktflow.lab.record import record as run
     from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS
 
@@ -64,7 +72,8 @@ def record(out: Path, only: list[str], repeat: int) -> None:
         if only and not any(o in name for o in only):
             continue
         for i in range(repeat):
-            cond = Conditions(**{k: kw[k] for k in ("delay_ms", "loss_pct", "client_rcvbuf",
+            cond = Conditions(**{k: kw[k] for k in ("delay_ms", "delay_back_ms", "loss_pct",
+                                                   "loss_back_pct", "client_rcvbuf",
                                                    "pooler_rcvbuf", "slow_reader") if k in kw})
             pgb = dict(PGBOUNCER_DEFAULTS) | ({"pkt_buf": kw["pkt_buf"]} if "pkt_buf" in kw
                                              else {})
@@ -72,8 +81,16 @@ def record(out: Path, only: list[str], repeat: int) -> None:
                             rows=kw.get("rows"), pgbouncer=pgb, offloads=False,
                             rate=kw.get("rate"), rate_at=kw.get("rate_at"), conditions=cond)
             path = out / f"{name}{'' if repeat == 1 else f'-{i + 1}'}.pcap.gz"
-            print(f"recording {path.name}", file=sys.stderr, flush=True)
-            run(rec, path)
+            if metadata_path(path).exists():
+                continue  # recorded by an earlier run of the matrix: it resumes
+            for attempt in (1, 2):
+                print(f"recording {path.name}", file=sys.stderr, flush=True)
+                try:
+                    run(rec, path)
+                    break
+                except LabError as exc:  # e.g. a server slow to start on a busy machine
+                    print(f"  failed ({attempt} of 2): {exc.one_line()}", file=sys.stderr,
+                          flush=True)
 
 
 def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
@@ -100,13 +117,64 @@ def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
     return None
 
 
+# the delay each sending socket's path carries, by the condition that set it
+PATH_DELAY = {"server->client": "delay_ms", "pooler->client": "delay_ms",
+              "server->pooler": "delay_back_ms"}
+
+
+def shaped(meta: dict[str, Any], direction: str) -> bool:
+    """Whether the recording put a shaper (tc tbf, the lab's one queue) on the egress of
+    this direction's sender."""
+    rec = meta["recording"]
+    return bool(rec.get("rate")) and rec.get("rate_at") in (None, direction.split("->")[0])
+
+
+def kernel_read(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The kernel's sending sockets, each judged again from its samples (pktflow.lab.kernel's
+    rule), read with what the recording built:
+    - the least RTT no lower than the delay the socket's path was given. A pool warmed before
+      the delay line (the lab before it applied its conditions first) kept the least RTT of
+      a path of microseconds for the recording (Linux keeps min_rtt for minutes), and the
+      rule read the delay itself as a queue (network); no round trip on that path is shorter;
+    - no queue where no shaper was: the lab's only queue is tbf (a delay line holds each
+      packet a fixed time, whatever the flight). Elsewhere a smoothed RTT well above the least
+      is the receiver's ACK delays (its delayed ACKs, a pooler that reads only as its client
+      drains), which the rule would call network (issue 31 rule 3: network needs a queue);
+      the srtt is read as the least, so those samples go by the rest of the rule."""
+    import gzip
+
+    from pktflow.lab import kernel
+    from pktflow.lab.record import kernel_sockets, samples_path
+
+    socks = kernel_sockets(path)
+    side = samples_path(path)
+    if not side.exists():
+        return socks
+    with gzip.open(side, "rt") as f:
+        series = json.load(f)
+    out = []
+    for s in socks:
+        ser = series.get(f"{s['local']} {s['peer']}")
+        if ser:
+            delay = meta["conditions"].get(PATH_DELAY.get(s["direction"], ""))
+            least = [None if m is None else max(m, delay or 0.0) for m in ser["minrtt_ms"]]
+            fixed = ser | {"minrtt_ms": least}
+            if not shaped(meta, s["direction"]):
+                fixed["srtt_ms"] = least
+            s = kernel.resummarized(s, fixed) | {
+                "read_as": "least RTT at least the path's delay"
+                + ("" if shaped(meta, s["direction"]) else "; no queue: no shaper")}
+        out.append(s)
+    return out
+
+
 def verdicts(path: Path) -> list[dict[str, Any]]:
     from pktflow.lab.kernel import direction_of
-    from pktflow.lab.record import kernel_sockets, metadata_path
+    from pktflow.lab.record import metadata_path
     from pktflow.pipeline import analyze
 
     meta = json.loads(metadata_path(path).read_text())
-    meta["kernel"]["sockets"] = kernel_sockets(path)
+    meta["kernel"]["sockets"] = kernel_read(path, meta)
     rep = analyze(str(path))
     rows = []
     for sock in meta["kernel"]["sockets"]:

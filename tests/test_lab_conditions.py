@@ -85,6 +85,31 @@ def test_each_sample_is_classed_by_the_senders_state() -> None:
                                        "sender", "loss", "send_buffer", None]
 
 
+def test_a_response_that_left_whole_between_two_turns_is_no_transfer_time() -> None:
+    """pg_dump's catalogue queries: each answer leaves in one instant, a round trip from the
+    next request. Its sample holds the turn's end and the wait for its ACK: no class (as
+    pktflow books such a response no transfer time), where the bulk answer's samples count."""
+    series = [_sample(0.000, bytes_sent=0, bytes_received=100)]
+    sent, got = 0, 100
+    for k in range(3):  # request (a turn of two samples), answer, wait for its ACK
+        got += 80
+        series += [_sample(0.01 * k + 0.001, bytes_sent=sent, bytes_received=got),
+                   _sample(0.01 * k + 0.002, bytes_sent=sent, bytes_received=got)]
+        sent += 300
+        series.append(_sample(0.01 * k + 0.003, bytes_sent=sent, bytes_received=got,
+                              unacked=1, notsent=0))
+    # the COPY: its first sample leaves data queued, then the bulk goes on
+    got += 80
+    series.append(_sample(0.05, bytes_sent=sent, bytes_received=got))
+    for k in range(1, 4):
+        series.append(_sample(0.05 + 0.001 * k, bytes_sent=sent + 50_000 * k,
+                              bytes_received=got, unacked=10, notsent=0 if k == 3 else 9_000,
+                              srtt_ms=0.2, minrtt_ms=0.1))
+    labels = kernel.classify(series)
+    assert labels[:-3] == [None] * (len(series) - 3), labels
+    assert labels[-3:] == ["latency", "latency", "sender"], labels
+
+
 def test_a_recovery_the_receiver_reports_spurious_is_not_loss() -> None:
     series = [_sample(0.0, bytes_sent=100),
               _sample(0.001, bytes_sent=2_000, unacked=2, notsent=0, ca_state=3, retrans=1),
