@@ -17,9 +17,10 @@
 //!   by the least scale the bytes in flight had proved by then);
 //! - a write's end (a short segment, or a full one with PSH: the sender had queued nothing
 //!   more when it went), or the receiver having sent a request since: the sender's, unless the
-//!   next data follows an ACK within a reaction time (ACK_CLOCK: tens of microseconds, plus
-//!   the far half of the handshake's round trip when the capture is not beside the sender).
-//!   Then data was queued behind the congestion window, and the pause was the round trip's;
+//!   next data follows the first ACK since that write within a reaction time (tens of
+//!   microseconds, plus the round trip to the sender when the capture is not beside it).
+//!   Then data was queued behind the congestion window, and the pause was the round trip's
+//!   (an ACK that freed room and drew nothing shows the sender had nothing queued);
 //! - data queued (the last segment full, no PSH), the window open:
 //!   - between segments, at the sender's peak spacing (within PEAK_FACTOR of the closest
 //!     spacing per byte seen): transmission, the sender's own pace; further apart, the path's
@@ -318,9 +319,11 @@ pub(super) struct Chrono {
     peak: Option<f64>,
     /// The latest ACK, or window update, and whether it came since the last data segment.
     ack_ts: Option<f64>,
+    /// The first ACK, or window update, since the last data segment.
+    first_ack_ts: Option<f64>,
     /// How long after an ACK the sender's answer reaches the capture point beyond its
     /// reaction time: the round trip between the capture point and the sender, as the
-    /// other direction's least RTT shows it (0 until it has one).
+    /// handshake times it, else as the other direction's least RTT shows it (0 until then).
     pub far_s: f64,
     books: Books,
     /// The intervals since the last data segment, and its time.
@@ -353,6 +356,7 @@ impl Chrono {
             srtt: None,
             peak: None,
             ack_ts: None,
+            first_ack_ts: None,
             far_s: 0.0,
             books: Books::new(),
             pending: Vec::new(),
@@ -423,12 +427,15 @@ impl Chrono {
         [(Limit::Latency, gap - queue), (Limit::Network, queue)]
     }
 
-    /// Whether data at `ts` answers the latest ACK: it came within the sender's reaction
-    /// time of an ACK that arrived since the last data segment. Beside the sender (a round
-    /// trip to it under REACT_S), the ACK must also have come a reaction time or more after
-    /// that data: on a path of microseconds every write follows some ACK that closely.
+    /// Whether data at `ts` answers an ACK: it came within the sender's reaction time of
+    /// the first ACK since the last data segment. A sender held by its congestion window
+    /// sends on the first ACK that frees room; one that let ACKs pass and sent later had
+    /// nothing queued, and data that happens to follow a later ACK (many arrive while a
+    /// large flight drains) is its own pace. Beside the sender (a round trip to it under
+    /// REACT_S), the ACK must also have come a reaction time or more after that data: on a
+    /// path of microseconds every write follows some ACK that closely.
     fn answers_ack(&self, ts: f64) -> bool {
-        match (self.ack_ts, self.last_data_ts) {
+        match (self.first_ack_ts, self.last_data_ts) {
             (Some(a), Some(d)) => {
                 a >= d
                     && ts - a <= REACT_S + self.far_s
@@ -669,6 +676,9 @@ impl Chrono {
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
                 self.ack_ts = Some(ts);
+                if self.first_ack_ts.is_none() {
+                    self.first_ack_ts = Some(ts);
+                }
                 if let Some(r) = rtt {
                     self.srtt = Some(self.srtt.map_or(r, |s| 0.875 * s + 0.125 * r));
                 }
@@ -715,6 +725,7 @@ impl Chrono {
         }
         if let Event::Data { .. } = e {
             self.last_data_ts = Some(ts);
+            self.first_ack_ts = None;
         }
     }
 
