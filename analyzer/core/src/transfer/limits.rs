@@ -47,6 +47,11 @@ const REACT_S: f64 = 0.000_05;
 /// A train of queued data ended by nothing left in flight is a rate limit's when the next
 /// data is this many least round trips away, and queued again.
 const TRAIN_GAP_RTTS: f64 = 10.0;
+/// A train: at least this many full segments in a row up to the full one with PSH that ends
+/// it. Queued data leaves as runs of full segments with the writes' pushes landing on some
+/// (4 to hundreds in a row behind a shaper); a write of one or two full segments is a
+/// write's end, no train (a pooler passing on the one or two segments it read).
+const TRAIN_SEGMENTS: u32 = 3;
 
 /// Segments this many times further apart (per byte) than the closest seen left at the
 /// path's pace, not the sender's.
@@ -301,6 +306,8 @@ pub(super) struct Chrono {
     scale_lb: u8,
     last_full: bool,
     last_push_full: bool,
+    /// Full segments in a row since the last short one or the last PSH, this one included.
+    full_run: u32,
     peer_spoke: bool,
     recovery_until: Option<i64>,
     /// The flight when the last recovery began, until the sender has that much in flight
@@ -347,6 +354,7 @@ impl Chrono {
             scale_lb: 0,
             last_full: false,
             last_push_full: false,
+            full_run: 0,
             peer_spoke: false,
             recovery_until: None,
             regrow_to: None,
@@ -472,9 +480,10 @@ impl Chrono {
         } else if self.peer_spoke {
             parts[0] = (Limit::Sender, gap, Kind::Fixed);
         } else if idle && self.last_push_full {
-            // a train of queued data cut at a full segment (PSH on an skb the stack filled)
-            // and nothing left in flight: a rate limit before the capture point releasing
-            // trains, if the next one is long in coming; else the sender had no more
+            // a train of queued data (TRAIN_SEGMENTS full ones in a row or more) cut at a
+            // full segment (PSH on an skb the stack filled) and nothing left in flight: a
+            // rate limit before the capture point releasing trains, if the next one is long
+            // in coming; else the sender had no more
             parts[0] = (Limit::Sender, gap, Kind::TrainEnd);
         } else if !self.last_full {
             // a write ended: the sender's, unless the next data answers an ACK
@@ -654,7 +663,15 @@ impl Chrono {
                     // what a new segment says of the data waiting: a short one, or one with
                     // PSH, ended a write
                     self.last_full = full && !push;
-                    self.last_push_full = full && push;
+                    self.full_run = if full {
+                        self.full_run.saturating_add(1)
+                    } else {
+                        0
+                    };
+                    self.last_push_full = full && push && self.full_run >= TRAIN_SEGMENTS;
+                    if push {
+                        self.full_run = 0;
+                    }
                 }
                 self.peer_spoke = false;
                 if !full || self.regrow_to.is_some_and(|r| self.in_flight() >= r) {

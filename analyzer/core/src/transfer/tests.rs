@@ -838,6 +838,24 @@ fn full_trains_with_nothing_in_flight_are_a_rate_limit() {
 }
 
 #[test]
+fn writes_of_one_full_segment_are_writes_not_trains() {
+    // a pooler passing on each segment it read from a server whose leg recovers from losses:
+    // one (or two) full segments with PSH, then a pause of the back leg's; the next write
+    // again full. Each ended a write: the sender had nothing more.
+    let mut f = bridge();
+    for i in 0..60 {
+        let two = i % 2 == 0;
+        if two {
+            f.send_flags(1, MSS, 0.012, ACK);
+        }
+        f.send_flags(1, MSS, if two { 0.000_002 } else { 0.012 }, ACK | PSH);
+        f.ack(0, 4096 << 7, 0.000_1);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
+}
+
+#[test]
 fn a_write_ending_in_a_short_segment_and_a_quick_train_are_the_senders() {
     // 8 KB writes (five full segments and a short one with PSH) every 12 ms: the
     // application's pace
