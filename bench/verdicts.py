@@ -117,64 +117,14 @@ def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
     return None
 
 
-# the delay each sending socket's path carries, by the condition that set it
-PATH_DELAY = {"server->client": "delay_ms", "pooler->client": "delay_ms",
-              "server->pooler": "delay_back_ms"}
-
-
-def shaped(meta: dict[str, Any], direction: str) -> bool:
-    """Whether the recording put a shaper (tc tbf, the lab's one queue) on the egress of
-    this direction's sender."""
-    rec = meta["recording"]
-    return bool(rec.get("rate")) and rec.get("rate_at") in (None, direction.split("->")[0])
-
-
-def kernel_read(path: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The kernel's sending sockets, each judged again from its samples (pktflow.lab.kernel's
-    rule), read with what the recording built:
-    - the least RTT no lower than the delay the socket's path was given. A pool warmed before
-      the delay line (the lab before it applied its conditions first) kept the least RTT of
-      a path of microseconds for the recording (Linux keeps min_rtt for minutes), and the
-      rule read the delay itself as a queue (network); no round trip on that path is shorter;
-    - no queue where no shaper was: the lab's only queue is tbf (a delay line holds each
-      packet a fixed time, whatever the flight). Elsewhere a smoothed RTT well above the least
-      is the receiver's ACK delays (its delayed ACKs, a pooler that reads only as its client
-      drains), which the rule would call network (issue 31 rule 3: network needs a queue);
-      the srtt is read as the least, so those samples go by the rest of the rule."""
-    import gzip
-
-    from pktflow.lab import kernel
-    from pktflow.lab.record import kernel_sockets, samples_path
-
-    socks = kernel_sockets(path)
-    side = samples_path(path)
-    if not side.exists():
-        return socks
-    with gzip.open(side, "rt") as f:
-        series = json.load(f)
-    out = []
-    for s in socks:
-        ser = series.get(f"{s['local']} {s['peer']}")
-        if ser:
-            delay = meta["conditions"].get(PATH_DELAY.get(s["direction"], ""))
-            least = [None if m is None else max(m, delay or 0.0) for m in ser["minrtt_ms"]]
-            fixed = ser | {"minrtt_ms": least}
-            if not shaped(meta, s["direction"]):
-                fixed["srtt_ms"] = least
-            s = kernel.resummarized(s, fixed) | {
-                "read_as": "least RTT at least the path's delay"
-                + ("" if shaped(meta, s["direction"]) else "; no queue: no shaper")}
-        out.append(s)
-    return out
-
-
 def verdicts(path: Path) -> list[dict[str, Any]]:
     from pktflow.lab.kernel import direction_of
-    from pktflow.lab.record import metadata_path
+    from pktflow.lab.record import kernel_sockets, metadata_path
     from pktflow.pipeline import analyze
 
     meta = json.loads(metadata_path(path).read_text())
-    meta["kernel"]["sockets"] = kernel_read(path, meta)
+    # read with what the recording built (pktflow.lab.record.kernel_sockets)
+    meta["kernel"]["sockets"] = kernel_sockets(path)
     rep = analyze(str(path))
     rows = []
     for sock in meta["kernel"]["sockets"]:

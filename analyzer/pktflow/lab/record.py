@@ -393,10 +393,31 @@ def remake_command(rec: Recording, name: str) -> str:
     return f"{cmd} -o captures/{name}"
 
 
+# the condition that gives each sending socket's path its delay
+PATH_DELAY = {"server->client": "delay_ms", "pooler->client": "delay_ms",
+              "server->pooler": "delay_back_ms"}
+
+
+def shaped(meta: dict[str, Any], direction: str) -> bool:
+    """Whether the recording put a shaper (tc tbf, the lab's one queue) on the egress of
+    this direction's sender."""
+    rec = meta.get("recording") or {}
+    return bool(rec.get("rate")) and rec.get("rate_at") in (None, direction.split("->")[0])
+
+
 def kernel_sockets(out: Path) -> list[dict[str, Any]]:
     """The metadata's sending sockets for the capture `out`, each judged again from the
-    samples kept beside it (samples_path) by the kernel module's rule as it is now; a
-    recording without them keeps its summaries."""
+    samples kept beside it (samples_path) by the kernel module's rule as it is now, read
+    with what the recording built; a recording without them keeps its summaries.
+    - The least RTT no lower than the delay the socket's path was given: a pool warmed
+      before the lab applied its conditions (as it did before) kept a path of microseconds'
+      min_rtt (Linux keeps it for minutes), and the rule read the delay itself as a queue.
+    - No queue where no shaper was: the lab's only queue is tbf (a delay line holds every
+      packet the same time, whatever the flight). Elsewhere a smoothed RTT well above the
+      least is the receiver's ACK delays (its delayed ACKs; a pooler that reads, and so
+      ACKs, only as its client drains), which the rule would call network; issue 31: network
+      needs a queue. The srtt is read as the least, and those samples go by the rest of the
+      rule."""
     meta = json.loads(metadata_path(out).read_text())
     socks: list[dict[str, Any]] = meta["kernel"]["sockets"]
     side = samples_path(out)
@@ -404,5 +425,16 @@ def kernel_sockets(out: Path) -> list[dict[str, Any]]:
         return socks
     with gzip.open(side, "rt") as f:
         series = json.load(f)
-    return [kernel.resummarized(s, series[key]) if (key := f"{s['local']} {s['peer']}") in series
-            else s for s in socks]
+    read = []
+    for s in socks:
+        ser = series.get(f"{s['local']} {s['peer']}")
+        if ser is None:
+            read.append(s)
+            continue
+        delay = (meta.get("conditions") or {}).get(PATH_DELAY.get(s["direction"], "")) or 0.0
+        least = [None if m is None else max(m, delay) for m in ser.get("minrtt_ms", [])]
+        ser = ser | {"minrtt_ms": least}
+        if not shaped(meta, s["direction"]):
+            ser["srtt_ms"] = least
+        read.append(kernel.resummarized(s, ser))
+    return read
