@@ -10,6 +10,7 @@ command-line checks, on fixed inputs.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -30,7 +31,8 @@ from pktflow.errors import ExitCode, LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, loss_rules, tcp_rmem
 from pktflow.lab.handshakes import handshakes
-from pktflow.lab.record import Recording, metadata_path, record, remake_command
+from pktflow.lab.record import (Recording, kernel_sockets, metadata_path, record,
+                                remake_command, samples_path)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,6 +110,39 @@ def test_a_response_that_left_whole_between_two_turns_is_no_transfer_time() -> N
     labels = kernel.classify(series)
     assert labels[:-3] == [None] * (len(series) - 3), labels
     assert labels[-3:] == ["latency", "latency", "sender"], labels
+
+
+def _recorded_series(tmp: Path, name: str, recording: dict[str, Any],
+                     conditions: dict[str, Any], srtt_ms: float, minrtt_ms: float) -> Path:
+    """A recording's metadata and samples, as the lab writes them: one server->pooler socket
+    waiting 30 samples with its congestion window full and data unsent."""
+    out = tmp / f"{name}.pcap.gz"
+    series = [_sample(0.0, bytes_sent=0)] + [
+        _sample(0.001 * i, bytes_sent=1448 * i, unacked=10, notsent=9_000, srtt_ms=srtt_ms,
+                minrtt_ms=minrtt_ms) for i in range(1, 31)]
+    sock = kernel.summarize(series, "server->pooler")
+    key = f"{sock['local']} {sock['peer']}"
+    with gzip.open(samples_path(out), "wt") as f:
+        json.dump({key: sock.pop("series")}, f)
+    metadata_path(out).write_text(json.dumps({
+        "recording": recording, "conditions": conditions, "kernel": {"sockets": [sock]}}))
+    return out
+
+
+def test_the_kernel_is_read_with_what_the_recording_built(tmp_path: Path) -> None:
+    # a pool warmed before the back link's 10 ms delay: its least RTT is the bridge's
+    stale = _recorded_series(tmp_path, "stale", {"rate": None}, {"delay_back_ms": 10.0},
+                             srtt_ms=10.2, minrtt_ms=0.02)
+    (sock,) = kernel_sockets(stale)
+    assert sock["dominant_limit"] == "latency", sock["sample_shares"]
+    # a smoothed RTT 5 ms over a least of 0.05: a queue behind a shaper on the server's
+    # egress, the receiver's ACK delays without one
+    for rate, limit in (({"rate": "20mbit", "rate_at": "server"}, "network"),
+                        ({"rate": None}, "latency")):
+        path = _recorded_series(tmp_path, f"srtt-{limit}", rate, {}, srtt_ms=5.0,
+                                minrtt_ms=0.05)
+        (sock,) = kernel_sockets(path)
+        assert sock["dominant_limit"] == limit, (rate, sock["sample_shares"])
 
 
 def test_a_recovery_the_receiver_reports_spurious_is_not_loss() -> None:
