@@ -187,7 +187,11 @@ def report(dirs: list[Path], markdown: Path | None) -> int:
     summary = (f"{firm_ok} of {firm} sending sockets agree with the kernel "
                f"({firm_ok / firm:.0%})" if firm else "no firm kernel calls")
     summary += f"; {weak} weak calls left out; {cons_bad} against the construction"
-    text = "\n".join(lines + ["", summary])
+    # per condition (the capture's name less its repeat number) and leg, over the DIRs given
+    per = ["| condition | socket | agree |", "|---|---|---|"] + [
+        f"| {cond} | {direction} | {sum(oks)} of {len(oks)} |"
+        for (cond, direction), oks in sorted(tally.items())]
+    text = "\n".join(lines + [""] + per + ["", summary])
     print(text)
     if markdown:
         markdown.write_text(text + "\n")
