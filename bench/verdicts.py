@@ -4,7 +4,9 @@
     python3 bench/verdicts.py --record DIR [--only SUBSTRING ...] [--repeat N]
     python3 bench/verdicts.py DIR [DIR ...] [--markdown FILE]
 
---record runs the lab (root) over the conditions matrix below, into DIR: each capture with its
+--record runs the lab (root) over the conditions matrix below, into DIR (skipping captures
+already there, so a run stopped part-way resumes; a recording that fails is tried once more,
+then left out): each capture with its
 metadata, which holds the kernel's own account of every sending socket (pktflow.lab.kernel:
 tcp_info sampled every 2 ms, each sample classed by the sender's state). Without it, every
 capture in the DIRs is analysed and each sending socket's verdict is set against the kernel's
@@ -51,11 +53,17 @@ for via in ("direct", "pgbouncer"):
         if via == "pgbouncer":
             _add(f"{stem}-poolerrcvbuf16384", **base, pooler_rcvbuf=16384)
             _add(f"{stem}-pktbuf65536-rtt10ms", **base, delay_ms=10.0, pkt_buf=65536)
+            # the back leg's conditions: the server's path to the pooler
+            _add(f"{stem}-backrtt10ms", **base, delay_back_ms=10.0)
+            _add(f"{stem}-backloss2pct", **base, loss_back_pct=2.0)
+            _add(f"{stem}-backrtt10ms-backloss2pct", **base, delay_back_ms=10.0,
+                 loss_back_pct=2.0)
 
 
 def record(out: Path, only: list[str], repeat: int) -> None:
+    from pktflow.errors import LabError
     from pktflow.lab.conditions import Conditions
-    from pktflow.lab.record import Recording
+    from pktflow.lab.record import Recording, metadata_path
     from pktflow.lab.record import record as run
     from pktflow.lab.scenarios import PGBOUNCER_DEFAULTS
 
@@ -64,7 +72,8 @@ def record(out: Path, only: list[str], repeat: int) -> None:
         if only and not any(o in name for o in only):
             continue
         for i in range(repeat):
-            cond = Conditions(**{k: kw[k] for k in ("delay_ms", "loss_pct", "client_rcvbuf",
+            cond = Conditions(**{k: kw[k] for k in ("delay_ms", "delay_back_ms", "loss_pct",
+                                                   "loss_back_pct", "client_rcvbuf",
                                                    "pooler_rcvbuf", "slow_reader") if k in kw})
             pgb = dict(PGBOUNCER_DEFAULTS) | ({"pkt_buf": kw["pkt_buf"]} if "pkt_buf" in kw
                                              else {})
@@ -72,8 +81,16 @@ def record(out: Path, only: list[str], repeat: int) -> None:
                             rows=kw.get("rows"), pgbouncer=pgb, offloads=False,
                             rate=kw.get("rate"), rate_at=kw.get("rate_at"), conditions=cond)
             path = out / f"{name}{'' if repeat == 1 else f'-{i + 1}'}.pcap.gz"
-            print(f"recording {path.name}", file=sys.stderr, flush=True)
-            run(rec, path)
+            if metadata_path(path).exists():
+                continue  # recorded by an earlier run of the matrix: it resumes
+            for attempt in (1, 2):
+                print(f"recording {path.name}", file=sys.stderr, flush=True)
+                try:
+                    run(rec, path)
+                    break
+                except LabError as exc:  # e.g. a server slow to start on a busy machine
+                    print(f"  failed ({attempt} of 2): {exc.one_line()}", file=sys.stderr,
+                          flush=True)
 
 
 def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
@@ -106,6 +123,7 @@ def verdicts(path: Path) -> list[dict[str, Any]]:
     from pktflow.pipeline import analyze
 
     meta = json.loads(metadata_path(path).read_text())
+    # read with what the recording built (pktflow.lab.record.kernel_sockets)
     meta["kernel"]["sockets"] = kernel_sockets(path)
     rep = analyze(str(path))
     rows = []
@@ -169,7 +187,11 @@ def report(dirs: list[Path], markdown: Path | None) -> int:
     summary = (f"{firm_ok} of {firm} sending sockets agree with the kernel "
                f"({firm_ok / firm:.0%})" if firm else "no firm kernel calls")
     summary += f"; {weak} weak calls left out; {cons_bad} against the construction"
-    text = "\n".join(lines + ["", summary])
+    # per condition (the capture's name less its repeat number) and leg, over the DIRs given
+    per = ["| condition | socket | agree |", "|---|---|---|"] + [
+        f"| {cond} | {direction} | {sum(oks)} of {len(oks)} |"
+        for (cond, direction), oks in sorted(tally.items())]
+    text = "\n".join(lines + [""] + per + ["", summary])
     print(text)
     if markdown:
         markdown.write_text(text + "\n")

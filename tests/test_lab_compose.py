@@ -584,8 +584,9 @@ def test_every_other_condition_applies_in_one_run(engine: Engine, built: dict[st
     assert back["delay_ms"] == 5 and back["packets"] > 30
     assert back["enobufs"] == back["queue_dropped"] == back["user_dropped"] == 0
     socks = {s["direction"]: s for s in meta["kernel"]["sockets"]}
-    # the pooled server connection predates the delay (warm), so its minimum round trip does
-    # not show it; its smoothed one does
+    # the pool is warmed under the conditions: its server connection's least round trip is
+    # the back link's delay, as on a real network
+    assert abs(socks["server->pooler"]["minrtt_ms"] - 5.0) <= 1.0, socks["server->pooler"]
     assert socks["server->pooler"]["srtt_ms"] >= 4.5, socks["server->pooler"]
     assert cond["loss"]["dropped"] > 0 and socks["pooler->client"]["retrans"] > 0
     assert cond["loss_back"]["dropped"] > 0 and socks["server->pooler"]["retrans"] > 0

@@ -10,6 +10,7 @@ command-line checks, on fixed inputs.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -30,7 +31,8 @@ from pktflow.errors import ExitCode, LabError, UsageError
 from pktflow.lab import kernel
 from pktflow.lab.conditions import Conditions, loss_rules, tcp_rmem
 from pktflow.lab.handshakes import handshakes
-from pktflow.lab.record import Recording, metadata_path, record, remake_command
+from pktflow.lab.record import (Recording, kernel_sockets, metadata_path, record,
+                                remake_command, samples_path)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,6 +85,64 @@ def test_each_sample_is_classed_by_the_senders_state() -> None:
     ]
     assert kernel.classify(series) == [None, None, "latency", "network", "receiver_window",
                                        "sender", "loss", "send_buffer", None]
+
+
+def test_a_response_that_left_whole_between_two_turns_is_no_transfer_time() -> None:
+    """pg_dump's catalogue queries: each answer leaves in one instant, a round trip from the
+    next request. Its sample holds the turn's end and the wait for its ACK: no class (as
+    pktflow books such a response no transfer time), where the bulk answer's samples count."""
+    series = [_sample(0.000, bytes_sent=0, bytes_received=100)]
+    sent, got = 0, 100
+    for k in range(3):  # request (a turn of two samples), answer, wait for its ACK
+        got += 80
+        series += [_sample(0.01 * k + 0.001, bytes_sent=sent, bytes_received=got),
+                   _sample(0.01 * k + 0.002, bytes_sent=sent, bytes_received=got)]
+        sent += 300
+        series.append(_sample(0.01 * k + 0.003, bytes_sent=sent, bytes_received=got,
+                              unacked=1, notsent=0))
+    # the COPY: its first sample leaves data queued, then the bulk goes on
+    got += 80
+    series.append(_sample(0.05, bytes_sent=sent, bytes_received=got))
+    for k in range(1, 4):
+        series.append(_sample(0.05 + 0.001 * k, bytes_sent=sent + 50_000 * k,
+                              bytes_received=got, unacked=10, notsent=0 if k == 3 else 9_000,
+                              srtt_ms=0.2, minrtt_ms=0.1))
+    labels = kernel.classify(series)
+    assert labels[:-3] == [None] * (len(series) - 3), labels
+    assert labels[-3:] == ["latency", "latency", "sender"], labels
+
+
+def _recorded_series(tmp: Path, name: str, recording: dict[str, Any],
+                     conditions: dict[str, Any], srtt_ms: float, minrtt_ms: float) -> Path:
+    """A recording's metadata and samples, as the lab writes them: one server->pooler socket
+    waiting 30 samples with its congestion window full and data unsent."""
+    out = tmp / f"{name}.pcap.gz"
+    series = [_sample(0.0, bytes_sent=0)] + [
+        _sample(0.001 * i, bytes_sent=1448 * i, unacked=10, notsent=9_000, srtt_ms=srtt_ms,
+                minrtt_ms=minrtt_ms) for i in range(1, 31)]
+    sock = kernel.summarize(series, "server->pooler")
+    key = f"{sock['local']} {sock['peer']}"
+    with gzip.open(samples_path(out), "wt") as f:
+        json.dump({key: sock.pop("series")}, f)
+    metadata_path(out).write_text(json.dumps({
+        "recording": recording, "conditions": conditions, "kernel": {"sockets": [sock]}}))
+    return out
+
+
+def test_the_kernel_is_read_with_what_the_recording_built(tmp_path: Path) -> None:
+    # a pool warmed before the back link's 10 ms delay: its least RTT is the bridge's
+    stale = _recorded_series(tmp_path, "stale", {"rate": None}, {"delay_back_ms": 10.0},
+                             srtt_ms=10.2, minrtt_ms=0.02)
+    (sock,) = kernel_sockets(stale)
+    assert sock["dominant_limit"] == "latency", sock["sample_shares"]
+    # a smoothed RTT 5 ms over a least of 0.05: a queue behind a shaper on the server's
+    # egress, the receiver's ACK delays without one
+    for rate, limit in (({"rate": "20mbit", "rate_at": "server"}, "network"),
+                        ({"rate": None}, "latency")):
+        path = _recorded_series(tmp_path, f"srtt-{limit}", rate, {}, srtt_ms=5.0,
+                                minrtt_ms=0.05)
+        (sock,) = kernel_sockets(path)
+        assert sock["dominant_limit"] == limit, (rate, sock["sample_shares"])
 
 
 def test_a_recovery_the_receiver_reports_spurious_is_not_loss() -> None:
@@ -482,6 +542,26 @@ def test_delay_back_and_cold_pool_time_both_handshakes(lab_dir: Path) -> None:
     assert meta["conditions"]["delay_line_pooler"]["packets"] > 0
     socks = by_direction(meta)
     assert abs(socks["server->pooler"]["minrtt_ms"] - 5.0) <= 1.0, socks["server->pooler"]
+
+
+@pytest.mark.lab
+def test_delay_back_is_in_force_before_the_pool_is_warmed(lab_dir: Path) -> None:
+    """A warm pool's server connection carries the back link's delay from its first packet,
+    as on a real network: the kernel's least round trip on it is the delay. (Warmed before
+    the delay line, it kept the least round trip of a path of microseconds, and the kernel's
+    reading called every sample with data waiting a queue: network.)"""
+    # a late delay line makes round trips longer, never shorter: the least is the delay
+    meta, _ = recorded(lab_dir, "back5-warm-pgbouncer",
+                       Recording("seqscan-10k", via="pgbouncer", network="bridge",
+                                 conditions=Conditions(delay_back_ms=5)))
+    assert meta["handshakes"] and all(h["server"].endswith(":6432")
+                                      for h in meta["handshakes"])  # the pool was warm
+    sock = by_direction(meta)["server->pooler"]
+    assert sock["counted_from"] == "the sample before the client started", sock
+    assert abs(sock["minrtt_ms"] - 5.0) <= 1.0, sock
+    # the delay is the path's own round trip, not a queue (warmed first: network, most samples)
+    assert sock["sample_shares"]["network"] < 0.5, sock
+    assert meta["conditions"]["delay_line_pooler"]["packets"] > 0
 
 
 @pytest.mark.lab

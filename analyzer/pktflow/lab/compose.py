@@ -16,8 +16,11 @@ The client conducts; the agents follow files in the run directory every containe
     server.ready, pooler.ready   set up and listening, or failed (compose's healthchecks
                                  wait on them)
     server.failed, pooler.failed why: the client says it, and ends the run
-    go                           the client warmed the pool and applied its conditions:
-                                 apply yours, start sampling and capturing
+    shape                        the client applied its conditions: apply yours
+    server.shaped, pooler.shaped done so
+    go                           the client warmed the pool, under every condition (its
+                                 server connection carries them from its first packet, as
+                                 on a real network): start sampling and capturing
     server.armed, pooler.armed   done so (the capture point's agent also runs tcpdump)
     ss-ROLE.txt, ss-ROLE.tick    a sender's samples, and its round tick (the client's shim
                                  holds its Terminate until each ticked twice)
@@ -298,18 +301,20 @@ def _sampler(svc: Services, role: str, port: int) -> subprocess.Popen[bytes]:
 
 
 def follow(stack: Stack, net: DockerBridge, svc: Services) -> None:
-    """The server's and the pooler's part, once their program listens: on `go` apply this
-    container's conditions, sample the sending sockets and, at the capture point, capture;
-    on `done` stop and report."""
+    """The server's and the pooler's part, once their program listens: on `shape` apply this
+    container's conditions; on `go` (the pool is warm) sample the sending sockets and, at the
+    capture point, capture; on `done` stop and report."""
     role = net.role
     mark(f"{role}.ready")
-    wait_for("go", timeout=10 * WAIT_S, why=" (the client did not start)")
+    wait_for("shape", timeout=10 * WAIT_S, why=" (the client did not start)")
     pooled = stack.via != "direct"
     ports = {"postgres": POSTGRES_PORT} | ({stack.via: PGBOUNCER_PORT} if pooled else {})
     shaper = Shaper(stack.conditions_of(role), net, svc, svc.workdir, via=stack.via,
                     ports=ports)
     try:
         shaper.start()
+        mark(f"{role}.shaped")
+        wait_for("go", timeout=WAIT_S, why=" (the client did not warm the pool)")
         sends = {"server": POSTGRES_PORT, "pooler": PGBOUNCER_PORT if pooled else None}[role]
         sampler = _sampler(svc, role, sends) if sends else None
         dump = None
@@ -354,14 +359,17 @@ def conduct(stack: Stack, net: DockerBridge, svc: Services) -> dict[str, Any]:
     pooled = stack.via != "direct"
     host, port = ((net.host("pooler"), PGBOUNCER_PORT) if pooled
                   else (net.host("server"), POSTGRES_PORT))
-    if pooled:  # the pooled server connection exists before the capture, as natively
-        svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d", DATABASE,
-                 "-c", "SELECT 1"], role="client")
     ports = {"postgres": POSTGRES_PORT} | ({stack.via: port} if pooled else {})
     shaper = Shaper(stack.conditions_of("client"), net, svc, svc.workdir, via=stack.via,
                     ports=ports)
     try:
+        # every condition in force before the pool is warmed, as natively (record.py)
         shaper.start()
+        mark("shape")
+        wait_for("server.shaped", "pooler.shaped", watch=others)
+        if pooled:  # the pooled server connection exists before the capture, as natively
+            svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
+                     DATABASE, "-c", "SELECT 1"], role="client")
         mark("go")
         wait_for("server.armed", "pooler.armed", watch=others)
         senders = ["server", "pooler"] if pooled else ["server"]

@@ -149,7 +149,10 @@ class Sampler:
 # - sender: nothing waited unsent: the application had given the socket all it had.
 # The transfer runs from the first sample that saw bytes sent to the last one; within it, a
 # run of samples that saw no bytes sent but bytes received is the conversation's turn (the
-# peer's next request), and goes to no class, as pktflow leaves turns out of the transfer.
+# peer's next request), and goes to no class, as pktflow leaves turns out of the transfer; so
+# does a sample in which a whole response left between two turns (nothing waited unsent):
+# its millisecond is the turn's end and the wait for the response's ACK, not transfer time
+# (a catalogue query's answer of pg_dump, a round trip apart from the next).
 # The limit is the class with the most samples. Under MIN_SAMPLES samples the call is weak:
 # the chronographs (exact, if in 4 ms steps) decide as before, and the summary says so.
 CLASSES = ("receiver_window", "network", "loss", "latency", "send_buffer", "sender")
@@ -167,7 +170,9 @@ RULE = ("each 1 ms sample of the sending socket during its transfer is put in on
         "1 ms) above min_rtt (a queue); latency when data waited unsent, no queue, and half "
         "the congestion window or more in flight; send_buffer "
         "when nothing waited unsent but unacknowledged data filled over 2/3 of the send "
-        "buffer; sender otherwise. The limit is the class of most samples; with fewer than 20 "
+        "buffer; sender otherwise. Samples in the conversation's turns, and one in which a "
+        "whole response left between two turns, are no transfer time. The limit is the class "
+        "of most samples; with fewer than 20 "
         "samples the call is weak, and the chronographs decide: receiver_window if "
         "rwnd_limited >= 50% of busy, send_buffer if sndbuf_limited >= 50%, loss if "
         "non-duplicate retransmitted bytes >= 1% of bytes sent, else sender")
@@ -231,11 +236,12 @@ def classify(samples: list[dict[str, Any]]) -> list[str | None]:
         return labels
     first, last = sent[0], sent[-1]
     spurious = _spurious_episodes(samples)
+    sending, turn = set(sent), set[int]()
     i = first
     while i <= last:
         # a run of samples that sent nothing: a turn when the peer spoke meanwhile
         j = i
-        while j <= last and j not in sent:
+        while j <= last and j not in sending:
             j += 1
         if j > i:
             spoke = ((samples[j].get("bytes_received") or 0)
@@ -243,10 +249,19 @@ def classify(samples: list[dict[str, Any]]) -> list[str | None]:
             if not spoke:
                 for k in range(i, j):
                     labels[k] = _label(samples[k], k in spurious)
+            else:
+                turn.update(range(i, j))
             i = j
             continue
         labels[i] = _label(samples[i], i in spurious)
         i += 1
+    for i in sent:
+        # a response that left whole within one sample, between two turns (or at the
+        # transfer's ends): its sample is the turn's end and the wait for its ACK, no transfer
+        # time (pktflow books such a response none)
+        if ((i == first or i - 1 in turn) and (i == last or i + 1 in turn)
+                and not samples[i].get("notsent")):
+            labels[i] = None
     return labels
 
 

@@ -6,7 +6,8 @@ The pooled server connection is opened before tcpdump starts (`warm_pool`), so t
 shows the back leg without a handshake, as production captures do.
 
 Network conditions (delay, loss, small buffers, a slow reader: conditions.py) are applied
-after the servers are up and before the capture. While the client runs, the kernel's own
+after the servers are up and before the pool is warmed and the capture starts: the pooled
+server connection carries them from its first packet, as a real network's would. While the client runs, the kernel's own
 account of each sending socket is sampled (kernel.py); after it, the handshakes in the capture
 are timed (handshakes.py) to check the delay asked for against the one recorded. A name ending
 in .gz is written gzipped.
@@ -215,15 +216,17 @@ def _record(rec: Recording, svc: Services, net: Loopback | Bridge, rows: int, pc
         port = free_port(PGPOOL_PORT) if rec.network == "loopback" else PGPOOL_PORT
         ports.append(port)
         svc.pgpool(host, port, pg_host, pg_port)
-    if rec.via != "direct":
-        if rec.warm_pool:
-            svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
-                     DATABASE, "-c", "SELECT 1"], role="client")
-    argv = render_command(scen, host=host, port=port, rows=rows)
     port_of = {"postgres": pg_port} | ({rec.via: port} if rec.via != "direct" else {})
     shaper = Shaper(rec.conditions, net, svc, svc.workdir, via=rec.via, ports=port_of)
     shaper_box.append(shaper)
+    # the conditions before the pool is warmed: its server connection then carries them from
+    # its first packet, as on a real network (warmed first, its kernel keeps the least round
+    # trip of a path without the delay, and reads the delay as a queue)
     shaper.start()
+    if rec.via != "direct" and rec.warm_pool:
+        svc.run([psql, "-X", "-q", "-h", host, "-p", str(port), "-U", USER, "-d",
+                 DATABASE, "-c", "SELECT 1"], role="client")
+    argv = render_command(scen, host=host, port=port, rows=rows)
     env = dict(scen.env) | shaper.client_env()
     program = need(argv[0], "postgresql-client-15")
     if argv[0] == "python3":
@@ -390,10 +393,31 @@ def remake_command(rec: Recording, name: str) -> str:
     return f"{cmd} -o captures/{name}"
 
 
+# the condition that gives each sending socket's path its delay
+PATH_DELAY = {"server->client": "delay_ms", "pooler->client": "delay_ms",
+              "server->pooler": "delay_back_ms"}
+
+
+def shaped(meta: dict[str, Any], direction: str) -> bool:
+    """Whether the recording put a shaper (tc tbf, the lab's one queue) on the egress of
+    this direction's sender."""
+    rec = meta.get("recording") or {}
+    return bool(rec.get("rate")) and rec.get("rate_at") in (None, direction.split("->")[0])
+
+
 def kernel_sockets(out: Path) -> list[dict[str, Any]]:
     """The metadata's sending sockets for the capture `out`, each judged again from the
-    samples kept beside it (samples_path) by the kernel module's rule as it is now; a
-    recording without them keeps its summaries."""
+    samples kept beside it (samples_path) by the kernel module's rule as it is now, read
+    with what the recording built; a recording without them keeps its summaries.
+    - The least RTT no lower than the delay the socket's path was given: a pool warmed
+      before the lab applied its conditions (as it did before) kept a path of microseconds'
+      min_rtt (Linux keeps it for minutes), and the rule read the delay itself as a queue.
+    - No queue where no shaper was: the lab's only queue is tbf (a delay line holds every
+      packet the same time, whatever the flight). Elsewhere a smoothed RTT well above the
+      least is the receiver's ACK delays (its delayed ACKs; a pooler that reads, and so
+      ACKs, only as its client drains), which the rule would call network; issue 31: network
+      needs a queue. The srtt is read as the least, and those samples go by the rest of the
+      rule."""
     meta = json.loads(metadata_path(out).read_text())
     socks: list[dict[str, Any]] = meta["kernel"]["sockets"]
     side = samples_path(out)
@@ -401,5 +425,16 @@ def kernel_sockets(out: Path) -> list[dict[str, Any]]:
         return socks
     with gzip.open(side, "rt") as f:
         series = json.load(f)
-    return [kernel.resummarized(s, series[key]) if (key := f"{s['local']} {s['peer']}") in series
-            else s for s in socks]
+    read = []
+    for s in socks:
+        ser = series.get(f"{s['local']} {s['peer']}")
+        if ser is None:
+            read.append(s)
+            continue
+        delay = (meta.get("conditions") or {}).get(PATH_DELAY.get(s["direction"], "")) or 0.0
+        least = [None if m is None else max(m, delay) for m in ser.get("minrtt_ms", [])]
+        ser = ser | {"minrtt_ms": least}
+        if not shaped(meta, s["direction"]):
+            ser["srtt_ms"] = least
+        read.append(kernel.resummarized(s, ser))
+    return read

@@ -76,6 +76,17 @@ impl PacketObserver for TransferAnalyzer {
             self.await_hs_ack = false;
         }
         let has_data = p.end > p.seq;
+        let timed = if let [Some(syn), Some(synack), Some(ack)] = self.syn_ts {
+            // an ACK seen here reaches a direction's sender, and its answer comes back, after
+            // the round trip between the capture point and that sender: the handshake times
+            // it for each side (the server answers the SYN, the client the SYN-ACK, at once)
+            let [f0, f1] = &mut self.flows;
+            f0.chrono.far_s = (ack - synack).max(0.0);
+            f1.chrono.far_s = (synack - syn).max(0.0);
+            true
+        } else {
+            false
+        };
         let [f0, f1] = &mut self.flows;
         let (mine, theirs) = if d == 0 { (f0, f1) } else { (f1, f0) };
         // the MSS the receiver of each direction's data announced
@@ -85,10 +96,9 @@ impl PacketObserver for TransferAnalyzer {
         if let Some(m) = p.mss.get(d).copied().flatten() {
             theirs.mss = Some(i64::from(m));
         }
-        if let Some(m) = mine.rtt_min {
-            // an ACK seen here reaches the other direction's sender, and its answer comes
-            // back, after the round trip between the capture point and that sender: what
-            // this direction's own data waits for its ACKs at the least
+        if let (false, Some(m)) = (timed, mine.rtt_min) {
+            // without the handshake: this direction's own data waits for its ACKs at the
+            // least that round trip (and longer, by the other side's delayed ACKs and work)
             theirs.chrono.far_s = m;
         }
         if p.ack >= 0 {

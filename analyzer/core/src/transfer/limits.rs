@@ -17,9 +17,10 @@
 //!   by the least scale the bytes in flight had proved by then);
 //! - a write's end (a short segment, or a full one with PSH: the sender had queued nothing
 //!   more when it went), or the receiver having sent a request since: the sender's, unless the
-//!   next data follows an ACK within a reaction time (ACK_CLOCK: tens of microseconds, plus
-//!   the far half of the handshake's round trip when the capture is not beside the sender).
-//!   Then data was queued behind the congestion window, and the pause was the round trip's;
+//!   next data follows the first ACK since that write within a reaction time (tens of
+//!   microseconds, plus the round trip to the sender when the capture is not beside it).
+//!   Then data was queued behind the congestion window, and the pause was the round trip's
+//!   (an ACK that freed room and drew nothing shows the sender had nothing queued);
 //! - data queued (the last segment full, no PSH), the window open:
 //!   - between segments, at the sender's peak spacing (within PEAK_FACTOR of the closest
 //!     spacing per byte seen): transmission, the sender's own pace; further apart, the path's
@@ -46,6 +47,11 @@ const REACT_S: f64 = 0.000_05;
 /// A train of queued data ended by nothing left in flight is a rate limit's when the next
 /// data is this many least round trips away, and queued again.
 const TRAIN_GAP_RTTS: f64 = 10.0;
+/// A train: at least this many full segments in a row up to the full one with PSH that ends
+/// it. Queued data leaves as runs of full segments with the writes' pushes landing on some
+/// (4 to hundreds in a row behind a shaper); a write of one or two full segments is a
+/// write's end, no train (a pooler passing on the one or two segments it read).
+const TRAIN_SEGMENTS: u32 = 3;
 
 /// Segments this many times further apart (per byte) than the closest seen left at the
 /// path's pace, not the sender's.
@@ -300,6 +306,8 @@ pub(super) struct Chrono {
     scale_lb: u8,
     last_full: bool,
     last_push_full: bool,
+    /// Full segments in a row since the last short one or the last PSH, this one included.
+    full_run: u32,
     peer_spoke: bool,
     recovery_until: Option<i64>,
     /// The flight when the last recovery began, until the sender has that much in flight
@@ -318,9 +326,11 @@ pub(super) struct Chrono {
     peak: Option<f64>,
     /// The latest ACK, or window update, and whether it came since the last data segment.
     ack_ts: Option<f64>,
+    /// The first ACK, or window update, since the last data segment.
+    first_ack_ts: Option<f64>,
     /// How long after an ACK the sender's answer reaches the capture point beyond its
     /// reaction time: the round trip between the capture point and the sender, as the
-    /// other direction's least RTT shows it (0 until it has one).
+    /// handshake times it, else as the other direction's least RTT shows it (0 until then).
     pub far_s: f64,
     books: Books,
     /// The intervals since the last data segment, and its time.
@@ -344,6 +354,7 @@ impl Chrono {
             scale_lb: 0,
             last_full: false,
             last_push_full: false,
+            full_run: 0,
             peer_spoke: false,
             recovery_until: None,
             regrow_to: None,
@@ -353,6 +364,7 @@ impl Chrono {
             srtt: None,
             peak: None,
             ack_ts: None,
+            first_ack_ts: None,
             far_s: 0.0,
             books: Books::new(),
             pending: Vec::new(),
@@ -423,12 +435,15 @@ impl Chrono {
         [(Limit::Latency, gap - queue), (Limit::Network, queue)]
     }
 
-    /// Whether data at `ts` answers the latest ACK: it came within the sender's reaction
-    /// time of an ACK that arrived since the last data segment. Beside the sender (a round
-    /// trip to it under REACT_S), the ACK must also have come a reaction time or more after
-    /// that data: on a path of microseconds every write follows some ACK that closely.
+    /// Whether data at `ts` answers an ACK: it came within the sender's reaction time of
+    /// the first ACK since the last data segment. A sender held by its congestion window
+    /// sends on the first ACK that frees room; one that let ACKs pass and sent later had
+    /// nothing queued, and data that happens to follow a later ACK (many arrive while a
+    /// large flight drains) is its own pace. Beside the sender (a round trip to it under
+    /// REACT_S), the ACK must also have come a reaction time or more after that data: on a
+    /// path of microseconds every write follows some ACK that closely.
     fn answers_ack(&self, ts: f64) -> bool {
-        match (self.ack_ts, self.last_data_ts) {
+        match (self.first_ack_ts, self.last_data_ts) {
             (Some(a), Some(d)) => {
                 a >= d
                     && ts - a <= REACT_S + self.far_s
@@ -465,9 +480,10 @@ impl Chrono {
         } else if self.peer_spoke {
             parts[0] = (Limit::Sender, gap, Kind::Fixed);
         } else if idle && self.last_push_full {
-            // a train of queued data cut at a full segment (PSH on an skb the stack filled)
-            // and nothing left in flight: a rate limit before the capture point releasing
-            // trains, if the next one is long in coming; else the sender had no more
+            // a train of queued data (TRAIN_SEGMENTS full ones in a row or more) cut at a
+            // full segment (PSH on an skb the stack filled) and nothing left in flight: a
+            // rate limit before the capture point releasing trains, if the next one is long
+            // in coming; else the sender had no more
             parts[0] = (Limit::Sender, gap, Kind::TrainEnd);
         } else if !self.last_full {
             // a write ended: the sender's, unless the next data answers an ACK
@@ -647,7 +663,15 @@ impl Chrono {
                     // what a new segment says of the data waiting: a short one, or one with
                     // PSH, ended a write
                     self.last_full = full && !push;
-                    self.last_push_full = full && push;
+                    self.full_run = if full {
+                        self.full_run.saturating_add(1)
+                    } else {
+                        0
+                    };
+                    self.last_push_full = full && push && self.full_run >= TRAIN_SEGMENTS;
+                    if push {
+                        self.full_run = 0;
+                    }
                 }
                 self.peer_spoke = false;
                 if !full || self.regrow_to.is_some_and(|r| self.in_flight() >= r) {
@@ -669,6 +693,9 @@ impl Chrono {
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
                 self.ack_ts = Some(ts);
+                if self.first_ack_ts.is_none() {
+                    self.first_ack_ts = Some(ts);
+                }
                 if let Some(r) = rtt {
                     self.srtt = Some(self.srtt.map_or(r, |s| 0.875 * s + 0.125 * r));
                 }
@@ -715,6 +742,7 @@ impl Chrono {
         }
         if let Event::Data { .. } = e {
             self.last_data_ts = Some(ts);
+            self.first_ack_ts = None;
         }
     }
 

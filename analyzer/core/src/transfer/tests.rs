@@ -838,6 +838,24 @@ fn full_trains_with_nothing_in_flight_are_a_rate_limit() {
 }
 
 #[test]
+fn writes_of_one_full_segment_are_writes_not_trains() {
+    // a pooler passing on each segment it read from a server whose leg recovers from losses:
+    // one (or two) full segments with PSH, then a pause of the back leg's; the next write
+    // again full. Each ended a write: the sender had nothing more.
+    let mut f = bridge();
+    for i in 0..60 {
+        let two = i % 2 == 0;
+        if two {
+            f.send_flags(1, MSS, 0.012, ACK);
+        }
+        f.send_flags(1, MSS, if two { 0.000_002 } else { 0.012 }, ACK | PSH);
+        f.ack(0, 4096 << 7, 0.000_1);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
+}
+
+#[test]
 fn a_write_ending_in_a_short_segment_and_a_quick_train_are_the_senders() {
     // 8 KB writes (five full segments and a short one with PSH) every 12 ms: the
     // application's pace
@@ -880,6 +898,47 @@ fn a_pause_after_a_write_answered_by_an_ack_is_the_round_trips() {
     for _ in 0..20 {
         f.write(8192, 0.005);
         f.ack(0, 4096 << 7, 0.000_1);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
+}
+
+#[test]
+fn a_write_after_acks_that_drew_nothing_is_the_senders_pace() {
+    // 8 KB writes at the application's pace while ACKs keep coming (a large flight
+    // draining): the first ACK after each write freed room and drew nothing; the next write
+    // happens to leave 20 us after a later one. The sender had nothing queued.
+    let mut f = bridge();
+    for _ in 0..20 {
+        f.write(8192, 0.000_02);
+        let upto = f.next[1] - 952; // the write's last segment stays in flight
+        f.ack_at(0, upto, 4096 << 7, 0.000_2); // frees room: nothing follows
+        f.ack_at(0, upto, 4097 << 7, 0.002); // a window update; the next write 20 us on
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
+}
+
+#[test]
+fn the_handshake_times_the_round_trip_to_the_sender() {
+    // captured beside the server (it answers the SYN in 10 us; the client is 10 ms away):
+    // the server acknowledges psql's request 2 ms later (its delayed ACK, or its work), which
+    // is no round trip to it. Its 8 KB writes leave 0.5 ms after each ACK: its own pace.
+    let mut f = Feed::new();
+    f.mss = [Some(1460), Some(1460)];
+    f.packet(0, 0.0001, 0, 0, -1, 64240, SYN, 0);
+    f.known = [true, true];
+    f.packet(1, 0.000_01, 0, 0, 0, 65160, SYN | ACK, 0);
+    f.packet(0, 0.010, 0, 0, 0, 512 << 7, ACK, 0);
+    f.send(0, 100, 0.000_1); // the start-up, and the server's answer
+    f.send(1, 300, 0.000_1);
+    f.send(0, 100, 0.010); // the query
+    f.ack(1, 512 << 7, 0.002);
+    f.write(8192, 0.000_1);
+    for _ in 0..20 {
+        let upto = f.next[1] - 952; // the write's last segment stays in flight
+        f.ack_at(0, upto, 4096 << 7, 0.010);
+        f.write(8192, 0.000_5);
     }
     let l = f.finish().directions[1].limits.clone();
     assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
