@@ -220,13 +220,16 @@ def test_the_baseline_loses_the_same_limit_not_its_own_verdicts() -> None:
     b = client_connection(base)
     assert b is not None
     bv = b["directions"]["server_to_client"]["verdict"]
-    assert bv["limit"] == "latency" and bv["saving_s"] > 0.002
+    assert bv["limit"] in ("sender", "latency")
     got = pair(cond, base)
     assert got is not None
     flipped = copy.deepcopy({"connections": list(base["connections"]), "relays": base["relays"]})
     fb = client_connection(flipped)
     assert fb is not None
-    fb["directions"]["server_to_client"]["verdict"] |= {"limit": "sender", "saving_s": 0.0}
+    # the baseline's verdict flipped to the other of the two
+    other = ({"limit": "latency", "saving_s": 0.005} if bv["limit"] == "sender"
+             else {"limit": "sender", "saving_s": 0.0})
+    fb["directions"]["server_to_client"]["verdict"] |= other
     again = pair(cond, flipped)
     assert again is not None
     assert again[0] == pytest.approx(got[0], abs=1e-9)
@@ -329,5 +332,6 @@ def test_a_mixed_verdict_removes_both_its_limits_whichever_it_names() -> None:
     conversations = window_first[0] - both
     assert abs(conversations) < 0.002  # one query: no conversation to speak of
     # a sender mixed with round trips: the round trips' what-if, as if they were named
-    assert named("sender", "latency")[0] == pytest.approx(named("latency", None)[0], abs=1e-9)
+    # (each saving is rounded to the microsecond, the two sums in their own order)
+    assert named("sender", "latency")[0] == pytest.approx(named("latency", None)[0], abs=2e-6)
     assert removed(cond, conn).mixed_with is None  # the recorded verdict is not mixed
