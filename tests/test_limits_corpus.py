@@ -186,3 +186,36 @@ def test_snaplen_cut_captures_give_the_same_verdicts(name: str) -> None:
             assert a["directions"][k]["verdict"]["limit"] == b["directions"][k]["verdict"][
                 "limit"]
             assert a["directions"][k]["limits"] == b["directions"][k]["limits"]
+
+
+def test_brief_shuts_of_a_window_that_never_grew_are_its_buffer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 6: a window that never passed CAPPED_WINDOW (a buffer set small) shuts as often as
+    it fills, each time briefly; however much of the held time those shuts add up to, that is
+    the buffer, not a reader that stopped. The same shuts in a window that grew past it are a
+    reader that stops a quarter of the time. (On a held-out recording, a pooler with a 16 KB
+    receive buffer and a fast client shut 1,360 times for 27 us each, 25.1% of the time its
+    window held the server, and was told its application stopped reading.)"""
+    import pktflow.judge as judge_module
+    from pktflow.transfer.verdict import CAPPED_WINDOW, ZERO_FLOOR_S, ZERO_SHARE, verdict
+
+    seen: list[Any] = []
+    call = judge_module.Judge.__call__
+    monkeypatch.setattr(judge_module.Judge, "__call__",
+                        lambda self, j: seen.append(j) or call(self, j))
+    analyze(str(CORPUS / "seqscan-10k-pgbouncer-bridge-poolerrcvbuf16384.pcap.gz"))
+    back = next(j["directions"]["server_to_client"]["transfer"] for j in seen
+                if j["directions"]["server_to_client"]["transfer"] is not None
+                and j["directions"]["server_to_client"]["transfer"]["limits"] is not None
+                and j["directions"]["server_to_client"]["transfer"]["window"]["max"] is not None
+                and j["directions"]["server_to_client"]["transfer"]["window"]["max"]
+                < CAPPED_WINDOW)
+    held = back["limits"]["seconds"]["receiver_window"]
+    assert held > 0
+    # shut 400 times, each briefly, for more than a quarter of the held time
+    shuts = {"zero_window_periods": 400, "zero_window_total_s": (ZERO_SHARE + 0.05) * held}
+    assert shuts["zero_window_total_s"] / 400 < ZERO_FLOOR_S
+    capped = back | {"window": back["window"] | shuts}
+    assert verdict(capped)["receiver"] == "buffer"
+    grown = back | {"window": back["window"] | shuts | {"max": 4 * CAPPED_WINDOW}}
+    assert verdict(grown)["receiver"] == "application"

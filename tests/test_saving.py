@@ -286,12 +286,19 @@ def test_a_small_pooler_buffer_saves_the_time_its_window_held_the_server(
     assert v["limit"] == "pooler"
     assert v["saving_s"] == pytest.approx(held, abs=1e-6)
     assert v["without"].startswith(BIGGER_BUFFER)
+    # and its setting is that buffer, with the window it compared, not the forwarding unit
+    setting = v["setting"] or ""
+    assert setting.startswith("the pooler's own receive buffer"), setting
+    assert f"its window at most {back['window_ceiling']:,} bytes" in setting
+    assert "tcp_socket_buffer" in setting and "consistent with" not in setting
     # autotuned: the unshaped run's pooler window is past 64 KiB, and going direct stays
     (u,) = _relay_judgements("seqscan-10k-pgbouncer-bridge-unshaped", monkeypatch)
     assert capped_buffer_s(u) is None
     paced = copy.deepcopy(u)
     paced["legs"] = {"front": "sender", "back": "receiver_window"}
-    assert verdict_json(paced, "")["without"].startswith("going direct")
+    v = verdict_json(paced, "")
+    assert v["without"].startswith("going direct")
+    assert "own receive buffer" not in (v["setting"] or "")
 
 
 def test_a_mixed_verdict_removes_both_its_limits_whichever_it_names() -> None:

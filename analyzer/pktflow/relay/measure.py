@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, cast
 from pktflow.findings import Finding
 from pktflow.transfer.advice import SENDER
 from pktflow.transfer.saving import MODEL
-from pktflow.transfer.verdict import LIMITS, LimitName, framed, head_of, window_held
+from pktflow.transfer.verdict import (CAPPED_WINDOW, LIMITS, LimitName, framed, head_of,
+                                      window_held)
 
 if TYPE_CHECKING:
     from pktflow._core import (BackLeg, ByLimit, Component, Coupling, Forwarding, FrontLeg,
@@ -120,7 +121,7 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                          f"wrote them on in {relay_unit:,}-byte writes (PSH-delimited; larger "
                          f"ones are queued writes taken as one): it reads and forwards about "
                          f"that much at a time")
-            if limit != "pooler":
+            if limit != "pooler" or capped_buffer_s(j) is not None:
                 pass  # a forwarding unit named only where it is what limits
             elif 4000 <= relay_unit <= 4096 + 128:
                 setting = ("consistent with PgBouncer's pkt_buf (default 4096), which splits each "
@@ -184,6 +185,9 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
             parts.append(f"the relay added {total:,.2f} ms over {n} (most: "
                          f"{worst['relay_cost_ms']:,.2f} ms, {through or 0.0:,.2f} ms "
                          f"through the relay vs {back_leg or 0.0:,.2f} ms on the back leg)")
+    capped = capped_buffer_s(j) if limit == "pooler" else None
+    if capped is not None:
+        setting = own_buffer_setting(j)
     if setting is None and limit != "none":
         setting = SETTINGS[limit]
     pooler_too = small_pooler_buffer(j) if limit == "client" else None
@@ -195,7 +199,6 @@ def verdict_json(j: RelayJudgement, coupling: str) -> RelayVerdict:
                          "relay_ms": round(own, 3) if count else None,
                          "front_leg_ms": round(total - own, 3) if count else None,
                          "evidence_frames": sorted(set(frames))[:12]}
-    capped = capped_buffer_s(j) if limit == "pooler" else None
     if capped is not None:
         out["saving_s"] = round(capped, 6)
         out["without"] = (f"{BIGGER_BUFFER} that grows with its path "
@@ -231,6 +234,19 @@ def capped_buffer_s(j: RelayJudgement) -> float | None:
         return None
     waited = max((f["limits"]["seconds"]["sender"] for f in j["fronts"]), default=0.0)
     return min(max(held), waited)
+
+
+def own_buffer_setting(j: RelayJudgement) -> str:
+    """The setting where the pooler's own small receive buffer set the pace: the back legs it
+    held, their window's ceiling, what to raise."""
+    small = [b for b in j["backs"] if b["verdict"]["limit"] == "receiver_window"
+             and b["window_ceiling"] is not None and b["window_ceiling"] < CAPPED_WINDOW]
+    own = max(b["window_ceiling"] or 0 for b in small)
+    legs = ", ".join(b["connection"] for b in small[:3])
+    return (f"the pooler's own receive buffer ({legs}: its window at most {own:,} bytes, never "
+            f"past {CAPPED_WINDOW // 1024} KiB): raise it (PgBouncer's tcp_socket_buffer, or "
+            f"net.ipv4.tcp_rmem on the pooler's host); its read and write buffers (pkt_buf) "
+            f"wait on it")
 
 
 def _us(ms: float | None) -> str:
@@ -288,12 +304,6 @@ def _inherited(f: FrontLeg, fw: Forwarding) -> Verdict | None:
 # A back leg's window ceiling under this share of the client's, and under CAPPED_WINDOW, is
 # the pooler's own small receive buffer, whoever else was slow: that is what to raise.
 OWN_BUFFER_SHARE = 0.5
-# Linux's receive autotuning takes a receiver that keeps up past 64 KiB within a bulk
-# transfer; a window that never passed it was held by a buffer set small (tcp_rmem's
-# maximum, SO_RCVBUF, PgBouncer's tcp_socket_buffer). Without this bound a pooler on a
-# path of microseconds, whose window need not grow, was taken for one with a small buffer
-# beside a client 10 ms away whose window grew to megabytes.
-CAPPED_WINDOW = 65_536
 
 
 def client_window_ceiling(j: RelayJudgement) -> int | None:

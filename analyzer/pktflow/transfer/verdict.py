@@ -100,16 +100,28 @@ def _loss_named(f: TransferJudgement, lim: LimitFacts) -> bool:
 ZERO_RTTS = 4
 ZERO_FLOOR_S = 0.001
 ZERO_SHARE = 0.25
+# Linux's receive autotuning takes a receiver that keeps up past 64 KiB within a bulk
+# transfer; a window that never passed it was held by a buffer set small (tcp_rmem's
+# maximum, SO_RCVBUF, PgBouncer's tcp_socket_buffer). Without this bound a pooler on a
+# path of microseconds, whose window need not grow, was taken for one with a small buffer
+# beside a client 10 ms away whose window grew to megabytes.
+CAPPED_WINDOW = 65_536
 
 
 def _stopped_reading(f: TransferJudgement, lim: LimitFacts) -> bool:
+    """The reader stopped (`application`) rather than its buffer filling (`buffer`): the window
+    shut for longer than a few round trips each time, or, shut briefly, for a quarter of the
+    time it held the sender; a window that never passed CAPPED_WINDOW shuts briefly as often
+    as its buffer fills, which no quarter tells from a reader that stopped."""
     w = f["window"]
     periods, total = w["zero_window_periods"], w["zero_window_total_s"]
     if not periods:
         return False
     rtt = (f["rtt_min_ms"] or 0.0) / 1e3
-    held = lim["seconds"]["receiver_window"]
-    return total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S) or total >= ZERO_SHARE * held
+    if total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S):
+        return True
+    capped = w["max"] is not None and w["max"] < CAPPED_WINDOW
+    return not capped and total >= ZERO_SHARE * lim["seconds"]["receiver_window"]
 
 
 def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
