@@ -3,6 +3,7 @@
 
 mod drawing;
 mod errors;
+mod memory;
 mod producer;
 mod pyvalue;
 mod report;

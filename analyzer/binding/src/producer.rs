@@ -113,23 +113,11 @@ fn step(pass: &mut Pass, gate: &Gate, n: u64, done: &mut Vec<Retired>) -> Option
         if !gate.wait_for(n) {
             return None;
         }
-        give_back_free_pages();
+        crate::memory::give_back_free_pages();
         pass.end();
     }
     pass.take_retired(done);
     Some(more)
-}
-
-/// The allocator's free pages given back to the system. The capture's end retires every
-/// connection still open at once, the largest burst of reports a pass makes; the pages the
-/// connections retired before it left free would otherwise stay resident under the burst's
-/// own, and the peak would count both (the storm's 75 MB became 69, its 4x's 100 MB 85).
-fn give_back_free_pages() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim releases memory that is free; no allocation in use is touched.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// `f` with a panic sent to Python as a message (None then).

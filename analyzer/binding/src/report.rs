@@ -149,6 +149,7 @@ impl Report {
     /// json.dumps(report, indent=2) indents it, or compact on one line; then a newline.
     #[pyo3(signature = (stream, indented=true))]
     fn write_json(&self, stream: &Bound<'_, PyAny>, indented: bool) -> PyResult<()> {
+        crate::memory::give_back_free_pages();
         let mut out = PyStream {
             stream: stream.clone(),
             buf: Vec::with_capacity(CHUNK + (64 << 10)),
