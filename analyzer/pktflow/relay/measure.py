@@ -227,20 +227,23 @@ def capped_buffer_s(j: RelayJudgement) -> float | None:
     seconds its window held a server leg whose window never passed CAPPED_WINDOW (a buffer set
     small; autotuning takes one that keeps up past it), at most the seconds a client leg waited
     on the relay (what the client can gain). None when no such window held the server."""
-    held = [b["limits"]["seconds"]["receiver_window"] for b in j["backs"]
-            if b["verdict"]["limit"] == "receiver_window" and b["window_ceiling"] is not None
-            and b["window_ceiling"] < CAPPED_WINDOW]
+    held = [b["limits"]["seconds"]["receiver_window"] for b in capped_backs(j)]
     if not held:
         return None
     waited = max((f["limits"]["seconds"]["sender"] for f in j["fronts"]), default=0.0)
     return min(max(held), waited)
 
 
+def capped_backs(j: RelayJudgement) -> list[BackLeg]:
+    """The back legs the pooler's window held whose window never passed CAPPED_WINDOW."""
+    return [b for b in j["backs"] if b["verdict"]["limit"] == "receiver_window"
+            and b["window_ceiling"] is not None and b["window_ceiling"] < CAPPED_WINDOW]
+
+
 def own_buffer_setting(j: RelayJudgement) -> str:
     """The setting where the pooler's own small receive buffer set the pace: the back legs it
     held, their window's ceiling, what to raise."""
-    small = [b for b in j["backs"] if b["verdict"]["limit"] == "receiver_window"
-             and b["window_ceiling"] is not None and b["window_ceiling"] < CAPPED_WINDOW]
+    small = capped_backs(j)
     own = max(b["window_ceiling"] or 0 for b in small)
     legs = ", ".join(b["connection"] for b in small[:3])
     return (f"the pooler's own receive buffer ({legs}: its window at most {own:,} bytes, never "
