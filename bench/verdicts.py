@@ -117,6 +117,21 @@ def construction(meta: dict[str, Any], direction: str) -> set[str] | None:
     return None
 
 
+def receiver_built(meta: dict[str, Any], direction: str) -> str | None:
+    """The receiver's sub-class what the recording imposed makes, where it says: a reader
+    paced slow stops reading (`application`), a buffer made small fills (`buffer`), and a
+    pooler behind either waits on its client (`application`)."""
+    cond = meta["conditions"]
+    front = direction in ("server->client", "pooler->client")
+    if cond.get("slow_reader"):
+        return "application" if front or direction == "server->pooler" else None
+    if cond.get("pooler_rcvbuf") and direction == "server->pooler":
+        return "buffer"
+    if cond.get("client_rcvbuf"):
+        return "buffer" if front else "application" if direction == "server->pooler" else None
+    return None
+
+
 def verdicts(path: Path) -> list[dict[str, Any]]:
     from pktflow.lab.kernel import direction_of
     from pktflow.lab.record import kernel_sockets, metadata_path
@@ -134,6 +149,8 @@ def verdicts(path: Path) -> list[dict[str, Any]]:
                      "direction": sock["direction"], "kernel": sock["dominant_limit"],
                      "basis": sock["dominant_basis"], "kernel_shares": sock.get("sample_shares"),
                      "ours": v["limit"], "mixed_with": v.get("mixed_with"),
+                     "receiver": v.get("receiver"),
+                     "receiver_built": receiver_built(meta, sock["direction"]),
                      "shares": v.get("shares"),
                      "sock": sock,
                      "construction": construction(meta, sock["direction"])})
@@ -165,7 +182,7 @@ def report(dirs: list[Path], markdown: Path | None) -> int:
         return " ".join(f"{ABBREV.get(k, k[:3])} {v:.2f}" for k, v in sh.items() if v >= 0.01) if sh else ""
 
     tally: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    firm_ok = firm = weak = cons_bad = 0
+    firm_ok = firm = weak = cons_bad = sub = sub_ok = 0
     for r in rows:
         ok = agrees(r)
         is_weak = r["basis"].startswith("weak")
@@ -178,15 +195,23 @@ def report(dirs: list[Path], markdown: Path | None) -> int:
             firm_ok += ok
             tally[(condition(r["capture"]), r["direction"])].append(ok)
         cons_bad += not cons_ok
+        # the receiver's sub-class, where pktflow names the window and the recording says whose
+        built = r["receiver_built"] if r["ours"] == "receiver_window" else None
+        if built is not None:
+            sub += 1
+            sub_ok += r["receiver"] == built
+        shown = f" ({r['receiver']}{'' if built in (None, r['receiver']) else ' ✗ ' + built})" \
+            if r["ours"] == "receiver_window" else ""
         lines.append(f"| {r['capture']} | {r['direction']} | {r['kernel']} ({r['basis']}) | "
                      f"{fmt(r['kernel_shares'])} | {r['ours']}"
-                     f"{'+' + r['mixed_with'] if r.get('mixed_with') else ''} | "
+                     f"{'+' + r['mixed_with'] if r.get('mixed_with') else ''}{shown} | "
                      f"{fmt(r['shares'])} | "
                      f"{'/'.join(sorted(cons)) if cons else ''}{'' if cons_ok else ' ✗'} | "
                      f"{'yes' if ok else 'NO'}{' (weak)' if is_weak else ''} |")
     summary = (f"{firm_ok} of {firm} sending sockets agree with the kernel "
                f"({firm_ok / firm:.0%})" if firm else "no firm kernel calls")
     summary += f"; {weak} weak calls left out; {cons_bad} against the construction"
+    summary += f"; {sub_ok} of {sub} receiver sub-classes as the recording built them"
     # per condition (the capture's name less its repeat number) and leg, over the DIRs given
     per = ["| condition | socket | agree |", "|---|---|---|"] + [
         f"| {cond} | {direction} | {sum(oks)} of {len(oks)} |"
