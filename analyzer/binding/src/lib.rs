@@ -418,6 +418,7 @@ fn sql_key(sql: &str) -> String {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keep_panics_quiet();
+    memory::map_large_buffers_apart();
     m.add_class::<Pass>()?;
     m.add_class::<Stopper>()?;
     m.add_class::<report::Report>()?;
