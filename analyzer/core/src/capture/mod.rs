@@ -60,7 +60,7 @@ use ip::{Decoded, Skip};
 use pcap::Pcap;
 use pcapng::Pcapng;
 use tunnel::Tunnel;
-use window::{Source, Window};
+use window::{ReadAhead, Source, Window};
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
@@ -167,7 +167,11 @@ impl Capture {
             got = gzip_head(&mut gz, &mut head)?;
             Source::Gzip(gz)
         } else {
-            Source::Plain(file)
+            // the fd is shared: the reader thread goes on from the head's end
+            match file.try_clone().and_then(ReadAhead::spawn) {
+                Ok(ahead) => Source::Ahead(ahead),
+                Err(_) => Source::Plain(file),
+            }
         };
         Self::start(
             path.to_string_lossy().into_owned(),
