@@ -137,6 +137,7 @@ impl Pass {
             .assembly
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
+        let mut spent = Vec::with_capacity(chunk.len());
         for (number, judgement, mut record, extras) in chunk {
             let said = judge.call1((to_py(py, &judgement)?,))?;
             let words: Words = pythonize::depythonize(&said).map_err(|e| {
@@ -150,6 +151,11 @@ impl Pass {
             }
             guard(|| assembly.add(number, &record, extras))?.map_err(spool_error)?;
             numbers.push(number);
+            pktflow_core::report::words::free_words(&mut record);
+            spent.push((judgement, record));
+        }
+        if let State::Running(producer) = &self.state {
+            producer.give_back(spent);
         }
         Ok(())
     }

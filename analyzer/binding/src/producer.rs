@@ -8,7 +8,7 @@
 //! retires every connection still open, the largest burst of all) is taken only once Python
 //! asks for the step that holds it, as a pass on one thread would.
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -30,6 +30,12 @@ const QUEUED: usize = 2;
 
 /// A retired connection: its number, judgement, record, and what only the relay stage reads.
 pub type Judging = (u64, Judgement, ConnectionRecord, LegExtras);
+
+/// Judgements and records Python is done with, sent back to be freed on the pass thread that
+/// built them. Freed on Python's thread, each block went back to the pass thread's malloc
+/// arena under that arena's lock, and the two threads queued at the lock: a storm's run made
+/// 3,500 to 16,000 context switches, and took 0.87 s or 1.44 s as the threads happened to meet.
+pub type Spent = Vec<(Judgement, ConnectionRecord)>;
 
 /// Where the pass stood after a step: what `records`, `engine` and `stats` say then.
 #[derive(Clone)]
@@ -93,6 +99,7 @@ impl Gate {
 
 pub struct Producer {
     rx: Option<Receiver<Message>>,
+    spent: Sender<Spent>,
     handle: Option<JoinHandle<Pass>>,
     gate: Arc<Gate>,
 }
@@ -131,7 +138,13 @@ fn unwound<T>(tx: &SyncSender<Message>, f: impl FnOnce() -> T) -> Option<T> {
     }
 }
 
-fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>) -> Pass {
+fn run(
+    mut pass: Pass,
+    judged: Judged,
+    tx: SyncSender<Message>,
+    spent: Receiver<Spent>,
+    gate: Arc<Gate>,
+) -> Pass {
     let mut done = Vec::new();
     for n in 1.. {
         let Some(Some(more)) = unwound(&tx, || step(&mut pass, &gate, n, &mut done)) else {
@@ -149,6 +162,7 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
         }
         let mut reports = done.drain(..);
         loop {
+            spent.try_iter().for_each(drop);
             let built = unwound(&tx, || {
                 let mut chunk: Vec<Judging> = Vec::new();
                 let mut weight = 0;
@@ -194,17 +208,24 @@ fn run(mut pass: Pass, judged: Judged, tx: SyncSender<Message>, gate: Arc<Gate>)
 impl Producer {
     pub fn start(pass: Pass, judged: Judged) -> Self {
         let (tx, rx) = sync_channel(QUEUED);
+        let (spent, spent_rx) = channel();
         let gate = Arc::new(Gate::default());
         let theirs = Arc::clone(&gate);
         let handle = std::thread::Builder::new()
             .name("pktflow-pass".into())
-            .spawn(move || run(pass, judged, tx, theirs));
+            .spawn(move || run(pass, judged, tx, spent_rx, theirs));
         Producer {
             // no thread to be had: nothing runs, and the first receive says so
             rx: handle.is_ok().then_some(rx),
+            spent,
             handle: handle.ok(),
             gate,
         }
+    }
+
+    /// What Python is done with, to be freed by the pass thread (once it has gone, here).
+    pub fn give_back(&self, spent: Spent) {
+        let _ = self.spent.send(spent);
     }
 
     /// Python asks for the next step (counted, so the capture's end waits for its own).

@@ -137,6 +137,37 @@ impl Words {
     }
 }
 
+/// What `Words::apply` put into the record, taken out again and freed here: the binding calls
+/// it on Python's thread, which made those words, before the rest of the record goes back to
+/// be freed on the thread that built it. (glibc's malloc frees a block into the arena of the
+/// thread that made it, under that arena's lock: blocks freed on the other thread made the
+/// two queue at the lock.)
+pub fn free_words(record: &mut ConnectionRecord) {
+    let d = &mut record.directions;
+    for t in [&mut d.client_to_server, &mut d.server_to_client] {
+        if let Some(t) = t.transfer.0.as_mut() {
+            t.pattern = String::new();
+            t.verdict = Verdict::default();
+            for period in t.idle_periods.first.iter_mut() {
+                period.waiting_for = String::new();
+            }
+        }
+    }
+    record.capture_point = Maybe(None);
+    if let Some(rt) = record.round_trips.0.as_mut() {
+        rt.summary = String::new();
+        rt.without = Maybe(None);
+    }
+    if let Some(stopped) = record
+        .postgres
+        .0
+        .as_mut()
+        .and_then(|pg| pg.decode_stopped.as_mut())
+    {
+        stopped.reason = String::new();
+    }
+}
+
 fn apply_direction(transfer: Option<&mut TransferRecord>, words: DirectionWords) {
     let Some(t) = transfer else {
         return;
