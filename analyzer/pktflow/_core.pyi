@@ -61,6 +61,7 @@ class LimitFacts(TypedDict):
     sender_idle_s: float
     ack_tail_s: float
     after_loss_s: float
+    low_window_s: float
     first: ByLimit[Stretch | None]
     longest: ByLimit[Stretch | None]
     recoveries: int
@@ -360,6 +361,7 @@ class Limits(TypedDict):
     sender_idle_s: float
     ack_tail_s: float
     after_loss_s: float
+    low_window_s: float
     turns: int
     turns_s: float
     recoveries: int

@@ -229,6 +229,7 @@ pub const DIRECTIONS: &[Column] = &[
     ("limits.sender_idle_s", Float, SECONDS),
     ("limits.ack_tail_s", Float, SECONDS),
     ("limits.after_loss_s", Float, SECONDS),
+    ("limits.low_window_s", Float, SECONDS),
     ("limits.turns", Int, COUNT),
     ("limits.turns_s", Float, SECONDS),
     ("limits.recoveries", Int, COUNT),

@@ -125,6 +125,9 @@ pub struct LimitFacts {
     /// Of the latency and network seconds, those while the congestion window regrew to the
     /// flight it had before a loss: what losses cost beyond their recoveries.
     pub after_loss_s: f64,
+    /// Of the receiver window's seconds, those with the window under a quarter of the largest
+    /// it had advertised: a reader that fell behind, not a buffer that filled.
+    pub low_window_s: f64,
     /// The first and the longest run of each limit (None: it never held).
     pub first: ByLimit<Option<Stretch>>,
     pub longest: ByLimit<Option<Stretch>>,
@@ -151,6 +154,8 @@ struct Books {
     ack_tail: f64,
     /// Seconds booked while regrowing after a loss.
     after_loss: f64,
+    /// Receiver-window seconds with the window far below its ceiling.
+    low_window: f64,
     seconds: [f64; LIMITS],
     first: [Option<Stretch>; LIMITS],
     longest: [Option<Stretch>; LIMITS],
@@ -167,6 +172,7 @@ impl Books {
             sender_idle: 0.0,
             ack_tail: 0.0,
             after_loss: 0.0,
+            low_window: 0.0,
             seconds: [0.0; LIMITS],
             first: [None; LIMITS],
             longest: [None; LIMITS],
@@ -195,6 +201,9 @@ impl Books {
         }
         if e.after_loss {
             self.after_loss += e.secs;
+        }
+        if e.low_window {
+            self.low_window += e.secs;
         }
     }
 
@@ -241,6 +250,8 @@ struct Entry {
     idle: bool,
     /// The congestion window was regrowing after a loss.
     after_loss: bool,
+    /// The receiver's window held the sender while far below its own ceiling.
+    low_window: bool,
     /// How the next data segment may change its limit.
     kind: Kind,
 }
@@ -295,6 +306,10 @@ pub(super) enum Event {
     },
 }
 
+/// A window under 1/LOW_WINDOW of the largest the receiver advertised is far below its
+/// ceiling: its reader fell behind (issue rule 6), where a buffer that fills stays near it.
+const LOW_WINDOW: i64 = 4;
+
 #[derive(Clone, Debug)]
 pub(super) struct Chrono {
     /// Time and frame of the last packet accounted to.
@@ -304,6 +319,8 @@ pub(super) struct Chrono {
     flight: Flight,
     /// The least window scale the bytes in flight have proved so far.
     scale_lb: u8,
+    /// The largest window the receiver advertised so far, in bytes (as `window` reads it).
+    win_ceiling: i64,
     last_full: bool,
     last_push_full: bool,
     /// Full segments in a row since the last short one or the last PSH, this one included.
@@ -352,6 +369,7 @@ impl Chrono {
             first_ts: 0.0,
             flight: Flight::default(),
             scale_lb: 0,
+            win_ceiling: 0,
             last_full: false,
             last_push_full: false,
             full_run: 0,
@@ -385,6 +403,10 @@ impl Chrono {
     fn window(&self, scale_known: bool) -> Option<i64> {
         let w = self.flight.win?;
         Some(if scale_known { w } else { w << self.scale_lb })
+    }
+
+    fn note_ceiling(&mut self, scale_known: bool) {
+        self.win_ceiling = self.win_ceiling.max(self.window(scale_known).unwrap_or(0));
     }
 
     fn window_closed(&self, scale_known: bool) -> bool {
@@ -472,6 +494,10 @@ impl Chrono {
         );
         // the congestion window cut by a loss and not yet grown back to the flight before it
         let after_loss = self.regrow_to.is_some_and(|r| self.in_flight() < r) && !idle;
+        let low = closed
+            && self
+                .window(scale_known)
+                .is_some_and(|w| w.saturating_mul(LOW_WINDOW) < self.win_ceiling);
         let mut parts: [(Limit, f64, Kind); 2] = [(Limit::Sender, 0.0, Kind::Fixed); 2];
         if loss {
             parts[0] = (Limit::Loss, gap, Kind::Fixed);
@@ -509,12 +535,14 @@ impl Chrono {
                 to: frame,
                 idle: idle && limit == Limit::Sender,
                 after_loss: after_loss && matches!(limit, Limit::Latency | Limit::Network),
+                low_window: low && limit == Limit::ReceiverWindow,
                 kind,
             };
             if let Some(last) = self.pending.last_mut().filter(|l| {
                 l.limit == limit
                     && l.idle == entry.idle
                     && l.after_loss == entry.after_loss
+                    && l.low_window == entry.low_window
                     && l.kind == kind
             }) {
                 last.secs += secs;
@@ -569,6 +597,7 @@ impl Chrono {
             if let Event::Ack { ack, win, .. } = e {
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
+                self.note_ceiling(scale_known);
             }
             return;
         }
@@ -692,6 +721,7 @@ impl Chrono {
             } => {
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
+                self.note_ceiling(scale_known);
                 self.ack_ts = Some(ts);
                 if self.first_ack_ts.is_none() {
                     self.first_ack_ts = Some(ts);
@@ -773,6 +803,7 @@ impl Chrono {
             sender_idle_s: books.sender_idle,
             ack_tail_s: books.ack_tail,
             after_loss_s: books.after_loss,
+            low_window_s: books.low_window,
             first: ByLimit::of(&books.first),
             longest: ByLimit::of(&books.longest),
             recoveries: self.recoveries.iter().sum(),

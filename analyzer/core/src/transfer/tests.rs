@@ -1021,6 +1021,32 @@ fn a_full_window_and_a_zero_window_are_the_receivers() {
 }
 
 #[test]
+fn a_window_far_below_its_ceiling_is_booked_low() {
+    // the reader once advertised 256 KiB, then reopens one segment at a time, 2 ms apart
+    let mut f = bridge();
+    f.ack(0, 256 << 10, 0.000_1);
+    for _ in 0..20 {
+        f.send_flags(1, MSS, 0.000_01, ACK);
+        f.ack(0, MSS, 0.002);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.receiver_window) > 0.9, "{l:?}");
+    assert!(l.low_window_s > 0.9 * l.seconds.receiver_window, "{l:?}");
+    // a window of 12 segments, over a quarter of the handshake's 64 KiB: held, but not low
+    let mut f = bridge();
+    f.ack(0, 12 * MSS, 0.000_1);
+    for _ in 0..20 {
+        for _ in 0..12 {
+            f.send_flags(1, MSS, 0.000_01, ACK);
+        }
+        f.ack(0, 12 * MSS, 0.002);
+    }
+    let l = f.finish().directions[1].limits.clone();
+    assert!(share(&l, l.seconds.receiver_window) > 0.9, "{l:?}");
+    assert_eq!(l.low_window_s, 0.0, "{l:?}");
+}
+
+#[test]
 fn recovery_is_loss_and_a_spurious_one_is_a_round_trip() {
     let mut f = bridge();
     for _ in 0..5 {
