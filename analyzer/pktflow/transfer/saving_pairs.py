@@ -57,10 +57,13 @@ class Removed(NamedTuple):
     """What a recording's prediction removes: a limit (None: nothing) on the server ->
     client transfer of the client's leg ("client") or of the relay's server leg ("server"),
     or the relay's own small receive buffer ("relay"); with the other limit of a mixed
-    verdict (two limits within a few percent of each other: which one it names is a toss)."""
+    verdict (two limits within a few percent of each other: which one it names is a toss),
+    and, where a window held, whose it was: a stopped reader's stalls stay when the round
+    trips go, a small buffer's do not, in both recordings alike."""
     leg: str
     limit: str | None
     mixed_with: str | None = None
+    receiver: str | None = None
 
 
 def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
@@ -85,12 +88,12 @@ def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
 def of_verdict(leg: str, v: dict[str, Any]) -> Removed:
     """A leg's verdict's what-if: its limit, and the other one where it is mixed (a sender
     mixed with a removable limit: that limit alone)."""
-    limit, mixed = v.get("limit"), v.get("mixed_with")
+    limit, mixed, receiver = v.get("limit"), v.get("mixed_with"), v.get("receiver")
     if mixed not in WITHOUT or mixed == limit:
-        return Removed(leg, limit)
+        return Removed(leg, limit, receiver=receiver)
     if limit not in WITHOUT:
-        return Removed(leg, mixed)
-    return Removed(leg, limit, mixed)
+        return Removed(leg, mixed, receiver=receiver)
+    return Removed(leg, limit, mixed, receiver)
 
 
 def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> float:
@@ -109,10 +112,11 @@ def transfer_s(rep: dict[str, Any], conn: dict[str, Any], what: Removed) -> floa
     if d is None or not lim or lim["transfer_s"] < MIN_TRANSFER_S:
         return 0.0
     v = d.get("verdict") or {}
-    if v.get("limit") == what.limit and what.mixed_with is None:
+    if v.get("limit") == what.limit and what.mixed_with is None \
+            and v.get("receiver") == what.receiver:
         return float(v.get("saving_s") or 0.0)  # its own verdict's (none where it gives none)
     limits = (what.limit,) if what.mixed_with is None else (what.limit, what.mixed_with)
-    return removed_s(lim, limits, v.get("receiver"))
+    return removed_s(lim, limits, what.receiver)
 
 
 def predicted_s(rep: dict[str, Any], conn: dict[str, Any]) -> float:
