@@ -212,6 +212,14 @@ def _mode_or_median(golden: Any, new: Any, report: Any, path: str) -> bool:
 
 # A change that touches many reports: (golden names, JSON paths) as regular expressions ->
 # (why, a check of the new value against the golden one, given the new report).
+def _zero_window_words(golden: Any, new: Any, report: Any, path: str) -> bool:
+    from pktflow.tcp.findings import ZERO_WINDOW_WHY
+
+    said = "its application was not reading fast enough"
+    return isinstance(golden, str) and golden.endswith(said) \
+        and new == golden.removesuffix(said) + ZERO_WINDOW_WHY
+
+
 Check = Callable[[Any, Any, Any, str], bool]
 BITS = ("goodput_bps held bytes per second; it is bits per second as its name says, and a "
         "transfer of fewer than 4 segments or under 100 us has no rate (issue 25)")
@@ -227,6 +235,10 @@ PATTERNS: list[tuple[re.Pattern[str], re.Pattern[str], str, Check]] = [
      "a connection seen mid-stream is PostgreSQL only with proof (issue 36), and its finding says "
      "which request was answered by its kind of response, and which ReadyForQuery closed the "
      "cycle", _why_postgresql),
+    (re.compile(".*"), re.compile(r"\.findings\[\d+\]\.message"),
+     "a zero window says the receive buffer was full of unread data, no longer that the "
+     "application was not reading fast enough: a small buffer fills too, and the verdict says "
+     "which (issue 31 rule 6)", _zero_window_words),
     (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.(queries\[\d+\]|directions\.\w+)"
                                   r"\.goodput_bps"), BITS, _bits_or_unmeasured),
     (re.compile(".*"), re.compile(r"\.connections\[\d+\]\.directions\.\w+\.(best|worst)_100ms"

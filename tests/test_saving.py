@@ -241,6 +241,43 @@ def test_the_baseline_loses_the_same_limit_not_its_own_verdicts() -> None:
     assert got[0] == pytest.approx(c_saving - b_window, abs=2e-6)
 
 
+def test_the_baseline_loses_the_same_window_as_the_condition() -> None:
+    """Whose window it was is part of the what-if: a round trip near zero takes a small
+    buffer's waits with it, not a stopped reader's. The pair removes what the condition's
+    verdict says from both recordings, whatever the baseline's own sub-class: the unshaped
+    pooled psql falls behind the data (`application`), the same reader the 2 ms run has."""
+    import copy
+
+    name = "seqscan-10k-pgbouncer-bridge-rtt2ms"
+    cond, base = report(name), report(baseline(name))
+    c, b = client_connection(cond), client_connection(base)
+    assert c is not None and b is not None
+    assert c["directions"]["server_to_client"]["verdict"]["limit"] == "latency"
+    bv = b["directions"]["server_to_client"]["verdict"]
+    assert bv["limit"] == "receiver_window" and bv["receiver"] == "application"
+    got = pair(cond, base)
+    assert got is not None
+    flipped = copy.deepcopy({"connections": list(base["connections"]), "relays": base["relays"]})
+    fb = client_connection(flipped)
+    assert fb is not None
+    fb["directions"]["server_to_client"]["verdict"]["receiver"] = "buffer"
+    again = pair(cond, flipped)
+    assert again is not None
+    assert again[0] == pytest.approx(got[0], abs=1e-9)
+    # the condition's what-if in the baseline: its round trips and its window's waits
+    secs = b["directions"]["server_to_client"]["limits"]["seconds"]
+    c_saving = c["directions"]["server_to_client"]["verdict"]["saving_s"]
+    assert got[0] == pytest.approx(
+        c_saving - secs["latency"] - secs["receiver_window"]
+        + conversation(c, cond) - conversation(b, base), abs=2e-6)
+
+
+def conversation(conn: dict[str, Any], rep: dict[str, Any]) -> float:
+    from pktflow.transfer.saving_pairs import back_legs, conversation_s
+
+    return conversation_s(conn, back_legs(rep, conn))
+
+
 def _relay_judgements(name: str, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The RelayJudgements the core hands the relay judge for a corpus capture."""
     import pktflow.pipeline as pipeline

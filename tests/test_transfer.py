@@ -135,6 +135,34 @@ def test_a_reader_that_stops_is_told_from_a_small_buffer_by_how_long_it_shuts(
     assert ("tcp_rmem" in v["summary"]) == (receiver == "buffer")
 
 
+@pytest.mark.parametrize("wscale, ceiling, receiver", [(7, 256 << 10, "application"),
+                                                      (6, 50 << 10, "buffer")])
+def test_a_reader_paced_slower_than_the_data_is_told_from_a_small_buffer_by_its_ceiling(
+        tmp_path: Path, wscale: int, ceiling: int, receiver: str) -> None:
+    """A reader paced slower than the data reopens its window a segment at a time, 2 ms apart,
+    and never lets it reach zero: after a window of 256 KiB, one of 8 KiB is far below its
+    own ceiling, the reader fell behind (issue 31 rule 6). After one of 50 KiB, a window that
+    never passed 64 KiB, it is a buffer set small, which runs low as often as it fills."""
+    f = Flow()
+    f.handshake(wscale_c=wscale)
+    f.ack(0, win=ceiling >> wscale)
+    for _ in range(30):
+        f.send(1, b"w" * SEG)
+        f.ack(0, win=SEG >> wscale, dt=0.002)
+    out = run(f, tmp_path)
+    v = out["verdict"]
+    assert out["window"]["zero_window_periods"] == 0
+    assert v["limit"] == "receiver_window" and v["receiver"] == receiver, v["summary"]
+    low = out["limits"]["low_window_s"]
+    assert low >= 0.25 * out["limits"]["seconds"]["receiver_window"]
+    if receiver == "application":
+        assert f"stayed under a quarter of its largest ({ceiling:,} bytes)" \
+            in v["summary"] and "tcp_rmem" not in v["summary"]
+        assert f"for {low * 1e3:,.1f} ms" in v["summary"]
+    else:
+        assert "tcp_rmem" in v["summary"]
+
+
 def test_window_full_without_zero_window(tmp_path: Path) -> None:
     f = Flow()
     f.handshake(wscale_c=0, wscale_s=0)

@@ -13,6 +13,11 @@ from pktflow.findings import Finding
 if TYPE_CHECKING:
     from pktflow._core import JudgedDirections, Judgement
 
+# A zero window says the buffer was full of unread data, not whose fault that was: a small
+# buffer fills as well as a slow reader's (issue 31 rule 6); the verdict tells them apart.
+ZERO_WINDOW_WHY = ("its receive buffer was full of data its application had not read yet; the "
+                   "direction's verdict says whether the buffer was small or the reader slow")
+
 Key = Literal["client_to_server", "server_to_client"]
 # a direction of the report: (its key, who sends it, its name, the other direction's key)
 Side = tuple[Key, str, str, Key]
@@ -68,9 +73,8 @@ def connection_findings(j: Judgement) -> list[Finding]:
         if m["zero_window_events"]:
             out.append(Finding(
                 "info", "zero-window",
-                f"{who} advertised a zero receive window "
-                f"{m['zero_window_events']} time(s): its application was not reading fast "
-                f"enough", cid, list(m["ev_zero"] or ())))
+                f"{who} advertised a zero receive window {m['zero_window_events']} time(s): "
+                f"{ZERO_WINDOW_WHY}", cid, list(m["ev_zero"] or ())))
         mss = peer["mss"]
         if mss and m["max_segment"] > mss:
             out.append(Finding(

@@ -108,20 +108,24 @@ ZERO_SHARE = 0.25
 CAPPED_WINDOW = 65_536
 
 
-def _stopped_reading(f: TransferJudgement, lim: LimitFacts) -> bool:
-    """The reader stopped (`application`) rather than its buffer filling (`buffer`): the window
-    shut for longer than a few round trips each time, or, shut briefly, for a quarter of the
-    time it held the sender; a window that never passed CAPPED_WINDOW shuts briefly as often
-    as its buffer fills, which no quarter tells from a reader that stopped."""
+def _stopped_reading(f: TransferJudgement, lim: LimitFacts) -> str | None:
+    """How the reader was seen to stop (`application`) rather than its buffer fill (`buffer`),
+    None when it was not: the window shut for longer than a few round trips each time
+    ("shut"), or for a quarter of the time it held the sender ("shut"), or sat under a quarter
+    of its largest for a quarter of that time ("low": a reader paced slower than the data,
+    whose window seldom reaches zero). A window that never passed CAPPED_WINDOW shuts briefly,
+    and runs low, as often as its buffer fills: only long shuts tell its reader stopped."""
     w = f["window"]
     periods, total = w["zero_window_periods"], w["zero_window_total_s"]
-    if not periods:
-        return False
     rtt = (f["rtt_min_ms"] or 0.0) / 1e3
-    if total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S):
-        return True
-    capped = w["max"] is not None and w["max"] < CAPPED_WINDOW
-    return not capped and total >= ZERO_SHARE * lim["seconds"]["receiver_window"]
+    if periods and total / periods > max(ZERO_RTTS * rtt, ZERO_FLOOR_S):
+        return "shut"
+    if w["max"] is not None and w["max"] < CAPPED_WINDOW:
+        return None
+    held = lim["seconds"]["receiver_window"]
+    if periods and total >= ZERO_SHARE * held:
+        return "shut"
+    return "low" if lim["low_window_s"] >= ZERO_SHARE * held else None
 
 
 def _lost(f: TransferJudgement, lim: LimitFacts) -> int:
@@ -181,12 +185,17 @@ def verdict(f: TransferJudgement) -> Verdict:
         out["mixed_with"] = mixed
     if limit == "receiver_window":
         zero_periods, zero_total = w["zero_window_periods"], w["zero_window_total_s"]
-        if _stopped_reading(f, lim):
+        stopped = _stopped_reading(f, lim)
+        if stopped is not None:
             out["receiver"] = "application"
-            why = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
-                   f"in all: the receiving application stopped reading (psql printing, a "
-                   f"slow client, a pooler waiting on its own client); a larger buffer would "
-                   f"only hold more unread")
+            seen = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
+                    f"in all: the receiving application stopped reading" if stopped == "shut"
+                    else f"the window stayed under a quarter of its largest ({w['max'] or 0:,} "
+                    f"bytes) for {lim['low_window_s'] * 1e3:,.1f} ms of the "
+                    f"{lim['seconds']['receiver_window'] * 1e3:,.1f} ms it held the sender: "
+                    f"the receiving application read slower than the data came")
+            why = (f"{seen} (psql printing, a slow client, a pooler waiting on its own client); "
+                   f"a larger buffer would only hold more unread")
         else:
             out["receiver"] = "buffer"
             shut = (f", shut only briefly ({zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
