@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 # A zero window says the buffer was full of unread data, not whose fault that was: a small
 # buffer fills as well as a slow reader's (issue 31 rule 6); the verdict tells them apart.
-ZERO_WINDOW_WHY = ("its receive buffer was full of data its application had not read yet; the "
-                   "direction's verdict says whether the buffer was small or the reader slow")
+ZERO_WINDOW_WHY = ("its receive buffer was full of data its application had not read yet (a "
+                   "small buffer or a slow reader: where the window held the sender, the "
+                   "direction's verdict says which)")
 
 Key = Literal["client_to_server", "server_to_client"]
 # a direction of the report: (its key, who sends it, its name, the other direction's key)
