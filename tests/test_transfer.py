@@ -163,6 +163,31 @@ def test_a_reader_paced_slower_than_the_data_is_told_from_a_small_buffer_by_its_
         assert "tcp_rmem" in v["summary"]
 
 
+def test_a_few_long_shuts_in_a_long_low_window_are_said_with_it(tmp_path: Path) -> None:
+    """Three shuts of 3 ms each say the reader stopped; they are 9 ms of the 60-odd the window
+    held the sender, so the sentence also says how long the window stayed low, with the
+    figures the limits carry."""
+    f = Flow()
+    f.handshake()
+    f.ack(0, win=(256 << 10) >> 7)
+    for i in range(30):
+        f.send(1, b"w" * SEG)
+        if i % 10 == 9:
+            f.ack(0, win=0, dt=0.0005)
+            f.ack(0, win=SEG >> 7, dt=0.003)
+        else:
+            f.ack(0, win=SEG >> 7, dt=0.002)
+    out = run(f, tmp_path)
+    v, lim = out["verdict"], out["limits"]
+    assert v["limit"] == "receiver_window" and v["receiver"] == "application", v["summary"]
+    zero = out["window"]["zero_window_total_s"]
+    assert out["window"]["zero_window_periods"] == 3 and lim["low_window_s"] > 2 * zero
+    assert (f"the window fell to zero 3 time(s), {zero * 1e3:,.1f} ms in all, and stayed under "
+            f"a quarter of its largest ({256 << 10:,} bytes) for {lim['low_window_s'] * 1e3:,.1f} "
+            f"ms of the {lim['seconds']['receiver_window'] * 1e3:,.1f} ms it held the sender"
+            ) in v["summary"]
+
+
 def test_window_full_without_zero_window(tmp_path: Path) -> None:
     f = Flow()
     f.handshake(wscale_c=0, wscale_s=0)

@@ -188,12 +188,17 @@ def verdict(f: TransferJudgement) -> Verdict:
         stopped = _stopped_reading(f, lim)
         if stopped is not None:
             out["receiver"] = "application"
-            seen = (f"the window fell to zero {zero_periods} time(s), {zero_total * 1e3:,.1f} ms "
-                    f"in all: the receiving application stopped reading" if stopped == "shut"
-                    else f"the window stayed under a quarter of its largest ({w['max'] or 0:,} "
-                    f"bytes) for {lim['low_window_s'] * 1e3:,.1f} ms of the "
-                    f"{lim['seconds']['receiver_window'] * 1e3:,.1f} ms it held the sender: "
-                    f"the receiving application read slower than the data came")
+            held_ms, low_ms = lim["seconds"]["receiver_window"] * 1e3, lim["low_window_s"] * 1e3
+            low = (f"stayed under a quarter of its largest ({w['max'] or 0:,} bytes) for "
+                   f"{low_ms:,.1f} ms of the {held_ms:,.1f} ms it held the sender")
+            if stopped == "low":
+                seen = f"the window {low}: the receiving application read slower than the data came"
+            else:
+                # zero windows that are a small part of a long hold: the low window says the rest
+                rest = f", and {low}" if low_ms > 2 * zero_total * 1e3 else ""
+                seen = (f"the window fell to zero {zero_periods} time(s), "
+                        f"{zero_total * 1e3:,.1f} ms in all{rest}: the receiving application "
+                        f"stopped reading")
             why = (f"{seen} (psql printing, a slow client, a pooler waiting on its own client); "
                    f"a larger buffer would only hold more unread")
         else:
