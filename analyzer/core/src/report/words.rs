@@ -105,7 +105,8 @@ pub struct Words {
 }
 
 impl Words {
-    /// Put the words where the record shows them.
+    /// Put the words where the record shows them. (`free_words` takes the same fields back
+    /// out: a field added here is added there.)
     pub fn apply(self, record: &mut ConnectionRecord) {
         if let Some(dirs) = self.directions {
             let d = &mut record.directions;
