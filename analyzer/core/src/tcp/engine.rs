@@ -237,7 +237,7 @@ impl<H: Handler> TcpEngine<H> {
                 hit = self.find(&key);
             }
         }
-        if hit.is_none() && p.flags & SYN == 0 && self.gone.contains(&key) {
+        if hit.is_none() && p.flags & SYN == 0 && self.gone.contains(&key, p.ts) {
             self.late_packets += 1;
             if self.late_frames.len() < MAX_LATE_FRAMES {
                 self.late_frames.push(p.frame);
@@ -366,13 +366,14 @@ impl<H: Handler> TcpEngine<H> {
         self.recent = [None, None];
         self.table.remove(&key);
         self.table.remove(&key.reverse());
+        let last = conn.end_ts();
         conn.finish();
         if conn.settled {
             self.settled_waiting = self.settled_waiting.saturating_sub(1);
         }
         if closed {
-            self.gone.add(key);
-            self.gone.add(key.reverse());
+            self.gone.add(key, last);
+            self.gone.add(key.reverse(), last);
         }
         self.retired.push_back(conn);
     }

@@ -6,13 +6,18 @@ use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
 use foldhash::quality::RandomState;
-use foldhash::HashSet;
+use foldhash::HashMap;
 
 use crate::capture::tunnel::Tunnel;
 use crate::packet::{Addr, TcpPacket, ACK, FIN, RST, SYN};
 
 /// 4-tuples of connections retired after closing, remembered (both ways: two keys each).
 pub const MAX_GONE: usize = 1 << 16;
+/// A retired 4-tuple is remembered this long after its connection's last packet: twice the
+/// maximum segment lifetime (RFC 9293: 2 minutes), the longest a peer in TIME-WAIT may still
+/// answer on it. A packet later than that is a new connection's, and an endless stream keeps
+/// only the last few minutes' tuples.
+pub const GONE_S: f64 = 240.0;
 /// Handshake segments kept of a connection not made yet; one more makes it.
 pub const MAX_WAITING: usize = 16;
 
@@ -57,32 +62,45 @@ impl Key {
     }
 }
 
-/// The last MAX_GONE keys added, oldest first; adding a key already there keeps its place.
-/// Each is kept as a 64-bit fingerprint, an eighth of a key's room: a capture of 80,000
-/// short connections remembers 65,536 keys. Two keys share a fingerprint with odds of about
-/// MAX_GONE in 2^64, and the seed is the process's own, so a capture cannot choose them.
+/// The keys retired in the last GONE_S seconds, at most the last MAX_GONE of them, each
+/// with the time it was retired at; adding a key again renews it. Each is kept as a 64-bit
+/// fingerprint, an eighth of a key's room: a capture of 80,000 short connections in a minute
+/// remembers 65,536 keys. Two keys share a fingerprint with odds of about MAX_GONE in 2^64,
+/// and the seed is the process's own, so a capture cannot choose them.
 #[derive(Debug, Default)]
 pub(crate) struct Gone {
     seed: RandomState,
-    order: VecDeque<u64>,
-    set: HashSet<u64>,
+    /// (fingerprint, retired at), in the order added; a renewed key is here twice.
+    order: VecDeque<(u64, f64)>,
+    /// Each fingerprint's latest retirement.
+    at: HashMap<u64, f64>,
 }
 
 impl Gone {
-    pub fn add(&mut self, key: Key) {
+    pub fn add(&mut self, key: Key, ts: f64) {
         let print = self.seed.hash_one(key);
-        if self.set.insert(print) {
-            self.order.push_back(print);
-        }
-        while self.order.len() > MAX_GONE {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
+        self.at.insert(print, ts);
+        self.order.push_back((print, ts));
+        while let Some(&(old, when)) = self.order.front() {
+            if self.order.len() <= MAX_GONE && ts - when <= GONE_S {
+                break;
+            }
+            self.order.pop_front();
+            if self
+                .at
+                .get(&old)
+                .is_some_and(|t| t.to_bits() == when.to_bits())
+            {
+                self.at.remove(&old);
             }
         }
     }
 
-    pub fn contains(&self, key: &Key) -> bool {
-        self.set.contains(&self.seed.hash_one(key))
+    /// Whether a packet at `ts` on this key belongs to a connection retired before it.
+    pub fn contains(&self, key: &Key, ts: f64) -> bool {
+        self.at
+            .get(&self.seed.hash_one(key))
+            .is_some_and(|&when| ts - when <= GONE_S)
     }
 }
 
@@ -201,32 +219,39 @@ mod tests {
         )
     }
 
+    fn far(n: u32) -> Key {
+        Key(Addr::v4(n.to_be_bytes()), 1, Addr::v4([1, 1, 1, 1]), 2, 0)
+    }
+
     #[test]
-    fn gone_forgets_the_oldest_and_keeps_a_key_added_again_in_its_place() {
+    fn gone_keeps_at_most_max_gone_and_renews_a_key_added_again() {
         let mut g = Gone::default();
-        for port in 0..MAX_GONE as u32 {
-            let k = Key(
-                Addr::v4(port.to_be_bytes()),
-                1,
-                Addr::v4([1, 1, 1, 1]),
-                2,
-                0,
-            );
-            g.add(k);
+        for n in 0..MAX_GONE as u32 {
+            g.add(far(n), 0.0);
         }
-        let first = Key(
-            Addr::v4(0u32.to_be_bytes()),
-            1,
-            Addr::v4([1, 1, 1, 1]),
-            2,
-            0,
+        g.add(far(0), 1.0); // renewed: now the newest
+        g.add(key(1), 1.0);
+        g.add(key(2), 1.0);
+        assert!(g.contains(&far(0), 1.0));
+        assert!(!g.contains(&far(1), 1.0), "the oldest goes first");
+        assert!(g.contains(&key(1), 1.0) && g.contains(&key(2), 1.0));
+        assert!(g.order.len() <= MAX_GONE);
+        assert!(g.at.len() <= MAX_GONE);
+    }
+
+    #[test]
+    fn gone_forgets_a_key_twice_the_segment_lifetime_after_it_retired() {
+        let mut g = Gone::default();
+        g.add(key(1), 10.0);
+        assert!(g.contains(&key(1), 10.0 + GONE_S));
+        assert!(
+            !g.contains(&key(1), 10.5 + GONE_S),
+            "a new connection's, not a late packet"
         );
-        g.add(first); // already there: keeps its place, the oldest
-        g.add(key(1));
-        assert!(!g.contains(&first));
-        assert!(g.contains(&key(1)));
-        assert_eq!(g.order.len(), MAX_GONE);
-        assert_eq!(g.set.len(), MAX_GONE);
+        // a stream's later retirements drop it, so an endless one keeps minutes of keys
+        g.add(key(2), 11.0 + GONE_S);
+        assert!(!g.contains(&key(1), 10.0));
+        assert_eq!((g.order.len(), g.at.len()), (1, 1));
     }
 
     #[test]

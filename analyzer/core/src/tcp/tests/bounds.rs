@@ -119,9 +119,11 @@ fn evidence_and_late_frames_are_capped() {
     let mut other = Flow::with(1, 2, late.ts + 50.0).port(40001);
     other.send(0, b"x");
     f.packets.extend(other.packets);
-    for i in 0..30 {
+    // after the sweep, and within the time a retired 4-tuple is remembered (table::GONE_S)
+    late.ts += 59.0;
+    for _ in 0..30 {
         late.frame += 1;
-        late.ts += 100.0 + f64::from(i);
+        late.ts += 1.0;
         f.packets.push(late.clone());
     }
     let ran = run(&f.packets);
