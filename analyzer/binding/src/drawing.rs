@@ -124,14 +124,14 @@ impl Drawing {
 
 impl Drop for Drawing {
     fn drop(&mut self) {
-        // the rows go back to the system, not only to the allocator: what follows (a page's
-        // plots) is drawn in their room
+        // the rows go back to the system, not only to the allocator (glibc keeps freed memory
+        // for the process otherwise): what follows (a page's plots) is drawn in their room
         self.inner.rows = Default::default();
         self.inner.items = Vec::new();
         self.inner.phases = Vec::new();
         self.labels.clear();
         self.details.clear();
-        crate::report::trim();
+        crate::memory::give_back_free_pages();
     }
 }
 

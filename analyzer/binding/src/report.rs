@@ -38,22 +38,6 @@ impl Report {
     }
 }
 
-/// Hands back to the system the memory a drawing's build used and freed (the packets read
-/// back, the plots' series before they were cut to what pixels show): glibc keeps freed
-/// memory for the process otherwise, and a page and its plots are made after it.
-pub(crate) fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
-        }
-        // SAFETY: malloc_trim takes no pointer and only releases memory that is free
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
-
 /// Each connection's lanes, as Python gives them: (number, client lane, server lane, client's
 /// window raw, server's window raw).
 fn lanes_map(lanes: Vec<(u64, u16, u16, bool, bool)>) -> Map<u64, Lanes> {
@@ -297,7 +281,7 @@ impl Report {
         }
         let start = self.inner.capture.first_ts.unwrap_or(0.0);
         let drawing = guard(|| CoreDrawing::new(drawn, &lanes, &marks, start, &openers, plots))?;
-        trim();
+        crate::memory::give_back_free_pages();
         Ok(Drawing::new(drawing))
     }
 
@@ -319,7 +303,7 @@ impl Report {
             pktflow_core::drawing::plot::plot(&drawn.packets, &lanes, &drawn.swapped, start)
         })?;
         drop(drawn);
-        trim();
+        crate::memory::give_back_free_pages();
         to_py(py, &plot)
     }
 
