@@ -219,3 +219,25 @@ def test_a_fleet_on_a_terminal_has_a_progress_bar(fleet: tuple[Path, list[str]],
     assert code == 0
     drawn = err.buf.getvalue()
     assert "captures" in drawn and "/6" in drawn and "packets/s" in drawn
+
+
+def test_a_pool_task_runs_small_captures_together_and_a_big_one_alone(tmp_path: Path) -> None:
+    from pktflow.fleet import TASK_BYTES, TASKS_PER_WORKER, Job, batches
+
+    sizes = [1000] * 40 + [TASK_BYTES + 1] + [1000] * 40 + [TASK_BYTES // 2] * 3
+    jobs = []
+    for i, size in enumerate(sizes):
+        path = tmp_path / f"{i}.pcap"
+        with path.open("wb") as f:
+            f.truncate(size)  # sparse: only its size matters
+        jobs.append(Job(str(path), path.name, True, "parquet", None, False, "out"))
+    jobs.append(Job(str(tmp_path / "missing.pcap"), "missing.pcap", True, "parquet", None,
+                    False, "out"))
+    got = batches(jobs, 2)
+    assert [i for b in got for i in b] == list(range(len(jobs))), "every job once, in order"
+    most = len(jobs) // (2 * TASKS_PER_WORKER)
+    assert most > 1 and all(1 <= len(b) <= most for b in got)
+    assert [40] in got, "a capture over the byte budget runs alone"
+    halves = [b for b in got if b and b[0] >= 81 and b[-1] <= 83]
+    assert all(len(b) <= 2 for b in halves), "two half-budget captures fill a task"
+    assert len(got) >= 2 * TASKS_PER_WORKER

@@ -131,14 +131,68 @@ def in_order(results: Iterator[tuple[int, tuple[str, Any]]], n: int,
         nxt += 1
 
 
+# A local task runs captures one after the other until it has read about this many bytes of
+# them (at least one): each task costs a round trip between processes and a wake-up of the
+# parent, which shares the cores with its workers; a fleet of small captures spent a tenth of
+# its time on them. Big captures still go one per task, and a pool keeps TASKS_PER_WORKER
+# tasks or more per worker, so none waits long on another's last task.
+TASK_BYTES = 4 << 20
+TASKS_PER_WORKER = 8
+
+
+def batches(jobs: list[Job], workers: int) -> list[list[int]]:
+    """The jobs' indices in order, cut into tasks of about TASK_BYTES of capture each, and
+    at most len(jobs) / (workers * TASKS_PER_WORKER) captures each."""
+    most = max(1, len(jobs) // (workers * TASKS_PER_WORKER))
+    out: list[list[int]] = []
+    size = 0
+    for i, job in enumerate(jobs):
+        try:
+            n = os.path.getsize(job.path)
+        except OSError:
+            n = 0  # its task says why it cannot be read
+        if not out or len(out[-1]) >= most or size + n > TASK_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(i)
+        size += n
+    return out
+
+
+def run_jobs(jobs: list[Job]) -> list[tuple[str, Any]]:
+    """Several jobs in one task, one after the other."""
+    return [run_job(job) for job in jobs]
+
+
+def _pin(counter: Any, cpus: list[int]) -> None:
+    """A pool worker kept on a core of its own, the next of `cpus` (counted by `counter`). A
+    pass runs on two threads, the core's and Python's, handing batches to each other; with
+    two workers' threads free to move over two cores, each handoff crossed cores and the
+    workers' captures took a third longer than one process's (200 small captures to Parquet:
+    1.42 s, 1.24 s pinned)."""
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+
+
 def run_local(jobs: list[Job], workers: int, done: Done | None) -> Iterator[tuple[str, Any]]:
-    """Each job in a process of a local pool (`workers` processes)."""
+    """The jobs in tasks of a local pool (`workers` processes), a few small captures each."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_job, job): i for i, job in enumerate(jobs)}
-        yield from in_order(((futures[f], f.result()) for f in as_completed(futures)),
-                            len(jobs), done)
+    counter = multiprocessing.Value("i", 0)
+    cpus = sorted(os.sched_getaffinity(0))
+    with ProcessPoolExecutor(max_workers=workers, initializer=_pin,
+                             initargs=(counter, cpus)) as pool:
+        futures = {pool.submit(run_jobs, [jobs[i] for i in batch]): batch
+                   for batch in batches(jobs, workers)}
+
+        def results() -> Iterator[tuple[int, tuple[str, Any]]]:
+            for f in as_completed(futures):
+                yield from zip(futures[f], f.result())
+
+        yield from in_order(results(), len(jobs), done)
 
 
 def run_dask(jobs: list[Job], scheduler: str, done: Done | None) -> Iterator[tuple[str, Any]]:
