@@ -9,9 +9,12 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ArrayBuilder, Int64Builder, ListBuilder, MapBuilder, StringBuilder};
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray};
-use arrow_array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StructArray};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
+};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::ffi::FFI_ArrowSchema;
-use arrow_schema::{Field, Fields};
+use arrow_schema::{ArrowError, Field, Fields};
 use pktflow_core::tables::schema::{Kind, SCHEMA};
 use pktflow_core::tables::{Table, Values};
 use pyo3::exceptions::PyValueError;
@@ -49,16 +52,19 @@ impl ArrowBatch {
     }
 }
 
-fn array(values: Values) -> ArrayRef {
-    match values {
+fn array(values: Values) -> Result<ArrayRef, ArrowError> {
+    Ok(match values {
         Values::Int(v) => Arc::new(Int64Array::from(v)),
         Values::Float(v) => Arc::new(Float64Array::from(v)),
-        Values::Text(v) => {
-            // sized once: grown as it goes, the text buffer was copied over and over
-            let bytes = v.iter().flatten().map(String::len).sum();
-            let mut b = StringBuilder::with_capacity(v.len(), bytes);
-            v.iter().for_each(|s| b.append_option(s.as_deref()));
-            Arc::new(b.finish())
+        Values::Text(t) => {
+            // the column's own buffers become the array's, as they are
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(t.offsets));
+            let nulls = NullBuffer::from(t.valid);
+            Arc::new(StringArray::try_new(
+                offsets,
+                Buffer::from_vec(t.bytes),
+                Some(nulls),
+            )?)
         }
         Values::Bool(v) => Arc::new(BooleanArray::from(v)),
         Values::IntList(v) => {
@@ -89,7 +95,7 @@ fn array(values: Values) -> ArrayRef {
         }
         Values::IntMap(v) => map_array(&v, Int64Builder::new(), |b, x| b.append_value(*x)),
         Values::TextMap(v) => map_array(&v, StringBuilder::new(), |b, x| b.append_value(x)),
-    }
+    })
 }
 
 /// A map column (text keys), its values appended by `put`; None rows are null.
@@ -148,7 +154,8 @@ pub fn batch(table: Table, version: &str) -> PyResult<ArrowBatch> {
     let mut fields = Vec::with_capacity(table.columns.len());
     let mut arrays = Vec::with_capacity(table.columns.len());
     for column in table.columns {
-        let a = array(column.values);
+        let a = array(column.values)
+            .map_err(|e| PyValueError::new_err(format!("table {name}: {e}")))?;
         fields.push(field(&column.name, column.kind, column.unit, &a));
         arrays.push(a);
     }

@@ -54,7 +54,7 @@ impl Walk<'_> {
                 let text = json::to_string(value, None).map_err(|e| Error(e.to_string()))?;
                 // an empty list is said as such; null stays null
                 if text != "null" {
-                    self.table.set(&self.path, Cell::Text(text));
+                    self.table.set_str(&self.path, &text);
                 }
             } else {
                 value.serialize(&mut *self)?;
@@ -372,7 +372,8 @@ impl<'a, 't> ser::Serializer for &'a mut Walk<'t> {
         self.cell(Cell::Text(v.to_string()))
     }
     fn serialize_str(self, v: &str) -> Result<()> {
-        self.cell(Cell::Text(v.to_string()))
+        self.table.set_str(&self.path, v);
+        Ok(())
     }
     fn serialize_bytes(self, _: &[u8]) -> Result<()> {
         Err(Error(format!("{}: bytes in a table", self.path)))
@@ -390,7 +391,8 @@ impl<'a, 't> ser::Serializer for &'a mut Walk<'t> {
         Ok(())
     }
     fn serialize_unit_variant(self, _: &'static str, _: u32, v: &'static str) -> Result<()> {
-        self.cell(Cell::Text(v.to_string()))
+        self.table.set_str(&self.path, v);
+        Ok(())
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,

@@ -96,8 +96,31 @@ fn a_part_fills_its_columns_as_the_json_nests_it() {
     assert_eq!(col("frames"), Some(Values::IntList(vec![Some(vec![4, 5])])));
     let hist = vec![("42".to_string(), 1), ("8192".to_string(), 3)];
     assert_eq!(col("hist"), Some(Values::IntMap(vec![Some(hist)])));
-    let objects = r#"[{"a":7,"b":1.0}]"#.to_string();
-    assert_eq!(col("objects"), Some(Values::Text(vec![Some(objects)])));
+    let objects = r#"[{"a":7,"b":1.0}]"#;
+    let Some(Values::Text(texts)) = col("objects") else {
+        panic!("objects is a text column");
+    };
+    assert_eq!(texts.rows(), vec![Some(objects)]);
     // a field no column declares is said, not lost in silence; a skipped one is neither
     assert_eq!(table.unknown.iter().collect::<Vec<_>>(), vec!["extra"]);
+}
+
+#[test]
+fn a_text_column_holds_its_rows_as_arrow_lays_them_out() {
+    let mut table = Table::new("t", &[], &[("s", Kind::Text, "")]);
+    table.begin_row();
+    table.set_str("s", "first");
+    table.begin_row(); // null
+    table.begin_row();
+    table.set_str("s", "dropped");
+    table.set_str("s", "kept"); // set twice: the last one stands
+    table.begin_row();
+    table.set_str("s", "");
+    let Some(Values::Text(t)) = table.columns.first().map(|c| c.values.clone()) else {
+        panic!("s is a text column");
+    };
+    assert_eq!(t.rows(), vec![Some("first"), None, Some("kept"), Some("")]);
+    assert_eq!(t.offsets, vec![0, 5, 5, 9, 9]);
+    assert_eq!(t.bytes, b"firstkept");
+    assert!(table.unknown.is_empty());
 }
