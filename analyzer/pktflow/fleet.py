@@ -1,5 +1,6 @@
-"""Many captures at once: each analysed by a task of its own, locally (a process per core) or
-on a Dask distributed cluster (`--scheduler tcp://HOST:PORT`, a task per capture).
+"""Many captures at once: analysed locally (a process per core, each kept on its core, small
+captures a few to a task: `batches`) or on a Dask distributed cluster (`--scheduler
+tcp://HOST:PORT`, a task per capture).
 
 A task (`run_job`) opens its capture by path, analyses it and hands back only what the
 command line prints: its text or JSON line (or, for `--format parquet`, nothing: the task
