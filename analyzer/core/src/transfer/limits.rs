@@ -52,6 +52,13 @@ const TRAIN_GAP_RTTS: f64 = 10.0;
 /// (4 to hundreds in a row behind a shaper); a write of one or two full segments is a
 /// write's end, no train (a pooler passing on the one or two segments it read).
 const TRAIN_SEGMENTS: u32 = 3;
+/// Linux holds a send back while its window has room for less than a full TSO burst, but not
+/// past this long since its last send (tcp_tso_should_defer): a train queued behind the window
+/// leaves at this bound when no ACK made room before it.
+const DEFER_S: f64 = 0.001;
+/// How close to DEFER_S after the last data a train resumes to be taken as leaving at it: the
+/// bound runs from the burst's start, the capture sees its last segment up to its length later.
+const DEFER_SLACK_S: f64 = 0.000_1;
 
 /// Segments this many times further apart (per byte) than the closest seen left at the
 /// path's pace, not the sender's.
@@ -264,6 +271,11 @@ enum Kind {
     /// The sender's, as a write had ended; the given limit if the next data answers an ACK
     /// (data was queued behind it after all).
     WriteEnd(Limit),
+    /// A train the stack filled (TRAIN_SEGMENTS full segments or more, the last with PSH)
+    /// ended with data in flight: the given limit if the next train answers any ACK since,
+    /// or leaves at the deferral bound after one (a window that had room for less than a
+    /// burst held it), else the sender's.
+    FilledEnd(Limit),
     /// A full-size segment with PSH ended a train, nothing in flight: a rate limit's
     /// (network) if the next data comes only after TRAIN_GAP_RTTS least round trips, else
     /// the sender's.
@@ -475,6 +487,22 @@ impl Chrono {
         }
     }
 
+    /// Whether a full segment at `ts` is a queued train let go by the window: it left within
+    /// the reaction time of the latest ACK (a window with room for less than a burst waits
+    /// for the ACK that makes room, not the first), or at the deferral bound after an ACK.
+    /// Beside the sender, that ACK must have come a reaction time or more after the last data,
+    /// as for `answers_ack`.
+    fn answers_window(&self, ts: f64, full: bool) -> bool {
+        match (self.ack_ts, self.last_data_ts) {
+            (Some(a), Some(d)) if full && a >= d => {
+                let after_ack =
+                    ts - a <= REACT_S + self.far_s && (a - d > REACT_S || self.far_s > REACT_S);
+                after_ack || (ts - d - DEFER_S).abs() <= DEFER_SLACK_S
+            }
+            _ => false,
+        }
+    }
+
     /// The interval from the last packet to this one, under the state that held.
     fn account(&mut self, frame: u64, ts: f64, e: &Event, scale_known: bool) {
         let Some(t) = self.t else {
@@ -511,6 +539,10 @@ impl Chrono {
             // rate limit before the capture point releasing trains, if the next one is long
             // in coming; else the sender had no more
             parts[0] = (Limit::Sender, gap, Kind::TrainEnd);
+        } else if self.last_push_full {
+            // a train the stack filled, data in flight: its PSH may be an skb's, not the
+            // application's; the next train says whether more was queued behind the window
+            parts[0] = (Limit::Sender, gap, Kind::FilledEnd(Limit::Latency));
         } else if !self.last_full {
             // a write ended: the sender's, unless the next data answers an ACK
             let held = if idle { Limit::Sender } else { Limit::Latency };
@@ -561,15 +593,20 @@ impl Chrono {
     /// answered by an ACK within the reaction time was data queued behind it; queued data
     /// that left at the sender's peak spacing never waited (`spacing`: the limit the whole
     /// gap goes to, when its spacing decides it).
-    fn settle(&mut self, answered: bool, spacing: Option<Limit>, gap: f64, next_full: bool) {
+    fn settle(&mut self, answered: [bool; 2], spacing: Option<Limit>, gap: f64, next_full: bool) {
         let long = next_full && self.rtt_min.is_some_and(|m| gap >= TRAIN_GAP_RTTS * m);
+        let [ack, window] = answered;
         for mut e in std::mem::take(&mut self.pending) {
             match e.kind {
                 Kind::TrainEnd if long => {
                     e.limit = Limit::Network;
                     e.idle = false;
                 }
-                Kind::WriteEnd(held) if answered => {
+                Kind::WriteEnd(held) if ack => {
+                    e.limit = held;
+                    e.idle = false;
+                }
+                Kind::FilledEnd(held) if ack || window => {
                     e.limit = held;
                     e.idle = false;
                 }
@@ -601,9 +638,9 @@ impl Chrono {
             }
             return;
         }
-        let mut answered = false;
-        if let Event::Data { .. } = e {
-            answered = self.answers_ack(ts);
+        let mut answered = [false; 2];
+        if let Event::Data { full, .. } = e {
+            answered = [self.answers_ack(ts), self.answers_window(ts, full)];
             // data after a pause with everything acknowledged: the pause counts, as the
             // conversation's turn if the receiver sent a request in it
             if let (true, Some(last)) = (self.all_acked && self.peer_spoke, self.last_data_ts) {

@@ -919,6 +919,39 @@ fn a_write_after_acks_that_drew_nothing_is_the_senders_pace() {
     assert!(share(&l, l.seconds.sender) > 0.9, "{l:?}");
 }
 
+/// Trains of 45 full segments (one 64 KB burst of the stack's), the last with PSH, ten of
+/// them still in flight at the pause: an ACK 0.1 ms after each train, another `second_ack`
+/// later, and the next train `next` after that.
+fn filled_trains(second_ack: f64, next: f64) -> LimitFacts {
+    let mut f = bridge();
+    for _ in 0..30 {
+        for i in 0..45 {
+            let flags = if i == 44 { ACK | PSH } else { ACK };
+            f.send_flags(1, MSS, if i == 0 { next } else { 0.000_001 }, flags);
+        }
+        let sent = f.next[1];
+        f.ack_at(0, sent - 30 * MSS, 4096 << 7, 0.000_1);
+        f.ack_at(0, sent - 10 * MSS, 4096 << 7, second_ack);
+    }
+    f.finish().directions[1].limits.clone()
+}
+
+#[test]
+fn a_filled_train_let_go_by_a_later_ack_or_at_the_deferral_bound_is_the_round_trips() {
+    // the next train leaves 20 us after the second ACK, not the first: a window with room
+    // for less than a burst waited for the ACK that made room
+    let l = filled_trains(0.000_3, 0.000_02);
+    assert!(share(&l, l.seconds.latency) > 0.8, "{l:?}");
+    // (the rest: each train's own 45 us, the sender's transmission)
+    // both ACKs early, the next train 1 ms after the last: Linux's deferral bound
+    let l = filled_trains(0.000_05, 0.001 - 0.000_15);
+    assert!(share(&l, l.seconds.latency) > 0.8, "{l:?}");
+    // the next train 0.4 ms after the second ACK and 0.55 ms after the last data: neither
+    // an answer nor the bound, so the sender's
+    let l = filled_trains(0.000_05, 0.000_4);
+    assert!(share(&l, l.seconds.sender) > 0.8, "{l:?}");
+}
+
 #[test]
 fn the_handshake_times_the_round_trip_to_the_sender() {
     // captured beside the server (it answers the SYN in 10 us; the client is 10 ms away):
