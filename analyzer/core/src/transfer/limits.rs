@@ -7,7 +7,9 @@
 //! goes to the state that held after the first of them:
 //! - loss: in recovery, from a loss's detection (a retransmission, a duplicate ACK or SACK,
 //!   data arriving beyond a hole the capture never saw filled) to the ACK that covers what was
-//!   sent by then, and the pause a retransmission ends (a timeout). A recovery the receiver
+//!   sent by then, and the pause a retransmission that begins a recovery ends (a timeout, or a
+//!   tail-loss probe: whatever held the sender before it, a write's end or queued data, it
+//!   waited on the loss from then on). A recovery the receiver
 //!   reports as spurious (D-SACK) goes back to what held the sender before it. The congestion
 //!   window's regrowth after a loss is not loss: it is booked as the round trips it waits for
 //!   (latency, or network with a queue), and counted apart (`after_loss_s`) so the verdict
@@ -593,11 +595,22 @@ impl Chrono {
     /// answered by an ACK within the reaction time was data queued behind it; queued data
     /// that left at the sender's peak spacing never waited (`spacing`: the limit the whole
     /// gap goes to, when its spacing decides it).
-    fn settle(&mut self, answered: [bool; 2], spacing: Option<Limit>, gap: f64, next_full: bool) {
+    fn settle(
+        &mut self,
+        answered: [bool; 2],
+        timeout: bool,
+        spacing: Option<Limit>,
+        gap: f64,
+        next_full: bool,
+    ) {
         let long = next_full && self.rtt_min.is_some_and(|m| gap >= TRAIN_GAP_RTTS * m);
         let [ack, window] = answered;
         for mut e in std::mem::take(&mut self.pending) {
             match e.kind {
+                _ if timeout && e.kind != Kind::Fixed => {
+                    e.limit = Limit::Loss;
+                    e.idle = false;
+                }
                 Kind::TrainEnd if long => {
                     e.limit = Limit::Network;
                     e.idle = false;
@@ -658,7 +671,10 @@ impl Chrono {
             }
             self.all_acked = false;
         }
-        if matches!(e, Event::Data { again: true, .. }) && !self.recovering() {
+        // a retransmission that begins a recovery ends a pause no ACK explained: a timeout
+        // (or a tail-loss probe), whatever held the sender before it
+        let timeout = matches!(e, Event::Data { again: true, .. }) && !self.recovering();
+        if timeout {
             // a recovery begins with the pause this retransmission ends
             self.books.spurious = 0.0;
             self.spurious_as = if self.window_closed(scale_known) {
@@ -694,7 +710,7 @@ impl Chrono {
                 _ => None,
             };
             let gap = self.last_data_ts.map_or(0.0, |last| ts - last);
-            self.settle(answered, spacing, gap, full && !push);
+            self.settle(answered, timeout, spacing, gap, full && !push);
         }
         match e {
             Event::Data {

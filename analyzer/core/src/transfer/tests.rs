@@ -1113,6 +1113,50 @@ fn recovery_is_loss_and_a_spurious_one_is_a_round_trip() {
 }
 
 #[test]
+fn a_timeout_after_a_lost_reply_is_loss_however_the_pause_began() {
+    // a pooler's leg: the server's short reply is lost past the capture point; the pooler
+    // resends its request at its own timeout and the server its reply at its own, 25 us
+    // apart, 207 ms on. The pause ended a write and the next data follows an ACK (the
+    // request) at once, but a retransmission that begins a recovery ends it: a timeout
+    let run = |spurious: bool| {
+        let mut f = bridge();
+        for _ in 0..4 {
+            f.write(8192, 0.000_5);
+            f.ack(0, 4096 << 7, 0.000_02);
+        }
+        let request = f.next[0];
+        f.send_flags(0, 25, 0.001, ACK | PSH);
+        let reply = f.next[1];
+        f.write(15, 0.000_4);
+        // the request again, its ACK short of the reply
+        let again = (request, request + 25, reply, 4096 << 7);
+        f.packet(
+            0,
+            0.207,
+            again.0,
+            again.1,
+            again.2,
+            again.3,
+            ACK | PSH,
+            RETRANS,
+        );
+        f.resend(1, reply, 15, 0.000_025);
+        if spurious {
+            f.sack = SACK_DUPLICATE;
+        }
+        f.ack(0, 4096 << 7, 0.000_02);
+        f.sack = 0;
+        f.finish().directions[1].limits.clone()
+    };
+    let l = run(false);
+    assert!(l.seconds.loss > 0.2, "{l:?}");
+    assert!(l.seconds.latency < 0.01 && l.seconds.sender < 0.01, "{l:?}");
+    // had the receiver reported the reply a duplicate, the wait was a late ACK's
+    let l = run(true);
+    assert!(l.seconds.loss < 1e-9 && l.seconds.latency > 0.2, "{l:?}");
+}
+
+#[test]
 fn a_spurious_probe_into_a_full_window_is_the_receivers_time() {
     // the sender filled the window; the receiver, its buffer full, withheld its ACK for
     // 12 ms; the sender probed with its last segment (a tail loss probe), which the ACK
