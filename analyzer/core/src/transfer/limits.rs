@@ -22,7 +22,10 @@
 //!   next data follows the first ACK since that write within a reaction time (tens of
 //!   microseconds, plus the round trip to the sender when the capture is not beside it).
 //!   Then data was queued behind the congestion window, and the pause was the round trip's
-//!   (an ACK that freed room and drew nothing shows the sender had nothing queued);
+//!   (an ACK that freed room and drew nothing shows the sender had nothing queued). A train
+//!   the stack filled (TRAIN_SEGMENTS full segments or more, PSH on the last: Linux marks each
+//!   burst it sends from a backlog so) with data in flight is answered more loosely: by the
+//!   latest ACK, or at the bound on deferring a send (DEFER_S);
 //! - data queued (the last segment full, no PSH), the window open:
 //!   - between segments, at the sender's peak spacing (within PEAK_FACTOR of the closest
 //!     spacing per byte seen): transmission, the sender's own pace; further apart, the path's
