@@ -379,3 +379,26 @@ def test_a_mixed_verdict_removes_both_its_limits_whichever_it_names() -> None:
     # (each saving is rounded to the microsecond, the two sums in their own order)
     assert named("sender", "latency")[0] == pytest.approx(named("latency", None)[0], abs=2e-6)
     assert removed(cond, conn).mixed_with is None  # the recorded verdict is not mixed
+
+
+def test_a_pooler_waiting_on_its_client_hands_the_what_if_to_the_clients_path() -> None:
+    """A 19 MB select through PgBouncer at 10 ms to the client: the client leg is the pooler's
+    pace (sender), and the pooler's window held the server while it waited on its client
+    (receiver sub-class application). The client's path set the pace through the relay (issue
+    31's rule 2), so the pair's what-if removes the client leg's round trips (r10-r13: 110-147
+    ms measured; the pooler's own buffer predicted nothing). A small pooler buffer (a window
+    that never grew) stays the relay's own."""
+    from pktflow.transfer.saving_pairs import Removed, removed
+
+    def rep(receiver: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        front = {"id": "c1", "role": "front", "queries": [{}], "directions": {
+            "server_to_client": {"payload_bytes": 19_000_000,
+                                 "verdict": {"limit": "sender", "mixed_with": None}}}}
+        back = {"id": "c2", "role": "back", "queries": [{}], "directions": {
+            "server_to_client": {"payload_bytes": 19_000_000, "verdict": {
+                "limit": "receiver_window", "mixed_with": None, "receiver": receiver}}}}
+        return ({"connections": [front, back],
+                 "relays": [{"front_connections": ["c1"], "back_connections": ["c2"]}]}, front)
+
+    assert removed(*rep("application")) == Removed("client", "latency")
+    assert removed(*rep("buffer")) == Removed("relay", "receiver_window")

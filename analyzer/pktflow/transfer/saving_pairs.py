@@ -69,8 +69,9 @@ class Removed(NamedTuple):
 def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
     """The limit the client's time would lose: the client leg's verdict's, or, when a relay
     had nothing more to send its client, its bulk server leg's; where the relay's own window
-    held the server, what the relay's verdict says of its buffer (a small one: a window that
-    never grew; else the pooler waited on its client, and nothing outside the relay held it)."""
+    held the server, what the relay's verdict says of its buffer when that was small (a window
+    that never grew), else the client leg's round trips: the pooler stopped reading its server
+    while it waited on its client, whose path then set the pace through the relay."""
     v = conn["directions"]["server_to_client"].get("verdict") or {}
     limit = v.get("limit")
     if conn.get("role") == "front" and limit in ("sender", "none") \
@@ -80,6 +81,10 @@ def removed(rep: dict[str, Any], conn: dict[str, Any]) -> Removed:
             return Removed("client", None)
         bv = back["directions"]["server_to_client"].get("verdict") or {}
         if bv.get("limit") == "receiver_window":
+            if bv.get("receiver") == "application":
+                # the pooler stopped reading its server while it waited on its client: the
+                # client's path set the pace through the relay (issue rule 2)
+                return Removed("client", "latency")
             return Removed("relay", "receiver_window")
         return of_verdict("server", bv)
     return of_verdict("client", v)
