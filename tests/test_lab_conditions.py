@@ -368,10 +368,16 @@ def assert_sane(sock: dict[str, Any], result_bytes: int = 1_100_000) -> None:
     assert sock["congestion_control"] == "cubic", sock
     assert sock["samples"] >= 1
     assert sock["last_sample_after_transfer"], sock
-    assert sock["busy_ms"] > 0, sock
+    # the chronographs count whole jiffies (4 ms steps on this kernel): a transfer whose every
+    # burst left and was acknowledged within one tick books no busy time (one CI run: the seq
+    # scan at 2% loss, 1.17 MB in 11 samples, none with data in flight, busy 0), and then no
+    # share of it either
     assert 0 <= sock["rwnd_limited_ms"] <= sock["busy_ms"], sock
     assert 0 <= sock["sndbuf_limited_ms"] <= sock["busy_ms"], sock
-    assert sock["rwnd_limited_share"] + sock["sndbuf_limited_share"] <= 1.0 + 1e-9, sock
+    if sock["busy_ms"]:
+        assert sock["rwnd_limited_share"] + sock["sndbuf_limited_share"] <= 1.0 + 1e-9, sock
+    else:
+        assert sock["rwnd_limited_share"] is None and sock["sndbuf_limited_share"] is None, sock
     # the seq scan's result (10,000 rows of ~115 bytes on the wire) was sent and acknowledged
     assert sock["bytes_acked"] >= result_bytes and sock["bytes_sent"] >= sock["bytes_acked"], \
         sock
