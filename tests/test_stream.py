@@ -190,4 +190,4 @@ def test_follow_says_what_limited_a_bulk_response() -> None:
         for limit, s in d["limits"]["seconds"].items():
             assert got[limit] == pytest.approx(s, abs=0.05 * d["limits"]["transfer_s"])
     text = pktflow("analyze", "-", "--follow", data=capture.read_bytes()).stdout.decode()
-    assert "SELECT 10000, limited by the receiver's window (56%)" in text
+    assert "SELECT 10000, limited by the receiver's window (72%)" in text

@@ -16,7 +16,10 @@
 //!   can say what a loss cost beyond its recovery;
 //! - receiver_window: the receiver's window was zero, or too small for one more largest
 //!   segment beyond the bytes in flight (without the handshake's scale, the raw window shifted
-//!   by the least scale the bytes in flight had proved by then);
+//!   by the least scale the bytes in flight had proved by then); and from an ACK that opens it
+//!   to data within REOPEN_S after it (plus the round trip to the sender): the sender's stack
+//!   saw the window open only once it took that ACK in, which a loaded host does hundreds of
+//!   microseconds late, and its chronograph counts the window's time until then;
 //! - a write's end (a short segment, or a full one with PSH: the sender had queued nothing
 //!   more when it went), or the receiver having sent a request since: the sender's, unless the
 //!   next data follows the first ACK since that write within a reaction time (tens of
@@ -64,6 +67,11 @@ const DEFER_S: f64 = 0.001;
 /// How close to DEFER_S after the last data a train resumes to be taken as leaving at it: the
 /// bound runs from the burst's start, the capture sees its last segment up to its length later.
 const DEFER_SLACK_S: f64 = 0.000_1;
+/// A sender held by the receiver's window sends once its stack has taken in the ACK that
+/// opens it, within a loaded host's scheduling delay (the lab's server took 40-500 us): until
+/// then its chronograph still counts the window's time. Data this soon after that ACK (plus
+/// the round trip to the sender) was held by the window; later, by something else.
+const REOPEN_S: f64 = 0.001;
 
 /// Segments this many times further apart (per byte) than the closest seen left at the
 /// path's pace, not the sender's.
@@ -264,6 +272,8 @@ struct Entry {
     after_loss: bool,
     /// The receiver's window held the sender while far below its own ceiling.
     low_window: bool,
+    /// An ACK had reopened a closed window since the last data segment.
+    after_reopen: bool,
     /// How the next data segment may change its limit.
     kind: Kind,
 }
@@ -366,6 +376,8 @@ pub(super) struct Chrono {
     /// reaction time: the round trip between the capture point and the sender, as the
     /// handshake times it, else as the other direction's least RTT shows it (0 until then).
     pub far_s: f64,
+    /// When an ACK last reopened a closed window, since the last data segment.
+    reopened_at: Option<f64>,
     books: Books,
     /// The intervals since the last data segment, and its time.
     pending: Vec<Entry>,
@@ -401,6 +413,7 @@ impl Chrono {
             ack_ts: None,
             first_ack_ts: None,
             far_s: 0.0,
+            reopened_at: None,
             books: Books::new(),
             pending: Vec::new(),
             last_data_ts: None,
@@ -573,6 +586,7 @@ impl Chrono {
                 idle: idle && limit == Limit::Sender,
                 after_loss: after_loss && matches!(limit, Limit::Latency | Limit::Network),
                 low_window: low && limit == Limit::ReceiverWindow,
+                after_reopen: self.reopened_at.is_some(),
                 kind,
             };
             if let Some(last) = self.pending.last_mut().filter(|l| {
@@ -580,6 +594,7 @@ impl Chrono {
                     && l.idle == entry.idle
                     && l.after_loss == entry.after_loss
                     && l.low_window == entry.low_window
+                    && l.after_reopen == entry.after_reopen
                     && l.kind == kind
             }) {
                 last.secs += secs;
@@ -602,6 +617,7 @@ impl Chrono {
         &mut self,
         answered: [bool; 2],
         timeout: bool,
+        reopened: bool,
         spacing: Option<Limit>,
         gap: f64,
         next_full: bool,
@@ -610,6 +626,10 @@ impl Chrono {
         let [ack, window] = answered;
         for mut e in std::mem::take(&mut self.pending) {
             match e.kind {
+                _ if reopened && e.after_reopen && !timeout => {
+                    e.limit = Limit::ReceiverWindow;
+                    e.idle = false;
+                }
                 _ if timeout && e.kind != Kind::Fixed => {
                     e.limit = Limit::Loss;
                     e.idle = false;
@@ -713,7 +733,13 @@ impl Chrono {
                 _ => None,
             };
             let gap = self.last_data_ts.map_or(0.0, |last| ts - last);
-            self.settle(answered, timeout, spacing, gap, full && !push);
+            // the sender's stack saw the window open only once it took in the ACK that
+            // opened it: data soon after that ACK was held by the window until then
+            let reopened = self
+                .reopened_at
+                .is_some_and(|r| ts - r <= REOPEN_S + self.far_s);
+            self.settle(answered, timeout, reopened, spacing, gap, full && !push);
+            self.reopened_at = None;
         }
         match e {
             Event::Data {
@@ -775,9 +801,13 @@ impl Chrono {
                 rtt,
                 rtt_min,
             } => {
+                let was_closed = self.window_closed(scale_known);
                 self.flight.acknowledge(ack);
                 self.flight.win = Some(win);
                 self.note_ceiling(scale_known);
+                if was_closed && !self.window_closed(scale_known) && self.reopened_at.is_none() {
+                    self.reopened_at = Some(ts);
+                }
                 self.ack_ts = Some(ts);
                 if self.first_ack_ts.is_none() {
                     self.first_ack_ts = Some(ts);

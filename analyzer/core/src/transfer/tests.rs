@@ -1054,6 +1054,30 @@ fn a_full_window_and_a_zero_window_are_the_receivers() {
 }
 
 #[test]
+fn the_wait_from_a_reopened_window_to_the_senders_next_data_is_the_windows() {
+    // writes of 11 segments fill the window; the ACK that opens it comes 1 ms later, and the
+    // sender's next write `lag` after that ACK: a loaded host taking it in 300 us late was
+    // held by the window until then; 5 ms late, the application was the pace
+    let run = |lag: f64| {
+        let mut f = bridge();
+        f.ack(0, 11 * MSS, 0.000_1);
+        for _ in 0..20 {
+            for i in 0..11 {
+                let flags = if i == 10 { ACK | PSH } else { ACK };
+                f.send_flags(1, MSS, if i == 0 { lag } else { 0.000_01 }, flags);
+            }
+            f.ack(0, 11 * MSS, 0.001);
+        }
+        f.finish().directions[1].limits.clone()
+    };
+    let l = run(0.000_3);
+    assert!(share(&l, l.seconds.receiver_window) > 0.9, "{l:?}");
+    let l = run(0.005);
+    assert!(share(&l, l.seconds.receiver_window) < 0.25, "{l:?}");
+    assert!(share(&l, l.seconds.sender) > 0.7, "{l:?}");
+}
+
+#[test]
 fn a_window_far_below_its_ceiling_is_booked_low() {
     // the reader once advertised 256 KiB, then reopens one segment at a time, 2 ms apart
     let mut f = bridge();
