@@ -301,6 +301,19 @@ enum Kind {
     Queued,
 }
 
+/// What a data segment says of the pause before it (`Chrono::settle`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Next {
+    /// It answers the first ACK since the last data (`answers_ack`).
+    ack: bool,
+    /// It is a queued train let go by the window (`answers_window`).
+    window: bool,
+    /// A retransmission that begins a recovery: the pause was a timeout's.
+    timeout: bool,
+    /// It came soon after an ACK reopened a closed window (REOPEN_S).
+    reopened: bool,
+}
+
 /// Intervals held after the last data segment, at most (a pause with more changes of state
 /// books its oldest at once).
 const MAX_PENDING: usize = 64;
@@ -496,13 +509,16 @@ impl Chrono {
     /// path of microseconds every write follows some ACK that closely.
     fn answers_ack(&self, ts: f64) -> bool {
         match (self.first_ack_ts, self.last_data_ts) {
-            (Some(a), Some(d)) => {
-                a >= d
-                    && ts - a <= REACT_S + self.far_s
-                    && (a - d > REACT_S || self.far_s > REACT_S)
-            }
+            (Some(a), Some(d)) => self.reacts_to(ts, a, d),
             _ => false,
         }
+    }
+
+    /// Whether data at `ts` is the sender's reaction to an ACK seen at `a`, after its last
+    /// data at `d`: within the reaction time (plus the round trip to the sender), the ACK a
+    /// reaction time or more after that data where the capture is beside the sender.
+    fn reacts_to(&self, ts: f64, a: f64, d: f64) -> bool {
+        a >= d && ts - a <= REACT_S + self.far_s && (a - d > REACT_S || self.far_s > REACT_S)
     }
 
     /// Whether a full segment at `ts` is a queued train let go by the window: it left within
@@ -513,9 +529,7 @@ impl Chrono {
     fn answers_window(&self, ts: f64, full: bool) -> bool {
         match (self.ack_ts, self.last_data_ts) {
             (Some(a), Some(d)) if full && a >= d => {
-                let after_ack =
-                    ts - a <= REACT_S + self.far_s && (a - d > REACT_S || self.far_s > REACT_S);
-                after_ack || (ts - d - DEFER_S).abs() <= DEFER_SLACK_S
+                self.reacts_to(ts, a, d) || (ts - d - DEFER_S).abs() <= DEFER_SLACK_S
             }
             _ => false,
         }
@@ -613,24 +627,15 @@ impl Chrono {
     /// answered by an ACK within the reaction time was data queued behind it; queued data
     /// that left at the sender's peak spacing never waited (`spacing`: the limit the whole
     /// gap goes to, when its spacing decides it).
-    fn settle(
-        &mut self,
-        answered: [bool; 2],
-        timeout: bool,
-        reopened: bool,
-        spacing: Option<Limit>,
-        gap: f64,
-        next_full: bool,
-    ) {
+    fn settle(&mut self, next: Next, spacing: Option<Limit>, gap: f64, next_full: bool) {
         let long = next_full && self.rtt_min.is_some_and(|m| gap >= TRAIN_GAP_RTTS * m);
-        let [ack, window] = answered;
         for mut e in std::mem::take(&mut self.pending) {
             match e.kind {
-                _ if reopened && e.after_reopen && !timeout => {
+                _ if next.reopened && e.after_reopen && !next.timeout => {
                     e.limit = Limit::ReceiverWindow;
                     e.idle = false;
                 }
-                _ if timeout && e.kind != Kind::Fixed => {
+                _ if next.timeout && e.kind != Kind::Fixed => {
                     e.limit = Limit::Loss;
                     e.idle = false;
                 }
@@ -638,11 +643,11 @@ impl Chrono {
                     e.limit = Limit::Network;
                     e.idle = false;
                 }
-                Kind::WriteEnd(held) if ack => {
+                Kind::WriteEnd(held) if next.ack => {
                     e.limit = held;
                     e.idle = false;
                 }
-                Kind::FilledEnd(held) if ack || window => {
+                Kind::FilledEnd(held) if next.ack || next.window => {
                     e.limit = held;
                     e.idle = false;
                 }
@@ -674,9 +679,10 @@ impl Chrono {
             }
             return;
         }
-        let mut answered = [false; 2];
+        let mut next = Next::default();
         if let Event::Data { full, .. } = e {
-            answered = [self.answers_ack(ts), self.answers_window(ts, full)];
+            next.ack = self.answers_ack(ts);
+            next.window = self.answers_window(ts, full);
             // data after a pause with everything acknowledged: the pause counts, as the
             // conversation's turn if the receiver sent a request in it
             if let (true, Some(last)) = (self.all_acked && self.peer_spoke, self.last_data_ts) {
@@ -696,8 +702,8 @@ impl Chrono {
         }
         // a retransmission that begins a recovery ends a pause no ACK explained: a timeout
         // (or a tail-loss probe), whatever held the sender before it
-        let timeout = matches!(e, Event::Data { again: true, .. }) && !self.recovering();
-        if timeout {
+        next.timeout = matches!(e, Event::Data { again: true, .. }) && !self.recovering();
+        if next.timeout {
             // a recovery begins with the pause this retransmission ends
             self.books.spurious = 0.0;
             self.spurious_as = if self.window_closed(scale_known) {
@@ -735,10 +741,10 @@ impl Chrono {
             let gap = self.last_data_ts.map_or(0.0, |last| ts - last);
             // the sender's stack saw the window open only once it took in the ACK that
             // opened it: data soon after that ACK was held by the window until then
-            let reopened = self
+            next.reopened = self
                 .reopened_at
                 .is_some_and(|r| ts - r <= REOPEN_S + self.far_s);
-            self.settle(answered, timeout, reopened, spacing, gap, full && !push);
+            self.settle(next, spacing, gap, full && !push);
             self.reopened_at = None;
         }
         match e {
