@@ -241,3 +241,38 @@ def test_a_pool_task_runs_small_captures_together_and_a_big_one_alone(tmp_path: 
     halves = [b for b in got if b and b[0] >= 81 and b[-1] <= 83]
     assert all(len(b) <= 2 for b in halves), "two half-budget captures fill a task"
     assert len(got) >= 2 * TASKS_PER_WORKER
+
+
+def test_the_core_objects_may_be_freed_on_another_thread(tmp_path: Path) -> None:
+    """A Dask worker runs each task on a thread of its pool while its profiler samples the
+    task's frames from another: a frame it held last freed the report (or the pass, or a
+    table's batch) in it on the profiler's thread. The core's objects must be freed wherever
+    their last reference goes, not refused there and leaked ("unsendable")."""
+    import gc
+    import threading
+
+    from pktflow import _core
+    from pktflow.pipeline import analyze
+
+    cap = str(ROOT / "captures" / "seqscan-10k-pgbouncer-loopback.pcap")
+    made: list[Any] = []
+
+    def task() -> None:
+        report = analyze(cap)
+        batches: list[Any] = []
+        report.core.write_tables(batches.append)
+        made.extend([report, _core.Pass(cap), *batches])
+
+    worker = threading.Thread(target=task)
+    worker.start()
+    worker.join()
+    kinds = {type(o).__name__ for o in made}
+    assert {"Pass", "ArrowBatch"} <= kinds and len(made) > 3
+    refused: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, refused.append
+    try:
+        made.clear()  # the last references, freed on this thread
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert [str(r.exc_value) for r in refused] == []

@@ -13,7 +13,7 @@ use pyo3::types::{PyString, PyTuple};
 
 use crate::to_py;
 
-#[pyclass(unsendable, module = "pktflow._core")]
+#[pyclass(module = "pktflow._core")]
 pub struct Drawing {
     inner: CoreDrawing,
     /// Python objects of the values rows share, made once.

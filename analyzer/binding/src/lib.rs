@@ -3,6 +3,7 @@
 
 mod drawing;
 mod errors;
+mod exclusive;
 mod memory;
 mod producer;
 mod pyvalue;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use errors::{CoreBug, SpoolError};
+use exclusive::Exclusive;
 use pktflow_core::capture::Stream;
 use pktflow_core::pass::{Pass as CorePass, PassOptions};
 use pktflow_core::relay::RelayWords;
@@ -64,9 +66,9 @@ pub(crate) fn to_py<T: serde::Serialize>(py: Python<'_>, value: &T) -> PyResult<
 
 /// One pass over a capture, the core running ahead on a thread of its own while Python
 /// judges (producer.rs). `step` judges the connections the next batch of packets retired.
-#[pyclass(unsendable, module = "pktflow._core")]
+#[pyclass(module = "pktflow._core")]
 struct Pass {
-    state: State,
+    state: Exclusive<State>,
     /// The report being assembled (None once `finish` took it).
     assembly: Option<Assembly>,
     /// Where the pass stood after the last step judged.
@@ -154,14 +156,14 @@ impl Pass {
             pktflow_core::report::words::free_words(&mut record);
             spent.push((judgement, record));
         }
-        if let State::Running(producer) = &self.state {
+        if let State::Running(producer) = self.state.get_mut() {
             producer.give_back(spent);
         }
         Ok(())
     }
 
-    fn pass(&self) -> PyResult<&CorePass> {
-        match &self.state {
+    fn pass(&mut self) -> PyResult<&CorePass> {
+        match self.state.get_mut() {
             State::Ready(p) | State::Done(p) => Ok(p),
             _ => Err(PyValueError::new_err("the pass is still running")),
         }
@@ -234,7 +236,7 @@ impl Pass {
                     }
                     None => Assembly::default(),
                 }),
-                state: State::Ready(inner),
+                state: Exclusive::new(State::Ready(inner)),
                 follow,
                 live: Vec::new(),
             }),
@@ -246,25 +248,26 @@ impl Pass {
     /// Judgement in, its Words out), its record kept for the report. Returns their numbers,
     /// or None once the capture is done.
     fn step(&mut self, py: Python<'_>, judge: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u64>>> {
-        match std::mem::replace(&mut self.state, State::Broken) {
+        match std::mem::replace(self.state.get_mut(), State::Broken) {
             State::Ready(pass) => {
                 let producer = Producer::start(pass, judged(judge));
                 producer.ask();
-                self.state = State::Running(producer);
+                *self.state.get_mut() = State::Running(producer);
             }
             State::Running(producer) => {
                 producer.ask();
-                self.state = State::Running(producer);
+                *self.state.get_mut() = State::Running(producer);
             }
             State::Done(pass) => {
-                self.state = State::Done(pass);
+                *self.state.get_mut() = State::Done(pass);
                 return Ok(None);
             }
             State::Broken => return Err(CoreBug::new_err("the pass stopped")),
         }
         let mut numbers = Vec::new();
         loop {
-            let State::Running(producer) = std::mem::replace(&mut self.state, State::Broken) else {
+            let State::Running(producer) = std::mem::replace(self.state.get_mut(), State::Broken)
+            else {
                 return Err(CoreBug::new_err("the pass stopped"));
             };
             // wait for the pass thread without the GIL (it needs none; Python may run), and
@@ -274,7 +277,7 @@ impl Pass {
             let message = match waited {
                 Ok(m) => Some(m),
                 Err(true) => {
-                    self.state = State::Running(producer);
+                    *self.state.get_mut() = State::Running(producer);
                     py.check_signals()?;
                     continue;
                 }
@@ -282,11 +285,11 @@ impl Pass {
             };
             match message {
                 Some(Message::Chunk(chunk)) => {
-                    self.state = State::Running(producer);
+                    *self.state.get_mut() = State::Running(producer);
                     self.judge_chunk(py, judge, chunk, &mut numbers)?;
                 }
                 Some(Message::Queries(queries)) => {
-                    self.state = State::Running(producer);
+                    *self.state.get_mut() = State::Running(producer);
                     if let Some(follow) = self.follow {
                         for (number, query, limits) in &queries {
                             let said = LiveQuery::new(*number, query, *limits);
@@ -297,13 +300,13 @@ impl Pass {
                 Some(Message::StepEnd { snapshot, more }) => {
                     self.now = snapshot;
                     if more {
-                        self.state = State::Running(producer);
+                        *self.state.get_mut() = State::Running(producer);
                         return Ok(Some(numbers));
                     }
                     let pass = py
                         .detach(move || producer.join())
                         .ok_or_else(|| CoreBug::new_err("the pass thread failed"))?;
-                    self.state = State::Done(pass);
+                    *self.state.get_mut() = State::Done(pass);
                     return Ok(if numbers.is_empty() {
                         None
                     } else {
@@ -347,8 +350,8 @@ impl Pass {
             .assembly
             .take()
             .ok_or_else(|| PyValueError::new_err("the pass is finished"))?;
-        let stats = &self.now.stats;
         let recording = self.pass()?.recording();
+        let stats = &self.now.stats;
         Ok(report::Report::new(
             guard(|| assembly.finish(stats, words))?,
             recording,
@@ -357,7 +360,7 @@ impl Pass {
 
     /// After the last step: raises OpenError for a capture with records but none it could
     /// decode (only link types the core does not read).
-    fn outcome(&self, py: Python<'_>) -> PyResult<()> {
+    fn outcome(&mut self, py: Python<'_>) -> PyResult<()> {
         match self.pass()?.outcome() {
             Ok(()) => Ok(()),
             Err(problem) => Err(errors::open_error(py, problem)),

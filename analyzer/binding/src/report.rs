@@ -14,7 +14,7 @@ use crate::drawing::Drawing;
 use crate::errors::CoreBug;
 use crate::{guard, spool_error, to_py};
 
-#[pyclass(unsendable, module = "pktflow._core")]
+#[pyclass(module = "pktflow._core")]
 pub struct Report {
     inner: CoreReport,
     /// Every connection's packets, when the pass kept them for a diagram.

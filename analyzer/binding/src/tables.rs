@@ -21,14 +21,16 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
+use crate::exclusive::Exclusive;
+
 /// One table's rows as an Arrow record batch, exported once (`__arrow_c_array__`).
-#[pyclass(unsendable, module = "pktflow._core")]
+#[pyclass(module = "pktflow._core")]
 pub struct ArrowBatch {
     #[pyo3(get)]
     name: String,
     #[pyo3(get)]
     rows: usize,
-    exported: Option<(FFI_ArrowSchema, FFI_ArrowArray)>,
+    exported: Exclusive<Option<(FFI_ArrowSchema, FFI_ArrowArray)>>,
 }
 
 #[pymethods]
@@ -41,9 +43,7 @@ impl ArrowBatch {
         requested_schema: Option<Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyCapsule>, Bound<'py, PyCapsule>)> {
         let _ = requested_schema; // the batch has the one schema it has
-        let (schema, array) = self
-            .exported
-            .take()
+        let (schema, array) = (self.exported.get_mut().take())
             .ok_or_else(|| PyValueError::new_err(format!("table {} was taken", self.name)))?;
         Ok((
             PyCapsule::new_with_value(py, schema, c"arrow_schema")?,
@@ -175,6 +175,6 @@ pub fn batch(table: Table, version: &str) -> PyResult<ArrowBatch> {
     Ok(ArrowBatch {
         name: name.to_string(),
         rows: data.len(),
-        exported: Some((schema, array)),
+        exported: Exclusive::new(Some((schema, array))),
     })
 }
