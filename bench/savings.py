@@ -14,6 +14,13 @@ Within tolerance: |predicted - measured| <= max(25% of measured, 10 ms). The las
 names the what-if the prediction takes in both recordings (pktflow.transfer.saving_pairs.removed:
 the client leg's limit, the server leg's, or the relay's own small buffer), besides the
 conversation's round trips.
+
+    python3 bench/savings.py --direct DIR [DIR ...]
+
+checks the relay's own what-if instead, going direct: each capture through PgBouncer against
+the direct one of the same workload and condition. Predicted: what the relay's verdict says the
+relay itself added (`relay_ms`, which `saving_s` is where no small buffer of the pooler's set
+the pace); measured: the client's time through the pooler less its time direct.
 """
 
 from __future__ import annotations
@@ -90,6 +97,38 @@ def rows(dirs: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def direct_rows(dirs: list[Path]) -> list[dict[str, Any]]:
+    """Each pooled capture against the direct one of the same workload and condition."""
+    from pktflow.transfer.saving_pairs import client_connection, client_time_s
+
+    out = []
+    for d in dirs:
+        caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
+                if p.name.endswith((".pcap", ".pcap.gz"))}
+        for name, path in caps.items():
+            m = NAME.fullmatch(name)
+            if m is None or "snap" in name or m["path"] != "pgbouncer":
+                continue
+            twin = f"{m['scen']}-direct{m['rest']}{m['rep'] or ''}"
+            if twin not in caps:
+                continue  # a condition on the server leg has no direct run
+            pooled, direct = report(path), report(caps[twin])
+            c, dc = client_connection(pooled), client_connection(direct)
+            if c is None or dc is None:
+                continue
+            own = [r["verdict"].get("relay_ms") for r in pooled.get("relays") or []
+                   if c["id"] in r["front_connections"]]
+            if not own or None in own:
+                continue  # no query matched leg to leg: the relay says no saving
+            pred, meas = sum(own) / 1e3, client_time_s(c) - client_time_s(dc)
+            cond = m["rest"].replace("-bridge", "").lstrip("-")
+            out.append({"set": d.name, "capture": name, "condition": f"{m['scen']} {cond}",
+                        "path": "pgbouncer -> direct", "predicted_s": pred,
+                        "measured_s": meas, "ok": within(pred, meas),
+                        "removes": "the relay"})
+    return out
+
+
 def removes(what: Any) -> str:
     """The what-if in words: the leg and its limit, or the pooler's own buffer."""
     if what is None or what.limit in (None, "sender", "none"):
@@ -122,8 +161,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--markdown", type=Path)
+    ap.add_argument("--direct", action="store_true",
+                    help="the relay's what-if: each pooled capture against its direct twin")
     args = ap.parse_args()
-    text = table(rows(args.dirs))
+    text = table(direct_rows(args.dirs) if args.direct else rows(args.dirs))
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
