@@ -174,6 +174,37 @@ def test_a_dask_cluster_writes_the_same_dataset_despite_a_killed_worker(
     assert "notes.txt" in stderr and "cut.pcap" in stderr
 
 
+def test_a_dask_cluster_runs_small_captures_a_few_to_a_task(
+        cluster: tuple[str, list[subprocess.Popen[bytes]]], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each task is a round trip through the scheduler: small captures go a few to a task, as
+    in the local pool, and every one of them still comes back, in order, written once."""
+    from distributed import Client
+
+    from pktflow.fleet import TASKS_PER_WORKER, Job, run_dask
+    from pktflow.tables import file_name
+
+    small = min(CAPTURES, key=lambda p: p.stat().st_size)
+    jobs = []
+    for i in range(48):
+        path = tmp_path / f"host{i:02d}-{small.name}"
+        shutil.copy(small, path)
+        jobs.append(Job(str(path), path.name, True, "parquet", None, False, str(tmp_path / "out")))
+    tasks: list[int] = []
+    real_map = Client.map
+
+    def map_counted(self: Any, func: Any, *iterables: Any, **kwargs: Any) -> Any:
+        tasks.append(len(iterables[0]))
+        return real_map(self, func, *iterables, **kwargs)
+
+    monkeypatch.setattr(Client, "map", map_counted)
+    got = list(run_dask(jobs, cluster[0], None))
+    assert len(tasks) == 1 and 2 * TASKS_PER_WORKER <= tasks[0] < len(jobs)
+    assert [status for status, _ in got] == ["ok"] * len(jobs)
+    assert sorted(f.name for f in (tmp_path / "out" / "captures").iterdir()) == \
+        sorted(file_name(j.path) for j in jobs)
+
+
 def test_a_text_fleet_ends_with_its_summary(fleet: tuple[Path, list[str]]) -> None:
     where, _ = fleet
     names = [c.name for c in CAPTURES if "seqscan" in c.name or "pgdump" in c.name]

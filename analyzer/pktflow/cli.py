@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--format parquet: the dataset's folder (created; a capture's files "
                     "are replaced when it is analysed again)")
     an.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                    help="analyse the captures on this Dask cluster, a task per capture "
-                    "(workers read them by path: a filesystem they share)")
+                    help="analyse the captures on this Dask cluster, a task per capture or "
+                    "per few small ones (workers read them by path: a filesystem they share)")
     an.add_argument("--strict", action="store_true",
                     help="exit non-zero when a finding of severity error is reported")
     an.add_argument("--no-postgres", action="store_true",
