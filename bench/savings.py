@@ -21,12 +21,18 @@ checks the relay's own what-if instead, going direct: each capture through PgBou
 the direct one of the same workload and condition. Predicted: what the relay's verdict says the
 relay itself added (`relay_ms`, which `saving_s` is where no small buffer of the pooler's set
 the pace); measured: the client's time through the pooler less its time direct.
+
+    python3 bench/savings.py --median DIR DIR DIR [...]
+
+holds each condition's median prediction over repeated runs (the DIRs, each a run of the
+matrix, or --repeat's numbered runs) to the median client time with it less the median without.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "analyzer"))
 
 SHARE, FLOOR_S = 0.25, 0.010  # as pktflow.transfer.saving_pairs
+MIN_RUNS = 3  # --median: fewer runs of a pair make no median
 # the capture name's parts: <scenario>-<path>[-<settings>][-bridge]-<condition>[-<n>]
 NAME = re.compile(r"(?P<scen>seqscan-10k|select19mb|pgdump(-\d+k)?)-(?P<path>direct|pgbouncer)"
                   r"(?P<rest>-.+?)(?P<rep>-\d+)?$")
@@ -66,7 +73,7 @@ def report(path: Path) -> dict[str, Any]:
 
 
 def rows(dirs: list[Path]) -> list[dict[str, Any]]:
-    from pktflow.transfer.saving_pairs import client_connection, pair, removed
+    from pktflow.transfer.saving_pairs import client_connection, client_time_s, pair, removed
 
     out = []
     for d in dirs:
@@ -89,11 +96,40 @@ def rows(dirs: list[Path]) -> list[dict[str, Any]]:
             pred, meas = got
             cond = get(name)
             conn = client_connection(cond)
+            base = client_connection(get(names[0]))
             what = removed(cond, conn) if conn is not None else None
             out.append({"set": d.name, "capture": name, "condition": names[1],
                         "path": names[2], "predicted_s": pred, "measured_s": meas,
                         "ok": within(pred, meas),
-                        "removes": removes(what)})
+                        "removes": removes(what),
+                        # the client's times (pair() found both connections)
+                        "condition_s": client_time_s(conn) if conn else None,
+                        "baseline_s": client_time_s(base) if base else None})
+    return out
+
+
+def median_rows(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pairs of each condition and path over repeated runs (the DIRs given, or --repeat's
+    numbered runs in one): the median prediction against the median client time with the
+    condition less the median without it. The baseline's own run-to-run spread (tens of ms for
+    a 19 MB select on two shared cores) goes into every single pair's measured saving; a
+    median over runs is what a prediction from one capture can be held to."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rs:
+        if r["condition_s"] is not None and r["baseline_s"] is not None:
+            groups.setdefault((r["condition"], r["path"]), []).append(r)
+    out = []
+    for (condition, path), runs in sorted(groups.items()):
+        if len(runs) < MIN_RUNS:
+            continue
+        pred = statistics.median(r["predicted_s"] for r in runs)
+        meas = (statistics.median(r["condition_s"] for r in runs)
+                - statistics.median(r["baseline_s"] for r in runs))
+        removes_most = max({r["removes"] for r in runs},
+                           key=lambda w: sum(r["removes"] == w for r in runs))
+        out.append({"set": f"median of {len(runs)}", "capture": condition,
+                    "condition": condition, "path": path, "predicted_s": pred,
+                    "measured_s": meas, "ok": within(pred, meas), "removes": removes_most})
     return out
 
 
@@ -163,8 +199,15 @@ def main() -> int:
     ap.add_argument("--markdown", type=Path)
     ap.add_argument("--direct", action="store_true",
                     help="the relay's what-if: each pooled capture against its direct twin")
+    ap.add_argument("--median", action="store_true",
+                    help=f"each condition's pairs over the runs given ({MIN_RUNS} or more): "
+                    "median prediction against the medians' difference")
     args = ap.parse_args()
-    text = table(direct_rows(args.dirs) if args.direct else rows(args.dirs))
+    if args.direct:
+        text = table(direct_rows(args.dirs))
+    else:
+        got = rows(args.dirs)
+        text = table(median_rows(got) if args.median else got)
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")
