@@ -199,10 +199,10 @@ def run_local(jobs: list[Job], workers: int, done: Done | None) -> Iterator[tupl
 def run_dask(jobs: list[Job], scheduler: str, done: Done | None) -> Iterator[tuple[str, Any]]:
     """The jobs as tasks on the Dask cluster at `scheduler`, cut as the local pool cuts them
     (`batches`: a few small captures to a task, a big one alone, at least TASKS_PER_WORKER
-    tasks a worker thread): each task is a round trip through the scheduler, which a fleet of small
-    captures paid per capture (200 on two pinned workers: 1.42x the local pool's time, 1.30x
-    so). A task whose worker dies is run again on another (the scheduler's own rule); its
-    files are replaced, not added."""
+    tasks a worker thread): each task is a round trip through the scheduler, which a fleet
+    of small captures paid per capture (200 on two pinned workers: 1.42x the local pool's
+    time, 1.30x so). A task whose worker dies is run again on another (the scheduler's own
+    rule); its files are replaced, not added."""
     try:
         from distributed import Client, as_completed
     except ImportError:
