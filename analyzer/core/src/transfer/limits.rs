@@ -16,10 +16,12 @@
 //!   can say what a loss cost beyond its recovery;
 //! - receiver_window: the receiver's window was zero, or too small for one more largest
 //!   segment beyond the bytes in flight (without the handshake's scale, the raw window shifted
-//!   by the least scale the bytes in flight had proved by then); and from an ACK that opens it
-//!   to data within REOPEN_S after it (plus the round trip to the sender): the sender's stack
-//!   saw the window open only once it took that ACK in, which a loaded host does hundreds of
-//!   microseconds late, and its chronograph counts the window's time until then;
+//!   by the least scale the bytes in flight had proved by then: the flight sits at that bound
+//!   by construction, so a pause under it that a timeout ends is the loss's); and from an ACK
+//!   that opens it to data within REOPEN_S after it (plus the round trip to the sender): the
+//!   sender's stack saw the window open only once it took that ACK in, which a loaded host
+//!   does hundreds of microseconds late, and its chronograph counts the window's time until
+//!   then;
 //! - a write's end (a short segment, or a full one with PSH: the sender had queued nothing
 //!   more when it went), or the receiver having sent a request since: the sender's, unless the
 //!   next data follows the first ACK since that write within a reaction time (tens of
@@ -299,6 +301,11 @@ enum Kind {
     /// shows the sender never waited (its peak spacing: transmission), or no ACK came between
     /// them (the path's pace: network).
     Queued,
+    /// The receiver's window, read without the handshake's scale (the raw window shifted by
+    /// the least scale the flight proved, which the flight itself sits at): the window's,
+    /// unless the pause ends in a timeout, whose retransmission shows the sender waited on a
+    /// loss, not on a window it may never have reached.
+    Bounded,
 }
 
 /// What a data segment says of the pause before it (`Chrono::settle`).
@@ -562,7 +569,13 @@ impl Chrono {
         if loss {
             parts[0] = (Limit::Loss, gap, Kind::Fixed);
         } else if closed {
-            parts[0] = (Limit::ReceiverWindow, gap, Kind::Fixed);
+            // only a zero window is closed whatever the scale
+            let kind = if scale_known || self.flight.win == Some(0) {
+                Kind::Fixed
+            } else {
+                Kind::Bounded
+            };
+            parts[0] = (Limit::ReceiverWindow, gap, kind);
         } else if self.peer_spoke {
             parts[0] = (Limit::Sender, gap, Kind::Fixed);
         } else if idle && self.last_push_full {

@@ -1181,6 +1181,63 @@ fn a_timeout_after_a_lost_reply_is_loss_however_the_pause_began() {
 }
 
 #[test]
+fn a_timeout_ends_a_window_read_without_the_scale_as_loss() {
+    // a pooler's server leg whose handshake predates the capture: the pooler's raw window
+    // (48) shifted by the least scale the flight proves sits at the flight by construction,
+    // so the server's first reply in flight reads as a closed window. The reply is lost past
+    // the capture point; the pooler resends its request at its timeout, the server its reply
+    // at its own: the pause was the loss's (r15's pooled pg_dump under 2% loss: 204 ms booked
+    // to the window, the kernel's samples say a loss). Had an ACK reopened the window and
+    // new data followed, the pause would stay the window's.
+    const RAW: i64 = 48;
+    let run = |timeout: bool| {
+        let mut f = Feed::new(); // no handshake: the scale is unknown
+        let request = f.next[0];
+        f.next[0] += 25;
+        f.packet(0, 0.000_1, request, request + 25, 0, RAW, ACK | PSH, NEW);
+        let reply = f.next[1];
+        f.next[1] += 541;
+        f.packet(
+            1,
+            0.000_4,
+            reply,
+            reply + 541,
+            f.next[0],
+            512,
+            ACK | PSH,
+            NEW,
+        );
+        if timeout {
+            // the request again, its ACK short of the reply; then the reply again
+            f.packet(
+                0,
+                0.204,
+                request,
+                request + 25,
+                reply,
+                RAW,
+                ACK | PSH,
+                RETRANS,
+            );
+            f.resend(1, reply, 541, 0.000_025);
+        } else {
+            f.ack_at(0, reply + 541, RAW, 0.204);
+            f.send_flags(1, 300, 0.000_02, ACK | PSH);
+        }
+        f.ack(0, RAW, 0.000_02);
+        f.finish().directions[1].limits.clone()
+    };
+    let l = run(true);
+    assert!(l.seconds.loss > 0.2, "{l:?}");
+    assert!(l.seconds.receiver_window < 0.01, "{l:?}");
+    let l = run(false);
+    assert!(
+        l.seconds.receiver_window > 0.2 && l.seconds.loss < 1e-9,
+        "{l:?}"
+    );
+}
+
+#[test]
 fn a_spurious_probe_into_a_full_window_is_the_receivers_time() {
     // the sender filled the window; the receiver, its buffer full, withheld its ACK for
     // 12 ms; the sender probed with its last segment (a tail loss probe), which the ACK
