@@ -66,6 +66,11 @@ def pair_of(name: str) -> tuple[str, str, str] | None:
     return base, f"{m['scen']} {cond}", m["path"]
 
 
+def captures(d: Path) -> dict[str, Path]:
+    """The recordings in `d`, by name (less .pcap and .gz)."""
+    return {stem(p): p for p in sorted(d.glob("*.pcap*")) if p.name.endswith((".pcap", ".pcap.gz"))}
+
+
 def report(path: Path) -> dict[str, Any]:
     from pktflow.pipeline import analyze
 
@@ -77,8 +82,7 @@ def rows(dirs: list[Path]) -> list[dict[str, Any]]:
 
     out = []
     for d in dirs:
-        caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
-                if p.name.endswith((".pcap", ".pcap.gz"))}
+        caps = captures(d)
         cache: dict[str, dict[str, Any]] = {}
 
         def get(name: str) -> dict[str, Any]:
@@ -139,8 +143,7 @@ def direct_rows(dirs: list[Path]) -> list[dict[str, Any]]:
 
     out = []
     for d in dirs:
-        caps = {stem(p): p for p in sorted(d.glob("*.pcap*"))
-                if p.name.endswith((".pcap", ".pcap.gz"))}
+        caps = captures(d)
         for name, path in caps.items():
             m = NAME.fullmatch(name)
             if m is None or "snap" in name or m["path"] != "pgbouncer":
