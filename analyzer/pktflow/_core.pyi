@@ -432,6 +432,16 @@ class CancelRequest(TypedDict):
     target: CancelTarget | None
     cancel_to_error_ms: float | None
 
+class Delivered(TypedDict):
+    """A query's moments as the receiver's reader had them, where a copy the capture saw was
+    lost past the capture point (report/conversation.rs DeliveredRecord)."""
+    sent_s: float
+    sent_frame: int
+    first_response_s: float | None
+    first_frame: int | None
+    last_response_s: float | None
+    last_frame: int | None
+
 class CancelledBy(TypedDict):
     connection: str
     frame: int
@@ -498,6 +508,7 @@ class Query(TypedDict):
     sent_frame: int
     first_frame: int | None
     last_frame: int | None
+    delivered: NotRequired[Delivered]
     error: ServerMessage | None
     notices: list[ServerMessage]
     notices_total: int

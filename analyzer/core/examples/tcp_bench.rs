@@ -8,6 +8,7 @@ struct Nop;
 impl StreamSink for Nop {
     fn feed(&mut self, _: usize, _: &[u8], _: i64, _: u64, _: f64, _: bool) {}
     fn gap(&mut self, _: usize, _: i64, _: i64, _: u64, _: f64) {}
+    fn resent(&mut self, _: usize, _: i64, _: i64, _: u64, _: f64) {}
     fn finish(&mut self) {}
 }
 impl PacketObserver for Nop {

@@ -83,6 +83,12 @@ impl StreamSink for Analyses {
         }
     }
 
+    fn resent(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        if let Some(c) = self.conversation.as_mut() {
+            c.resent(d, offset, length, frame, ts);
+        }
+    }
+
     fn finish(&mut self) {
         if let Some(c) = self.conversation.as_mut() {
             StreamSink::finish(c);

@@ -214,6 +214,8 @@ pub struct Conversation {
     pub(super) backend_gap_at: u64,
     /// the message being handled lost the end of its body to a gap (a short snaplen)
     pub(super) cut_message: bool,
+    /// The stream offset just past the message being handled: where its moment ends.
+    pub(super) msg_end: i64,
     /// Texts seen (SQL, command tags), shared by the queries that repeat them.
     pub(super) texts: std::collections::HashSet<std::sync::Arc<str>>,
     /// Responses whose bytes over time were kept as bulk (BULK_SEGMENTS or more): past
@@ -254,6 +256,9 @@ impl LiveQueries {
             .unwrap_or_default()
     }
 }
+
+/// Queries, the latest first, whose moments a late copy of their bytes can redate.
+const REDATE_REACH: usize = 64;
 
 /// A response in this many segments or more keeps its bytes over time (series.rs).
 pub const BULK_SEGMENTS: u64 = 4;
@@ -305,6 +310,7 @@ impl Conversation {
             gaps: 0,
             backend_gap_at: 0,
             cut_message: false,
+            msg_end: 0,
             texts: std::collections::HashSet::new(),
             bulk_series: 0,
             live: None,
@@ -590,6 +596,7 @@ impl Conversation {
                         return;
                     }
                     self.cut_message = true;
+                    self.msg_end = end;
                     self.message(d, t, &body, ln, frame, ts);
                     self.cut_message = false;
                     return;
@@ -615,7 +622,7 @@ impl Conversation {
         if role == Role::Backend {
             self.backend_gap_at = self.gaps;
         }
-        self.lost_response(d, uncounted, frame, ts);
+        self.lost_response(d, uncounted, gap_end, frame, ts);
         self.events.push(Event::Resync {
             role,
             length,
@@ -673,6 +680,24 @@ impl Conversation {
         s.base = at(base, done);
     }
 
+    /// Bytes [lo, hi) of direction d reached the receiver's reader only with a later copy
+    /// (the one the capture saw first was lost past it): the requests and responses whose
+    /// messages end in them are dated by that copy. A pooler's back leg, captured at the
+    /// pooler, then says when the server's answer could reach the pooler, not when it left
+    /// the server. Recent queries only: those handed over are final, and a copy is resent
+    /// within a few timeouts of the first.
+    fn redate(&mut self, d: usize, lo: i64, hi: i64, frame: u64, ts: f64) {
+        let Some(side) = self.sides.get(d) else {
+            return;
+        };
+        let response = side.role == Role::Backend;
+        for q in self.store.listed.iter_mut().rev().take(REDATE_REACH) {
+            if !q.redate(response, lo, hi, frame, ts) {
+                return;
+            }
+        }
+    }
+
     fn do_finish(&mut self) {
         if self.query_errors > MAX_ERROR_FINDINGS {
             self.events.push(Event::QueryErrorsTotal {
@@ -705,6 +730,10 @@ impl StreamSink for Conversation {
 
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
         self.do_gap(d, offset, length, frame, ts);
+    }
+
+    fn resent(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64) {
+        self.redate(d, offset, offset.saturating_add(length), frame, ts);
     }
 
     fn finish(&mut self) {

@@ -345,9 +345,24 @@ pub struct QueryFacts {
     pub response_segment_max: Option<i64>,
     /// The 6 most frequent segment sizes: (size, count), largest count first.
     pub response_segment_sizes: Vec<(i64, u64)>,
+    /// Its moments as the receiver's reader had them, where a copy of its bytes that the
+    /// capture saw was lost past the capture point and a later one carried them.
+    pub delivered: Option<Box<DeliveredFacts>>,
     /// A bulk response's bytes over time (moved out by `into_facts`, for a relay's legs).
     #[serde(skip)]
     pub series: Option<Box<Series>>,
+}
+
+/// A query's request, first and last response message as delivered: epoch seconds and
+/// frames, each the captured one but where a later copy carried it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveredFacts {
+    pub sent_ts: f64,
+    pub sent_frame: u64,
+    pub first_response_ts: Option<f64>,
+    pub first_frame: Option<u64>,
+    pub last_response_ts: Option<f64>,
+    pub last_frame: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -531,6 +546,17 @@ impl Conversation {
             response_segment_median: q.segments.median(),
             response_segment_max: q.segments.hi(),
             response_segment_sizes: q.segments.top(6),
+            delivered: (q.extra.as_ref()).and_then(|x| x.delivered).map(|at| {
+                let answered = q.first().is_some();
+                Box::new(DeliveredFacts {
+                    sent_ts: at.sent.ts,
+                    sent_frame: at.sent.frame,
+                    first_response_ts: answered.then_some(at.first.ts),
+                    first_frame: answered.then_some(at.first.frame),
+                    last_response_ts: answered.then_some(at.last.ts),
+                    last_frame: answered.then_some(at.last.frame),
+                })
+            }),
             series: None,
         }
     }

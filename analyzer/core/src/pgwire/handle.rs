@@ -15,7 +15,7 @@ use super::messages::{
     auth_method, auth_name, backend_name, be16, be32, decode, error_fields, frontend_name, lossy,
     name_list, password_reply, rstrip_nul, two_cstrings, upto_nul, Name, Role, AUTH_NAME_CAP,
 };
-use super::query::{Query, QueryKind, MAX_COLUMN_NAMES, MAX_QUERY_NOTICES, SQL_CAP};
+use super::query::{Moment, Query, QueryKind, MAX_COLUMN_NAMES, MAX_QUERY_NOTICES, SQL_CAP};
 
 /// Texts (SQL, command tags) shared per connection: at most this many, this long.
 const MAX_SHARED: usize = 256;
@@ -58,6 +58,15 @@ fn columns(body: &[u8]) -> (Option<u16>, String) {
 }
 
 impl Conversation {
+    /// The message being handled, as a query's moment.
+    fn moment(&self, frame: u64, ts: f64) -> Moment {
+        Moment {
+            ts,
+            frame,
+            end: self.msg_end,
+        }
+    }
+
     pub(super) fn message(&mut self, d: usize, t: u8, body: &[u8], ln: i64, frame: u64, ts: f64) {
         if self.sides[d].role == Role::Frontend {
             self.frontend(d, t, body, frame, ts);
@@ -80,7 +89,7 @@ impl Conversation {
             b'Q' => {
                 self.close_unfinished_after_gap();
                 let sql = intern(&mut self.texts, lossy(rstrip_nul(body)));
-                let mut q = Query::new(sql, QueryKind::Simple, ts, frame);
+                let mut q = Query::new(sql, QueryKind::Simple, self.moment(frame, ts));
                 q.sql_truncated |= self.cut_message;
                 self.add_query(q, frame);
             }
@@ -121,14 +130,17 @@ impl Conversation {
                     .get(&portal)
                     .cloned()
                     .unwrap_or_else(|| Arc::from(""));
-                self.add_query(Query::new(sql, QueryKind::Extended, ts, frame), frame);
+                self.add_query(
+                    Query::new(sql, QueryKind::Extended, self.moment(frame, ts)),
+                    frame,
+                );
             }
             b'F' => {
                 // FunctionCall: the fast-path call of a function OID
                 if let Some(oid) = be32(body, 0) {
                     let sql = format!("FunctionCall oid {oid}");
                     self.add_query(
-                        Query::new(Arc::from(sql), QueryKind::Function, ts, frame),
+                        Query::new(Arc::from(sql), QueryKind::Function, self.moment(frame, ts)),
                         frame,
                     );
                 }
@@ -173,13 +185,13 @@ impl Conversation {
     /// Response bytes the capture did not show (a gap, or bytes skipped to find a message
     /// boundary after one) belong to the response under way: a query's response size is then
     /// what the sequence numbers say, not only what was decoded (a short snaplen cuts most).
-    pub(super) fn lost_response(&mut self, d: usize, bytes: i64, frame: u64, ts: f64) {
+    pub(super) fn lost_response(&mut self, d: usize, bytes: i64, end: i64, frame: u64, ts: f64) {
         let backend = self.sides.get(d).is_some_and(|s| s.role == Role::Backend);
         if !backend || bytes <= 0 {
             return;
         }
         if let Some(q) = self.head().and_then(|id| self.store.get_mut(id)) {
-            q.respond(bytes as u64, 0, ts, frame);
+            q.respond(bytes as u64, 0, end, Moment { ts, frame, end });
         }
     }
 
@@ -362,10 +374,11 @@ impl Conversation {
             }
             return;
         };
+        let now = self.moment(frame, ts);
         let Some(q) = self.store.get_mut(id) else {
             return;
         };
-        q.respond(resp, 1, ts, frame);
+        q.respond(resp, 1, now.end, now);
         match t {
             b'C' | b'I' => {
                 let tag = if t == b'C' {
@@ -485,12 +498,13 @@ impl Conversation {
 
     /// The end of a simple query or of a Sync'd batch.
     fn ready_for_query(&mut self, head: Option<u64>, resp: u64, frame: u64, ts: f64) {
+        let now = self.moment(frame, ts);
         let answered = head.filter(|&id| self.store.get(id).is_some_and(|q| q.first().is_some()));
         if let Some(q) = answered
             .or(self.last_done)
             .and_then(|id| self.store.get_mut(id))
         {
-            q.respond(resp, 1, ts, frame);
+            q.respond(resp, 1, now.end, now);
         }
         // Close what was answered, and after an error the Executes the server skipped; a query
         // not answered yet may be one whose bytes the capture showed early.

@@ -150,11 +150,25 @@ impl TagRows {
     }
 }
 
-/// The frame and time of a request's last byte, or a response's first or last message.
+/// The frame and time of a request's last byte, or a response's first or last message, and
+/// where that message ends in its direction's stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Moment {
     pub ts: f64,
     pub frame: u64,
+    /// The stream offset just past the message's last byte.
+    pub end: i64,
+}
+
+impl Moment {
+    /// Bytes [lo, hi) arrived again at `ts`, with `frame`: a message whose last byte they
+    /// hold arrived then, if not before.
+    fn redate(&mut self, lo: i64, hi: i64, frame: u64, ts: f64) {
+        if lo < self.end && self.end <= hi && ts > self.ts {
+            self.ts = ts;
+            self.frame = frame;
+        }
+    }
 }
 
 /// Notices a query keeps one by one; the rest are counted.
@@ -173,6 +187,17 @@ pub struct QueryExtra {
     /// one text a repeated statement's queries share.
     pub columns: Option<Arc<str>>,
     pub column_count: Option<u16>,
+    /// Its moments as the receiver's reader had them, where a copy the capture saw of its
+    /// bytes was lost past the capture point (a later one carried them).
+    pub delivered: Option<Delivered>,
+}
+
+/// A query's three moments as delivered (the first and last valid once it was answered).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Delivered {
+    pub sent: Moment,
+    pub first: Moment,
+    pub last: Moment,
 }
 
 /// A query as a connection keeps it for its report (about 200 bytes and its SQL, which an
@@ -218,7 +243,7 @@ pub fn cap_sql(sql: &str) -> (&str, bool) {
 }
 
 impl Query {
-    pub fn new(sql: Arc<str>, kind: QueryKind, ts: f64, frame: u64) -> Query {
+    pub fn new(sql: Arc<str>, kind: QueryKind, sent: Moment) -> Query {
         let (sql, sql_truncated) = match cap_sql(&sql) {
             (cut, true) => (Arc::from(cut), true),
             (_, false) => (sql, false),
@@ -231,7 +256,7 @@ impl Query {
             copy_data: 0,
             resp_bytes: 0,
             resp_msgs: 0,
-            sent: Moment { ts, frame },
+            sent,
             first: Moment::default(),
             last: Moment::default(),
             data_row_bytes: 0,
@@ -274,15 +299,66 @@ impl Query {
         self.responded.then_some(self.last)
     }
 
-    pub fn respond(&mut self, nbytes: u64, nmsgs: u64, ts: f64, frame: u64) {
-        let now = Moment { ts, frame };
-        if !self.responded {
+    /// Response messages came, the first of them ending at `first_end` (a run of rows is
+    /// counted at once), the last at `now`.
+    pub fn respond(&mut self, nbytes: u64, nmsgs: u64, first_end: i64, now: Moment) {
+        let answered = self.responded;
+        if !answered {
             self.responded = true;
-            self.first = now;
+            self.first = Moment {
+                end: first_end,
+                ..now
+            };
         }
         self.resp_bytes = self.resp_bytes.saturating_add(nbytes);
         self.resp_msgs = self.resp_msgs.saturating_add(nmsgs);
         self.last = now;
+        if let Some(at) = self.extra.as_mut().and_then(|x| x.delivered.as_mut()) {
+            if !answered {
+                (at.first, at.last) = (self.first, now);
+            } else if now.ts >= at.last.ts {
+                at.last = now;
+            } else {
+                // bytes after ones that came late reach the reader no sooner than they did
+                at.last.end = now.end;
+            }
+        }
+    }
+
+    /// Bytes [lo, hi) of the request's direction (`response` false) or of the response's
+    /// reached the receiver's reader only with `frame`, at `ts`: the moments they end are
+    /// delivered then (the captured ones stay). Whether a query before this one can still
+    /// have a moment in them.
+    pub fn redate(&mut self, response: bool, lo: i64, hi: i64, frame: u64, ts: f64) -> bool {
+        if response && !self.responded {
+            return true;
+        }
+        let was = self.delivered();
+        let mut at = was;
+        if response {
+            at.first.redate(lo, hi, frame, ts);
+            at.last.redate(lo, hi, frame, ts);
+        } else {
+            at.sent.redate(lo, hi, frame, ts);
+        }
+        if at != was {
+            self.extra().delivered = Some(at);
+        }
+        if response {
+            self.first.end > lo
+        } else {
+            self.sent.end > lo
+        }
+    }
+
+    /// When the receiver's reader could have the request and the response: as captured,
+    /// unless a copy the capture saw was lost past it.
+    pub fn delivered(&self) -> Delivered {
+        (self.extra.as_ref().and_then(|x| x.delivered)).unwrap_or(Delivered {
+            sent: self.sent,
+            first: self.first,
+            last: self.last,
+        })
     }
 
     pub fn command_complete(&mut self, tag: Arc<str>) {
@@ -343,15 +419,17 @@ mod tests {
     #[test]
     fn sql_cap_counts_characters() {
         let s: String = "é".repeat(SQL_CAP + 1);
-        let q = Query::new(Arc::from(s.as_str()), QueryKind::Simple, 0.0, 1);
+        let q = Query::new(Arc::from(s.as_str()), QueryKind::Simple, Moment::default());
         assert!(q.sql_truncated && q.sql.chars().count() == SQL_CAP);
         let s: String = "é".repeat(SQL_CAP);
-        assert!(!Query::new(Arc::from(s.as_str()), QueryKind::Simple, 0.0, 1).sql_truncated);
+        assert!(
+            !Query::new(Arc::from(s.as_str()), QueryKind::Simple, Moment::default()).sql_truncated
+        );
     }
 
     #[test]
     fn rows_rule() {
-        let mut q = Query::new(Arc::from("q"), QueryKind::Simple, 0.0, 1);
+        let mut q = Query::new(Arc::from("q"), QueryKind::Simple, Moment::default());
         assert_eq!(q.rows(), None);
         q.command_complete(Arc::from(""));
         assert_eq!(q.rows(), None);

@@ -309,8 +309,8 @@ impl Conversation {
 
     /// A boundary found mid-stream at buf[pos] (buf at stream offset off).
     pub(super) fn synced(&mut self, d: usize, off: i64, pos: usize, frame: u64, ts: f64) {
-        self.lost_response(d, pos as i64, frame, ts);
         let offset = super::conversation::at(off, pos);
+        self.lost_response(d, pos as i64, offset, frame, ts);
         let s = &mut self.sides[d];
         s.lost = s.lost.saturating_add(pos as i64);
         s.state = State::Typed;
@@ -334,7 +334,7 @@ impl Conversation {
             s.lost = s.lost.saturating_add(skipped);
             s.keep(&[]);
             let (base, lost) = (s.base, s.lost);
-            self.lost_response(d, skipped, frame, ts);
+            self.lost_response(d, skipped, base.saturating_add(skipped), frame, ts);
             if self.evidence.is_some() {
                 self.refuse(d, base, frame, StopReason::NoFraming { lost });
             }

@@ -5,6 +5,7 @@ use super::conversation::{Conversation, State, KEEP_CAP};
 use super::facts::StopReason;
 use super::framing::{header, message_run, MAX_MESSAGE};
 use super::messages::Role;
+use super::query::Moment;
 use super::shape::fits;
 
 impl Conversation {
@@ -30,6 +31,8 @@ impl Conversation {
         let mut pos = pos;
         // bulk messages since the last control message, and the DataRows' body bytes
         let (mut rows, mut copies, mut nbytes, mut row_bytes) = (0u64, 0u64, 0u64, 0u64);
+        // where the first and the last of them end in the stream
+        let mut ends = (0i64, 0i64);
         // the last message counted ends in a later segment (for the trail's attribution)
         let mut held = false;
         while n.saturating_sub(pos) >= 5 {
@@ -49,6 +52,10 @@ impl Conversation {
                     }
                 }
                 let run = message_run(buf, pos);
+                if rows == 0 && copies == 0 {
+                    ends.0 = at.saturating_add(1).saturating_add(ln);
+                }
+                ends.1 = super::conversation::at(off, run.end);
                 nbytes += (run.end - pos) as u64;
                 if t == b'D' {
                     rows += run.count;
@@ -60,7 +67,7 @@ impl Conversation {
                 pos = run.end;
                 if let Some(bad) = run.bad {
                     if rows > 0 || copies > 0 {
-                        self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
+                        self.bulk(d, (rows, copies, nbytes, row_bytes), ends, frame, ts);
                     }
                     let reason = self
                         .fault(d, t, bad)
@@ -78,7 +85,7 @@ impl Conversation {
                 continue;
             }
             if rows > 0 || copies > 0 {
-                self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
+                self.bulk(d, (rows, copies, nbytes, row_bytes), ends, frame, ts);
                 (rows, copies, nbytes, row_bytes) = (0, 0, 0, 0);
             }
             if let Some(reason) = self.fault(d, t, ln) {
@@ -87,6 +94,7 @@ impl Conversation {
             }
             let end = pos + 1 + ln as usize;
             let body_at = pos + 5;
+            self.msg_end = at.saturating_add(1).saturating_add(ln);
             if end > n {
                 if ln as usize <= KEEP_CAP {
                     break;
@@ -113,7 +121,7 @@ impl Conversation {
             }
         }
         if rows > 0 || copies > 0 {
-            self.bulk(d, (rows, copies, nbytes, row_bytes), frame, ts);
+            self.bulk(d, (rows, copies, nbytes, row_bytes), ends, frame, ts);
         }
         if let (true, Some(t)) = (held, self.sides[d].counts.trail.as_mut()) {
             t.hold_last();
@@ -163,7 +171,14 @@ impl Conversation {
     /// DataRows and CopyDatas counted (rows, copies, their bytes, the rows' body bytes): the
     /// side's counts, and the query they answer (or, from the frontend, the query that asked
     /// for them: COPY FROM STDIN).
-    fn bulk(&mut self, d: usize, run: (u64, u64, u64, u64), frame: u64, ts: f64) {
+    fn bulk(
+        &mut self,
+        d: usize,
+        run: (u64, u64, u64, u64),
+        (first_end, end): (i64, i64),
+        frame: u64,
+        ts: f64,
+    ) {
         let (rows, copies, nbytes, row_bytes) = run;
         let s = &mut self.sides[d];
         if rows > 0 {
@@ -184,6 +199,6 @@ impl Conversation {
         q.data_rows += rows;
         q.data_row_bytes += row_bytes;
         q.copy_data += copies;
-        q.respond(nbytes, rows + copies, ts, frame);
+        q.respond(nbytes, rows + copies, first_end, Moment { ts, frame, end });
     }
 }

@@ -215,6 +215,7 @@ mod tests {
             response_segment_median: Some(1000),
             response_segment_max: Some(1000),
             response_segment_sizes: None,
+            delivered: None,
             series: Some(series),
         }
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pass::ConnectionReport;
 use crate::pgwire::messages::py_space;
-use crate::report::conversation::QueryRecord;
+use crate::report::conversation::{DeliveredRecord, QueryRecord};
 use crate::report::direction::LimitsRecord;
 use crate::report::values::Digits;
 use crate::report::words::{Limit, Verdict};
@@ -67,11 +67,35 @@ pub struct LegQuery {
     pub response_segment_max: Option<i64>,
     /// Kept for bulk responses only (what forward_chunk reads): (size, segments).
     pub response_segment_sizes: Option<Vec<(i64, u64)>>,
+    /// Its moments as the receiver's reader had them, where they differ from the captured.
+    pub delivered: Option<DeliveredRecord>,
     /// A bulk response's bytes over time.
     pub series: Option<Series>,
 }
 
 impl LegQuery {
+    /// When the request reached the server's reader: time and frame.
+    pub fn request_delivered(&self) -> (f64, u64) {
+        match &self.delivered {
+            Some(d) => (d.sent_s, d.sent_frame),
+            None => (self.sent_s, self.sent_frame),
+        }
+    }
+
+    /// When the first and the last response message reached the client's reader.
+    pub fn response_delivered(&self) -> [Option<(f64, Option<u64>)>; 2] {
+        match &self.delivered {
+            Some(d) => [
+                d.first_response_s.map(|t| (t, d.first_frame)),
+                d.last_response_s.map(|t| (t, d.last_frame)),
+            ],
+            None => [
+                self.first_response_s.map(|t| (t, self.first_frame)),
+                self.last_response_s.map(|t| (t, self.last_frame)),
+            ],
+        }
+    }
+
     pub fn of(q: &QueryRecord, series: Option<Box<Series>>) -> Self {
         LegQuery {
             series: series.map(|s| *s),
@@ -89,6 +113,7 @@ impl LegQuery {
             response_segment_max: q.response_segment_max,
             response_segment_sizes: (q.response_segments >= BULK_SEGMENTS)
                 .then(|| q.response_segment_sizes.0.clone()),
+            delivered: q.delivered.0.as_deref().cloned(),
         }
     }
 }

@@ -211,14 +211,15 @@ fn match_legs(legs: &Legs, (ip, port): (usize, u16), fronts: &[usize], backs: &[
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::relay::legs::{LegDetail, LegQuery};
 
     const POOLER: &str = "10.0.0.2";
     const DB: &str = "10.0.0.3";
 
-    fn q(sql: &str, sent: f64, first: f64, last: f64, frame: u64) -> LegQuery {
+    /// A leg's query answered in one segment, its frames from `frame` on.
+    pub(crate) fn q(sql: &str, sent: f64, first: f64, last: f64, frame: u64) -> LegQuery {
         LegQuery {
             sql: sql.into(),
             rows: None,
@@ -233,6 +234,7 @@ mod tests {
             response_segment_median: Some(100),
             response_segment_max: Some(100),
             response_segment_sizes: None,
+            delivered: None,
             series: None,
         }
     }

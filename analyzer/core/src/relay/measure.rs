@@ -71,12 +71,17 @@ fn ms_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 pub type Side<'a> = (u64, usize, &'a LegQuery);
 
 impl Pair {
+    /// The relay's times: what it received (the front leg's request, the back leg's response)
+    /// as delivered to it, what it sent as captured. A reply the capture saw but the relay
+    /// took only from a later copy is the server path's time, not the relay's.
     pub fn of((fl, fi, fq): Side<'_>, (bl, bi, bq): Side<'_>) -> Self {
-        let through = fq.last_response_s.map(|last| ms_between(fq.sent_s, last));
-        let own = bq.last_response_s.map(|last| ms_between(bq.sent_s, last));
+        let (front_sent, front_sent_frame) = fq.request_delivered();
+        let [back_first, back_last] = bq.response_delivered();
+        let through = fq.last_response_s.map(|last| ms_between(front_sent, last));
+        let own = back_last.map(|(last, _)| ms_between(bq.sent_s, last));
         let (seg_in, seg_out) = (bq.response_segments, fq.response_segments);
-        let request_delay = ms_between(fq.sent_s, bq.sent_s);
-        let first_byte_delay = ms_opt(bq.first_response_s, fq.first_response_s);
+        let request_delay = ms_between(front_sent, bq.sent_s);
+        let first_byte_delay = ms_opt(back_first.map(|f| f.0), fq.first_response_s);
         let cost = through.zip(own).map(|(t, o)| round_to(t - o, 3));
         Pair {
             front: QueryAt {
@@ -95,7 +100,7 @@ impl Pair {
             },
             request_delay_ms: request_delay,
             first_byte_delay_ms: first_byte_delay,
-            last_byte_delay_ms: ms_opt(bq.last_response_s, fq.last_response_s),
+            last_byte_delay_ms: ms_opt(back_last.map(|l| l.0), fq.last_response_s),
             through_relay_ms: through,
             back_leg_ms: own,
             relay_cost_ms: cost,
@@ -111,11 +116,11 @@ impl Pair {
             segment_max_in: bq.response_segment_max,
             segment_max_out: fq.response_segment_max,
             frames: PairFrames {
-                front_sent: fq.sent_frame,
+                front_sent: front_sent_frame,
                 back_sent: bq.sent_frame,
-                back_first: bq.first_frame,
+                back_first: back_first.and_then(|f| f.1),
                 front_first: fq.first_frame,
-                back_last: bq.last_frame,
+                back_last: back_last.and_then(|l| l.1),
                 front_last: fq.last_frame,
             },
         }
@@ -263,5 +268,39 @@ impl Coupling {
             summary: String::new(),
             evidence_frames: backs.evidence_frames.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::relay::matching::tests::q;
+    use crate::report::conversation::DeliveredRecord;
+
+    /// The server's reply, seen by the capture at the relay, lost before the relay took it:
+    /// the 200 ms until its copy came are the back leg's, not the relay's.
+    #[test]
+    fn a_reply_the_relay_took_from_a_later_copy_is_the_back_legs_time() {
+        let front = q("SELECT 1", 0.0, 0.2011, 0.2011, 1);
+        let mut back = q("SELECT 1", 0.0001, 0.0010, 0.0010, 2);
+        let cost = |front: &LegQuery, back: &LegQuery| Pair::of((1, 0, front), (2, 0, back));
+        let seen = cost(&front, &back);
+        assert_eq!(seen.relay_cost_ms, Some(200.2));
+        back.delivered = Some(DeliveredRecord {
+            sent_s: 0.0001,
+            sent_frame: 2,
+            first_response_s: Some(0.2010),
+            first_frame: Some(9),
+            last_response_s: Some(0.2010),
+            last_frame: Some(9),
+        });
+        let pair = cost(&front, &back);
+        assert_eq!(pair.relay_cost_ms, Some(0.2));
+        assert_eq!(pair.back_leg_ms, Some(200.9));
+        assert_eq!(
+            (pair.frames.back_first, pair.frames.back_last),
+            (Some(9), Some(9))
+        );
+        assert_eq!(pair.first_byte_delay_ms, Some(0.1));
     }
 }

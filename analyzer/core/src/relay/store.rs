@@ -192,6 +192,7 @@ mod tests {
             response_segment_median: Some(1448),
             response_segment_max: None,
             response_segment_sizes: bulk.then(|| vec![(1448, 1)]),
+            delivered: None,
             series: bulk.then_some(series),
         }
     }

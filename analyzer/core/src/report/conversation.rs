@@ -203,6 +203,11 @@ pub struct QueryRecord {
     pub sent_frame: u64,
     pub first_frame: Option<u64>,
     pub last_frame: Option<u64>,
+    /// The same moments as the receiver's reader had them, written only where a copy of the
+    /// query's bytes that the capture saw was lost past the capture point and a later copy
+    /// carried them (captured at a pooler, its back leg's replies then reach it later than
+    /// the capture shows).
+    pub delivered: Maybe<Box<DeliveredRecord>>,
     /// Boxed, as the facts' (most queries have none).
     pub error: Option<Box<ServerMessageRecord>>,
     /// The first 8 notices it raised, and how many in all.
@@ -221,6 +226,18 @@ pub struct QueryRecord {
     pub response_segment_max: Option<i64>,
     pub response_segment_sizes: Counts,
     pub goodput_bps: Option<i64>,
+}
+
+/// A query's request, first and last response message as delivered (times from the
+/// capture's start): each the captured one but where a later copy carried it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliveredRecord {
+    pub sent_s: f64,
+    pub sent_frame: u64,
+    pub first_response_s: Option<f64>,
+    pub first_frame: Option<u64>,
+    pub last_response_s: Option<f64>,
+    pub last_frame: Option<u64>,
 }
 
 /// A stop whose reason says the connection is not PostgreSQL (as far as the capture shows);
@@ -332,6 +349,16 @@ impl QueryRecord {
             sent_frame: q.sent_frame,
             first_frame: q.first_frame,
             last_frame: q.last_frame,
+            delivered: Maybe(q.delivered.map(|d| {
+                Box::new(DeliveredRecord {
+                    sent_s: at(d.sent_ts),
+                    sent_frame: d.sent_frame,
+                    first_response_s: d.first_response_ts.map(at),
+                    first_frame: d.first_frame,
+                    last_response_s: d.last_response_ts.map(at),
+                    last_frame: d.last_frame,
+                })
+            })),
             error: q
                 .error
                 .map(|e| Box::new(ServerMessageRecord::of(*e, start))),

@@ -154,6 +154,7 @@ mod tests {
             sent_frame: 1,
             first_frame: None,
             last_frame: None,
+            delivered: Maybe(None),
             error: None,
             notices: Vec::new(),
             notices_total: 0,

@@ -177,6 +177,9 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
                     peer.gap_acked(1 - d, ack_rel, p.frame, p.ts, analyses);
                 }
             }
+            if peer.resend.is_some() {
+                peer.settle_resend(1 - d, ack_rel, p.options, analyses);
+            }
         }
 
         // Window: scaled when the handshake proves the factor; SYN windows are never scaled.
@@ -217,6 +220,7 @@ impl<A: PacketObserver + StreamSink> Connection<A> {
                 end,
                 plen,
                 bytes,
+                options: p.options,
                 frame: p.frame,
                 ts: p.ts,
             };

@@ -23,6 +23,18 @@ pub const MAX_EVIDENCE: usize = 20;
 const MASK32: i64 = 0xFFFF_FFFF;
 const HALF32: i64 = 0x8000_0000;
 
+/// A copy of bytes fed already that the receiver had not acknowledged, until the receiver
+/// says whether it took this copy or had the first: [lo, hi) the bytes from the copy's first
+/// to the last fed then, the copy's frame, time and TSval.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resend {
+    pub lo: i64,
+    pub hi: i64,
+    pub frame: u64,
+    pub ts: f64,
+    pub tsval: Option<u32>,
+}
+
 /// An out-of-order segment waiting for the stream to reach it.
 #[derive(Debug)]
 pub(crate) struct Segment {
@@ -55,6 +67,8 @@ pub(crate) struct Direction {
     /// Never-seen ranges [start, end) below `high`, disjoint.
     pub holes: Vec<(i64, i64)>,
     pub holes_forgotten: u64,
+    /// A resent copy the receiver has not answered yet.
+    pub(crate) resend: Option<Resend>,
     pub bound_gaps: u64,
     /// Highest relative ack the peer sent for this stream.
     pub max_acked: i64,
@@ -102,6 +116,7 @@ impl Default for Direction {
             buffered_bytes: 0,
             holes: Vec::new(),
             holes_forgotten: 0,
+            resend: None,
             bound_gaps: 0,
             max_acked: -1,
             payload_bytes: 0,

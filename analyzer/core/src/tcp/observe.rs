@@ -69,5 +69,10 @@ pub trait StreamSink {
     /// Bytes [offset, offset + length) of direction d will never be seen (capture gap or
     /// snaplen cut).
     fn gap(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64);
+    /// Bytes [offset, offset + length) of direction d, fed before, reached the receiver's
+    /// reader no sooner than this packet: it resends their first bytes, which the receiver
+    /// had not acknowledged (the copy the capture saw was lost past the capture point), and
+    /// TCP hands bytes over in order.
+    fn resent(&mut self, d: usize, offset: i64, length: i64, frame: u64, ts: f64);
     fn finish(&mut self);
 }

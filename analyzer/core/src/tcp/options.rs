@@ -91,6 +91,14 @@ pub fn parse_syn_options(raw: &[u8], cut: bool) -> SynOptions {
 
 const SACK: u8 = 5;
 
+/// A packet's timestamps option: (TSval, TSecr).
+pub fn timestamps(raw: &[u8]) -> Option<(u32, u32)> {
+    let (_, body) = options(raw).find(|&(kind, _)| kind == TIMESTAMP)?;
+    let (val, rest) = body.split_first_chunk::<4>()?;
+    let (ecr, _) = rest.split_first_chunk::<4>()?;
+    Some((u32::from_be_bytes(*val), u32::from_be_bytes(*ecr)))
+}
+
 /// The first SACK block (left, right edges as raw sequence numbers) of a packet's options,
 /// None without one (or with a SACK option too short for a block).
 pub fn first_sack_block(raw: &[u8]) -> Option<(u32, u32)> {
@@ -116,6 +124,8 @@ mod tests {
             assert_eq!(first_sack_block(&raw[..cut]), None);
         }
         assert_eq!(first_sack_block(&[5, 2]), None);
+        assert_eq!(timestamps(&raw), Some((1, 2)));
+        assert_eq!(timestamps(&raw[..11]), None);
     }
 
     fn linux(mss: u16, wscale: u8) -> Vec<u8> {

@@ -8,11 +8,13 @@
 //! - Bytes the snapshot length cut are told to the consumer as a gap, never invented.
 
 use super::direction::{
-    note, Direction, Segment, MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES, OOO_THRESHOLD_S,
+    note, Direction, Resend, Segment, MAX_BUFFERED_BYTES, MAX_BUFFERED_SEGMENTS, MAX_HOLES,
+    OOO_THRESHOLD_S,
 };
 use super::observe::{
     StreamSink, FILLS_HOLE, KEEPALIVE, NEW, OUT_OF_ORDER, PARTIAL_RETRANS, RETRANS,
 };
+use super::options::{first_sack_block, timestamps};
 
 /// One packet's payload of direction d: [seq, end) in relative offsets, `payload` what the
 /// capture kept of it (at most end - seq bytes).
@@ -21,6 +23,8 @@ pub(crate) struct Payload<'a> {
     pub end: i64,
     pub plen: i64,
     pub bytes: &'a [u8],
+    /// The packet's TCP options.
+    pub options: &'a [u8],
     pub frame: u64,
     pub ts: f64,
 }
@@ -82,6 +86,9 @@ impl Direction {
             self.high_ts = p.ts;
             kind = NEW | PARTIAL_RETRANS;
         }
+        if kind & (RETRANS | PARTIAL_RETRANS) != 0 {
+            self.resent(d, p, sink);
+        }
         let captured = i64::try_from(p.bytes.len()).unwrap_or(i64::MAX);
         if captured < plen {
             self.truncated_bytes += plen - captured;
@@ -90,6 +97,68 @@ impl Direction {
         }
         self.deliver(d, p, sink);
         kind
+    }
+
+    /// A retransmission of bytes fed already that the receiver had not acknowledged: the
+    /// copy the capture saw may not have reached it. TCP hands bytes to the reader in order,
+    /// so if so, those and every byte fed after them reached the reader no sooner than this
+    /// copy. The receiver's next answer says which (`settle_resend`); a copy of bytes it had
+    /// acknowledged already is spurious.
+    fn resent<S: StreamSink + ?Sized>(&mut self, d: usize, p: &Payload<'_>, sink: &mut S) {
+        let lo = p.seq.max(self.max_acked);
+        if lo >= p.end.min(self.next) {
+            return;
+        }
+        let copy = Resend {
+            lo,
+            hi: self.next,
+            frame: p.frame,
+            ts: p.ts,
+            tsval: timestamps(p.options).map(|t| t.0),
+        };
+        // a later copy of the same bytes stands for both; an earlier copy of other bytes
+        // unanswered still is taken as the one the receiver got
+        if let Some(old) = self.resend.replace(copy) {
+            if old.lo < lo {
+                sink.resent(d, old.lo, old.hi - old.lo, old.frame, old.ts);
+            }
+        }
+    }
+
+    /// The receiver acknowledged up to `ack_rel` (`options` its packet's) after a resent
+    /// copy: it took that copy unless its ACK reports the copy as a duplicate (a D-SACK) or
+    /// echoes a timestamp older than the copy's (made before the copy came: the first copy
+    /// had arrived). An ACK below the copy leaves it open.
+    pub(crate) fn settle_resend<S: StreamSink + ?Sized>(
+        &mut self,
+        d: usize,
+        ack_rel: i64,
+        options: &[u8],
+        sink: &mut S,
+    ) {
+        let Some(copy) = self.resend else {
+            return;
+        };
+        let duplicate = first_sack_block(options).is_some_and(|(left, right)| {
+            let (left, right) = (self.unwrap(left), self.unwrap(right));
+            left < ack_rel && left < copy.hi && right > copy.lo
+        });
+        if duplicate {
+            self.resend = None;
+            return;
+        }
+        if ack_rel <= copy.lo {
+            return;
+        }
+        self.resend = None;
+        let echo = timestamps(options).map(|t| t.1);
+        if let (Some(val), Some(ecr)) = (copy.tsval, echo) {
+            // serial-number order: the echo precedes the copy's own TSval
+            if (val.wrapping_sub(ecr) as i32) > 0 {
+                return;
+            }
+        }
+        sink.resent(d, copy.lo, copy.hi - copy.lo, copy.frame, copy.ts);
     }
 
     fn count_retransmission(&mut self, bytes: i64, frame: u64) {
@@ -267,6 +336,10 @@ impl Direction {
                     self.buffered_bytes = 0;
                 }
             }
+        }
+        if let Some(copy) = self.resend.take() {
+            // never answered within the capture: as for any copy unacknowledged when sent
+            sink.resent(d, copy.lo, copy.hi - copy.lo, copy.frame, copy.ts);
         }
         let acked = self.max_acked - i64::from(self.fin_at.is_some());
         if acked > self.high && self.high >= self.next {

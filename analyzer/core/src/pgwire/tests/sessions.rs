@@ -794,3 +794,38 @@ fn every_startup_parameter_in_order() {
         ("3.0", Some("pg_receivewal"))
     );
 }
+
+/// A response the capture saw but the client took only from a later copy (lost past the
+/// capture point): its moments as delivered are that copy's, and every moment after the
+/// resent bytes moves with them (TCP hands bytes over in order); the captured moments stay.
+/// A copy of bytes before a query's, or older than its moments, leaves it as captured.
+#[test]
+fn a_late_copy_dates_the_moments_it_carried() {
+    let (front, back) = select_exchange(3);
+    let mut conv = Conversation::new();
+    conv.feed(0, &front, 0, 1, 1.0, true);
+    conv.feed(1, &back, 0, 2, 1.1, true);
+    let rows_at = back.len() - rows(3).len() - msg(b'C', &cstr("SELECT 3")).len() - 6;
+    let (rows_at, end) = (rows_at as i64, back.len() as i64);
+    // bytes before the query's response, and a copy older than its moments: no change
+    conv.resent(1, 0, 10, 3, 1.2);
+    conv.resent(1, rows_at, end - rows_at, 3, 1.05);
+    let f = conv.facts();
+    let q = f.queries.first().expect("a query");
+    assert!(q.delivered.is_none());
+    // the rows resent, and what followed them as the TCP layer tells it: the last message
+    // (ReadyForQuery, after them) moves, the first (RowDescription, before them) stays
+    conv.resent(1, rows_at, end - rows_at, 4, 1.3);
+    let f = conv.facts();
+    let q = f.queries.first().expect("a query");
+    let d = q.delivered.as_deref().expect("delivered");
+    assert_eq!((q.last_response_ts, q.last_frame), (Some(1.1), Some(2)));
+    assert_eq!((d.last_response_ts, d.last_frame), (Some(1.3), Some(4)));
+    assert_eq!((d.first_response_ts, d.first_frame), (Some(1.1), Some(2)));
+    assert_eq!((d.sent_ts, d.sent_frame), (1.0, 1));
+    // the request resent: its moment moves too
+    conv.resent(0, 0, front.len() as i64, 5, 1.4);
+    let f = conv.facts();
+    let d = f.queries.first().and_then(|q| q.delivered.as_deref());
+    assert_eq!(d.map(|d| (d.sent_ts, d.sent_frame)), Some((1.4, 5)));
+}

@@ -93,6 +93,117 @@ fn retransmission_counted_once_delivered_once() {
     assert_eq!(c.analyses().kinds(1), vec![NEW, RETRANS, NEW]);
 }
 
+/// A copy of bytes the receiver had not acknowledged is the one it took: the sink hears of
+/// them and of every byte fed after them (TCP hands bytes over in order). A copy of bytes
+/// acknowledged already is spurious, and not told.
+#[test]
+fn a_copy_of_unacknowledged_bytes_is_told_with_the_bytes_after_them() {
+    let mut f = Flow::new();
+    f.handshake();
+    let lost = f.send(1, &[b'a'; 100]); // frame 4, lost past the capture point
+    f.send(1, &[b'b'; 50]); // 5, waits at the receiver for 4's bytes
+    f.emit(
+        0,
+        ACK,
+        b"",
+        E {
+            ack: Some(lost.seq),
+            ..E::default()
+        },
+    ); // 6: a duplicate ACK
+    f.send_with(
+        1,
+        &[b'a'; 100],
+        E {
+            seq: Some(lost.seq),
+            dt: 0.2,
+            ..E::default()
+        },
+    ); // 7: the copy the receiver takes
+    f.ack(0); // 8
+    f.send_with(
+        1,
+        &[b'b'; 50],
+        E {
+            seq: Some(lost.seq.wrapping_add(100)),
+            dt: 0.2,
+            ..E::default()
+        },
+    ); // 9: spurious
+    let ran = run(&f.packets);
+    let rec = ran.only().analyses();
+    assert_eq!(rec.kinds(1), vec![NEW, NEW, RETRANS, RETRANS]);
+    assert_eq!(rec.resent, vec![(1, 0, 150, 7)]);
+}
+
+/// The receiver's answer to a copy says whether it had the first one: a D-SACK of the copy,
+/// or an ACK echoing a timestamp older than the copy's (made before the copy came), and the
+/// copy was spurious; an ACK that echoes the copy's own, and it took the copy.
+#[test]
+fn a_copy_the_receiver_reports_or_answered_before_it_came_is_spurious() {
+    let ts = |val: u32, ecr: u32| {
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&val.to_be_bytes());
+        o.extend_from_slice(&ecr.to_be_bytes());
+        o
+    };
+    let dsack = |left: u32, right: u32| {
+        let mut o = vec![1, 1, 5, 10];
+        o.extend_from_slice(&left.to_be_bytes());
+        o.extend_from_slice(&right.to_be_bytes());
+        o
+    };
+    // (the ACK's options, whether the copy is told)
+    for (case, told) in [
+        ("dsack", false),
+        ("older echo", false),
+        ("copy's echo", true),
+    ] {
+        let mut f = Flow::new();
+        f.handshake();
+        let first = f.send_with(
+            1,
+            &[b'a'; 100],
+            E {
+                options: ts(10, 1),
+                ..E::default()
+            },
+        );
+        f.send_with(
+            1,
+            &[b'a'; 100],
+            E {
+                seq: Some(first.seq),
+                dt: 0.01,
+                options: ts(20, 1),
+                ..E::default()
+            },
+        ); // frame 5
+        let options = match case {
+            "dsack" => [ts(2, 20), dsack(first.seq, first.seq.wrapping_add(100))].concat(),
+            "older echo" => ts(2, 10),
+            _ => ts(2, 20),
+        };
+        f.emit(
+            0,
+            ACK,
+            b"",
+            E {
+                options,
+                ..E::default()
+            },
+        );
+        let ran = run(&f.packets);
+        let rec = ran.only().analyses();
+        let want = if told {
+            vec![(1, 0, 100, 5)]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(rec.resent, want, "{case}");
+    }
+}
+
 /// A hole filled within 3 ms is reordering (tshark's rule); later, a retransmission.
 #[test]
 fn reordering_within_3ms_is_out_of_order_later_a_retransmission() {

@@ -210,6 +210,8 @@ pub struct Rec {
     /// Next offset expected per direction (data holds placeholders for small gaps only).
     pub next: [i64; 2],
     pub gaps: Vec<(usize, i64, i64)>,
+    /// (direction, offset, length, frame) of each resent range.
+    pub resent: Vec<(usize, i64, i64, u64)>,
     pub packets: Vec<Observed>,
     pub start_seen: Vec<bool>,
     pub sink_finished: bool,
@@ -240,6 +242,13 @@ impl StreamSink for Rec {
             // placeholder bytes, only to keep offsets in step here
             self.data[d].resize(self.data[d].len() + length as usize, 0);
         }
+    }
+    fn resent(&mut self, d: usize, offset: i64, length: i64, frame: u64, _ts: f64) {
+        assert!(
+            length > 0 && offset + length <= self.next[d],
+            "resent bytes were fed"
+        );
+        self.resent.push((d, offset, length, frame));
     }
     fn finish(&mut self) {
         assert!(
