@@ -5,12 +5,14 @@ against the lab's kernel figures for each sending socket."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+from test_lab_conditions import tshark
 from test_limits_corpus import KNOWN_DISAGREEMENTS
 
-from pktflow.lab.kernel import verdict_agrees
+from pktflow.lab.kernel import LOSS_SHARE, verdict_agrees
 from pktflow.lab.record import kernel_sockets
 from pktflow.pipeline import analyze
 from pktflow.relay.measure import component, forwarded_at_once
@@ -28,6 +30,13 @@ def _kernel_legs(capture: Path) -> tuple[dict[str, object], dict[str, object]]:
 
 def _limit(sock: dict[str, object]) -> str:
     limit = str(sock["dominant_limit"])
+    sent = int(sock.get("bytes_sent") or 0)  # type: ignore[call-overload]
+    lost = int(sock.get("bytes_retrans_lost") or 0)  # type: ignore[call-overload]
+    if limit == "sender" and sent and lost / sent >= LOSS_SHARE:
+        # nothing waited unsent, and its lost bytes waited on their retransmission: a
+        # request-response sender whose replies were lost waits on the timer (verdict_agrees
+        # grants loss by the same share)
+        return "loss"
     return "latency" if limit == "send_buffer" else limit
 
 
@@ -71,3 +80,32 @@ def test_each_condition_names_its_cause(condition: str, limit: str) -> None:
         # seconds of a slow reader are the client leg's, not the relay's
         assert v["front_leg_ms"] > 1000 > 10 > v["relay_ms"]
         assert "the relay itself added" in v["summary"]
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None,
+                    reason="tshark is not installed (Debian package tshark)")
+def test_a_reply_lost_past_the_capture_point_is_the_server_paths_time() -> None:
+    """pg_dump through PgBouncer, 5% of what the pooler receives from the server dropped after
+    the capture point (tcpdump in the pooler's namespace sees each reply before iptables drops
+    it). A reply the pooler took only from the server's retransmission is dated by that copy
+    (the query's `delivered`) and counted as the back leg's time, not the relay's."""
+    capture = ROOT / "captures" / "conditions" / "pgdump-2k-pgbouncer-bridge-backloss5pct.pcap.gz"
+    report = analyze(str(capture))
+    (relay,) = report["relays"]
+    queries = {c["id"]: c.get("queries") or [] for c in report["connections"]}
+    resent = {int(f) for f in tshark(capture, "-Y", "tcp.srcport == 5432 && "
+                                     "tcp.analysis.retransmission", "-T", "fields",
+                                     "-e", "frame.number")}
+    late = []
+    for p in relay["queries"]:
+        q = queries[p["back"]["connection"]][p["back"]["query_index"]]
+        d = q.get("delivered")
+        if d and d["last_response_s"] - q["last_response_s"] > 0.1:  # a timer's wait
+            late.append((p, q, d))
+            assert d["last_frame"] in resent and q["last_frame"] not in resent
+            assert p["frames"]["back_last"] == d["last_frame"]
+            assert p["relay_cost_ms"] < 1.0, p  # the pooler forwarded the copy at once
+    assert len(late) >= 2, "replies lost past the capture point"
+    waited_ms = sum(d["last_response_s"] - q["last_response_s"] for _, q, d in late) * 1e3
+    assert relay["verdict"]["relay_ms"] < 0.05 * waited_ms
+    assert relay["verdict"]["limit"] == "server_network"

@@ -33,7 +33,10 @@ def kernel(capture: Path) -> dict[str, str]:
 @pytest.mark.parametrize("capture", POOLED, ids=lambda p: p.name.split(".")[0])
 def test_each_pooled_recording_measures_its_bulk_response(capture: Path) -> None:
     f = forwarding(capture)
-    assert f["responses"] == 1  # the seq scan's one bulk response
+    if capture.name.startswith("seqscan"):
+        assert f["responses"] == 1  # the seq scan's one bulk response
+    else:
+        assert f["responses"] > 1  # pg_dump's: its catalog queries' and its COPY's
     for q in (f["delay_ms"], f["held_bytes"]):
         assert 0 <= q["median"] <= q["p90"] <= q["max"], f
     assert 0 < f["span_s"] and 0 <= f["held_over_few_s"] <= f["span_s"] + 1e-6, f
