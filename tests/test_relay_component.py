@@ -109,3 +109,10 @@ def test_a_reply_lost_past_the_capture_point_is_the_server_paths_time() -> None:
     waited_ms = sum(d["last_response_s"] - q["last_response_s"] for _, q, d in late) * 1e3
     assert relay["verdict"]["relay_ms"] < 0.05 * waited_ms
     assert relay["verdict"]["limit"] == "server_network"
+    # the back leg's finding says so, with the longest wait and the copies taken
+    (found,) = [f for f in report["findings"] if f["code"] == "late-copy"]
+    back = late[0][0]["back"]["connection"]
+    longest = max((d["last_response_s"] - q["last_response_s"], d["last_frame"])
+                  for _, q, d in late)
+    assert found["connection"] == back and longest[1] in found["frames"]
+    assert f"at most {longest[0] * 1e3:,.1f} ms" in found["message"], found

@@ -192,9 +192,24 @@ class Event(TypedDict):
     count: NotRequired[int]
     listed: NotRequired[int]
 
+class LateCopy(TypedDict):
+    seconds: float
+    query_index: int
+    seen_frame: int
+    taken_frame: int
+
+class LateCopies(TypedDict):
+    """Requests and responses the receiver took only from a later copy (report/judgement.rs)."""
+    requests: int
+    responses: int
+    added_s: float
+    longest: LateCopy
+    frames: list[int]
+
 class PgJudgement(TypedDict):
     events: list[Event]
     decode_stopped: StopReason | None
+    late: LateCopies | None
 
 class RoundTrips(TypedDict):
     queries: int

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pktflow.capture.snaplen import Cut
 from pktflow.findings import Finding
-from pktflow.pgwire.report import conversation_findings, stop_reason
+from pktflow.pgwire.report import conversation_findings, late_copies_finding, stop_reason
 from pktflow.tcp.findings import connection_findings, engine_order
 from pktflow.transfer.capture_point import capture_point
 from pktflow.transfer.round_trips import conversation_saving, round_trip_findings, summary
@@ -42,6 +42,7 @@ class Judge:
         pg = j["postgres"]
         if pg is not None:
             found += conversation_findings(pg["events"], j["id"])
+            found += late_copies_finding(pg["late"], j["id"])
             found += round_trip_findings(j["round_trips"], j["id"], j["query_frames"])
         directions = self._directions(j, found)
         cp = None

@@ -12,7 +12,7 @@ from pktflow.findings import Finding
 from pktflow.pgwire.messages import BACKEND, FRONTEND
 
 if TYPE_CHECKING:
-    from pktflow._core import Event, StopReason
+    from pktflow._core import Event, LateCopies, StopReason
 
 _DIRECT_TLS = 'the client started TLS directly (PostgreSQL 17 sslnegotiation=direct, ALPN "postgresql")'
 
@@ -83,6 +83,26 @@ def conversation_findings(events: list[Event], conn_id: str) -> list[Finding]:
         elif ev is resyncs[ev["role"]][0]:
             out.append(_resyncs(resyncs[ev["role"]], conn_id))
     return out
+
+
+def late_copies_finding(late: LateCopies | None, conn_id: str) -> list[Finding]:
+    """Requests and responses the capture saw whose receiver took them only from a later copy:
+    the query times listed are the capture's, the JSON's `delivered` has them as received."""
+    if late is None:
+        return []
+    parts = [f"{n:,} {what}{'s' if n != 1 else ''} reached the {end}"
+             for n, what, end in ((late["responses"], "response", "client"),
+                                  (late["requests"], "request", "server")) if n]
+    longest = late["longest"]
+    which = f"{conn_id}#{longest['query_index']}"
+    return [Finding(
+        "info", "late-copy",
+        f"{' and '.join(parts)} only with a retransmission, the copy the capture saw being lost "
+        f"past the capture point: {late['added_s'] * 1e3:,.1f} ms later than the capture shows "
+        f"in all, at most {longest['seconds'] * 1e3:,.1f} ms (query {which}: frame "
+        f"{longest['seen_frame']} seen, frame {longest['taken_frame']} taken); the query times "
+        f"listed are as captured, the JSON's `delivered` has them as received",
+        conn_id, late["frames"])]
 
 
 def _resyncs(evs: list[Any], conn_id: str) -> Finding:

@@ -6,7 +6,9 @@
 use serde::Serialize;
 
 use super::connection::ConnectionRecord;
+use super::conversation::QueryRecord;
 use super::direction::HandshakeMs;
+use super::numbers::round_to;
 use super::round_trips::RoundTrips;
 use crate::pass::ConnectionReport;
 use crate::pgwire::facts::{Event, StopReason};
@@ -139,6 +141,75 @@ pub struct IdleJudged {
 pub struct PgJudgement {
     pub events: Vec<Event>,
     pub decode_stopped: Option<StopReason>,
+    /// Requests and responses the receiver took only from a later copy; None when none.
+    pub late: Option<LateCopies>,
+}
+
+/// Queries whose request or last response message the receiver took only from a later copy
+/// (the one the capture saw was lost past it): how many, how much later in all, the longest.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LateCopies {
+    pub requests: u64,
+    pub responses: u64,
+    /// Seconds the copies taken came after the ones seen, summed.
+    pub added_s: f64,
+    pub longest: LateCopy,
+    /// The frames of the copies taken (the first MAX_LATE_FRAMES).
+    pub frames: Vec<u64>,
+}
+
+/// One late copy: how much later, of which query, the frame seen and the frame taken.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LateCopy {
+    pub seconds: f64,
+    pub query_index: usize,
+    pub seen_frame: u64,
+    pub taken_frame: u64,
+}
+
+const MAX_LATE_FRAMES: usize = 10;
+
+impl LateCopies {
+    fn of(queries: &[QueryRecord]) -> Option<LateCopies> {
+        let mut late = LateCopies::default();
+        for (i, q) in queries.iter().enumerate() {
+            let Some(d) = q.delivered.0.as_deref() else {
+                continue;
+            };
+            let request = (d.sent_s - q.sent_s, q.sent_frame, d.sent_frame);
+            let response = match (q.last_response_s, d.last_response_s) {
+                (Some(seen), Some(taken)) => (
+                    taken - seen,
+                    q.last_frame.unwrap_or(0),
+                    d.last_frame.unwrap_or(0),
+                ),
+                _ => (0.0, 0, 0),
+            };
+            for (n, (seconds, seen_frame, taken_frame)) in [
+                (&mut late.requests, request),
+                (&mut late.responses, response),
+            ] {
+                if seconds <= 0.0 {
+                    continue;
+                }
+                *n += 1;
+                late.added_s += seconds;
+                if late.frames.len() < MAX_LATE_FRAMES {
+                    late.frames.push(taken_frame);
+                }
+                if seconds > late.longest.seconds {
+                    late.longest = LateCopy {
+                        seconds: round_to(seconds, 6),
+                        query_index: i,
+                        seen_frame,
+                        taken_frame,
+                    };
+                }
+            }
+        }
+        late.added_s = round_to(late.added_s, 6);
+        (late.requests + late.responses > 0).then_some(late)
+    }
 }
 
 fn frames(v: &[u64]) -> Option<Vec<u64>> {
@@ -242,9 +313,10 @@ pub fn judge_and_record(
     };
     let (e0, e1) = (direction(tcp0, tr0, judged), direction(tcp1, tr1, judged));
     let extras = LegExtras::take(&mut report, swapped);
-    let postgres = report.postgres.as_ref().map(|p| PgJudgement {
+    let mut postgres = report.postgres.as_ref().map(|p| PgJudgement {
         events: p.events.clone(),
         decode_stopped: p.decode_stopped.as_ref().map(|s| s.reason.clone()),
+        late: None,
     });
     let record = ConnectionRecord::of(report, start);
     let (mut c2s, mut s2c) = if swapped { (e1, e0) } else { (e0, e1) };
@@ -259,6 +331,9 @@ pub fn judge_and_record(
         }
     }
     let queries = record.postgres.0.as_ref().map(|p| &p.queries);
+    if let (Some(pg), Some(queries)) = (postgres.as_mut(), queries) {
+        pg.late = LateCopies::of(queries);
+    }
     let sent: Vec<u64> = queries
         .into_iter()
         .flatten()
