@@ -85,6 +85,11 @@ def conversation_findings(events: list[Event], conn_id: str) -> list[Finding]:
     return out
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds to a tenth, or to the microsecond under one (a quick retransmission)."""
+    return f"{seconds * 1e3:,.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e3:.3f} ms"
+
+
 def late_copies_finding(late: LateCopies | None, conn_id: str) -> list[Finding]:
     """Requests and responses the capture saw whose receiver took them only from a later copy:
     the query times listed are the capture's, the JSON's `delivered` has them as received."""
@@ -98,8 +103,8 @@ def late_copies_finding(late: LateCopies | None, conn_id: str) -> list[Finding]:
     return [Finding(
         "info", "late-copy",
         f"{' and '.join(parts)} only with a retransmission, the copy the capture saw being lost "
-        f"past the capture point: {late['added_s'] * 1e3:,.1f} ms later than the capture shows "
-        f"in all, at most {longest['seconds'] * 1e3:,.1f} ms (query {which}: frame "
+        f"past the capture point: {_ms(late['added_s'])} later than the capture shows in all, "
+        f"at most {_ms(longest['seconds'])} (query {which}: frame "
         f"{longest['seen_frame']} seen, frame {longest['taken_frame']} taken); the query times "
         f"listed are as captured, the JSON's `delivered` has them as received",
         conn_id, late["frames"])]
